@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what kubetun needs on a fresh Debian/Ubuntu machine with Node >= 20, as root:
+# the apt tools the lab and tests use, the npm dependencies and the native TUN addon.
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_node_major=20
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt "$need_node_major" ]; then
+  echo "kubetun needs Node >= $need_node_major (found: $(node -v 2>/dev/null || echo none))" >&2
+  exit 1
+fi
+
+# Debian package -> a file it installs, so a second run asks apt nothing.
+declare -A pkgs=(
+  [iproute2]=/usr/sbin/ip
+  [iptables]=/usr/sbin/iptables
+  [nftables]=/usr/sbin/nft
+  [tcpdump]=/usr/bin/tcpdump
+  [iputils-ping]=/usr/bin/ping
+  [curl]=/usr/bin/curl
+  [socat]=/usr/bin/socat
+  [iperf3]=/usr/bin/iperf3
+  [conntrack]=/usr/sbin/conntrack
+  [procps]=/usr/bin/pgrep
+  [kmod]=/usr/bin/kmod
+  [python3]=/usr/bin/python3
+  [make]=/usr/bin/make
+  [g++]=/usr/bin/g++
+)
+missing=()
+for p in "${!pkgs[@]}"; do
+  [ -e "${pkgs[$p]}" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# node-gyp needs Node's headers; use the distribution's when present so the build works offline,
+# and let node-gyp fetch them otherwise.
+if [ -d /usr/include/node ]; then export npm_config_nodedir=/usr; fi
+
+lock_hash=$({ cat package-lock.json binding.gyp src/tun/native/*.cc 2>/dev/null || true; } | sha256sum | cut -c1-16)
+stamp=node_modules/.kubetun-bootstrap
+if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_hash" ] || { [ -f binding.gyp ] && [ ! -f build/Release/kubetun_tun.node ]; }; then
+  echo "bootstrap: npm ci (dependencies and the TUN addon)"
+  npm ci --no-fund --no-audit --loglevel=error
+  echo "$lock_hash" > "$stamp"
+fi

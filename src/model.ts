@@ -1,0 +1,126 @@
+// The cluster model: what kubetun knows about Services and EndpointSlices, independent of where
+// it came from (a manifests directory, the Kubernetes API) and of what consumes it (the maps,
+// the kube-proxy ruleset renderer, the lab). Plain objects: this is the slow world.
+
+export type Protocol = 'TCP' | 'UDP' | 'SCTP';
+export type ServiceType = 'ClusterIP' | 'NodePort' | 'LoadBalancer' | 'ExternalName';
+export type TrafficPolicy = 'Cluster' | 'Local';
+
+/** Where an object came from, so errors and logs can name it. */
+export interface Origin {
+  file: string;
+  /** index of the YAML document within the file (0-based) */
+  doc: number;
+}
+
+export interface ServicePort {
+  /** '' when the port is unnamed */
+  name: string;
+  protocol: Protocol;
+  port: number;
+  /** a number, or the name of a container port (resolved per endpoint from the slice ports) */
+  targetPort: number | string;
+  /** 0 when none */
+  nodePort: number;
+}
+
+export interface Service {
+  namespace: string;
+  name: string;
+  type: ServiceType;
+  /** spec.clusterIPs (or [spec.clusterIP]); [] for headless (clusterIP: None) and ExternalName */
+  clusterIPs: string[];
+  ports: ServicePort[];
+  /** spec.selector; undefined for selector-less services with hand-made EndpointSlices */
+  selector?: Record<string, string>;
+  sessionAffinity: 'None' | 'ClientIP';
+  /** sessionAffinityConfig.clientIP.timeoutSeconds, default 10800 */
+  affinityTimeoutSeconds: number;
+  externalTrafficPolicy: TrafficPolicy;
+  internalTrafficPolicy: TrafficPolicy;
+  externalIPs: string[];
+  /** status.loadBalancer.ingress[].ip */
+  loadBalancerIPs: string[];
+  loadBalancerSourceRanges: string[];
+  /** 0 when none */
+  healthCheckNodePort: number;
+  /** spec.trafficDistribution, e.g. 'PreferClose' */
+  trafficDistribution?: string;
+  annotations: Record<string, string>;
+  labels: Record<string, string>;
+  origin?: Origin;
+}
+
+export interface EndpointConditions {
+  /** nil in the API means true (ready); the loader applies the API's defaults */
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+}
+
+export interface Endpoint {
+  addresses: string[];
+  conditions: EndpointConditions;
+  nodeName?: string;
+  zone?: string;
+  /** hints.forZones[].name */
+  hintsForZones?: string[];
+  /** hints.forNodes[].name */
+  hintsForNodes?: string[];
+  /** targetRef.name, e.g. the pod name */
+  targetName?: string;
+}
+
+export interface EndpointSlicePort {
+  /** '' when unnamed */
+  name: string;
+  protocol: Protocol;
+  port: number;
+}
+
+export interface EndpointSlice {
+  namespace: string;
+  name: string;
+  /** the kubernetes.io/service-name label */
+  serviceName: string;
+  addressType: 'IPv4' | 'IPv6' | 'FQDN';
+  ports: EndpointSlicePort[];
+  endpoints: Endpoint[];
+  origin?: Origin;
+}
+
+export interface ClusterState {
+  services: Service[];
+  slices: EndpointSlice[];
+}
+
+/** One endpoint of one service port, after merging slices and resolving the port. */
+export interface ResolvedEndpoint {
+  ip: string;
+  port: number;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  nodeName?: string;
+  zone?: string;
+  hintsForZones?: string[];
+  hintsForNodes?: string[];
+  targetName?: string;
+}
+
+/**
+ * A service port with its endpoints: the unit kube-proxy programs (one KUBE-SVC chain, one
+ * service master entry in the maps).
+ */
+export interface ResolvedServicePort {
+  service: Service;
+  port: ServicePort;
+  /** kube-proxy's ServicePortName string: "ns/name:portName", or "ns/name" when unnamed */
+  servicePortName: string;
+  /** deduplicated by ip:port, sorted by kube-proxy's order (the "ip:port" string) */
+  endpoints: ResolvedEndpoint[];
+}
+
+export function servicePortName(svc: Service, port: ServicePort): string {
+  return port.name ? `${svc.namespace}/${svc.name}:${port.name}` : `${svc.namespace}/${svc.name}`;
+}
