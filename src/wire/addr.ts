@@ -1,0 +1,63 @@
+// IPv4 addresses as unsigned 32-bit numbers: the big-endian bytes read as one number, always
+// `>>> 0` so that 128.0.0.0 and above stay positive. Text conversion is for the slow world
+// (control plane, tests, logs); the datapath only ever sees numbers.
+
+const OCTET = /^(0|[1-9][0-9]{0,2})$/;
+
+/**
+ * Parse dotted-quad text ("10.96.0.10"). Throws Error on anything else: missing or extra
+ * octets, values above 255, signs, spaces, and leading zeros (which some parsers, like
+ * inet_aton, read as octal — refusing them avoids two tools disagreeing about one address).
+ */
+export function ipv4ToU32(s: string): number {
+  const parts = s.split('.');
+  if (parts.length !== 4) throw new Error(`invalid IPv4 address ${JSON.stringify(s)}`);
+  let n = 0;
+  for (const p of parts) {
+    if (!OCTET.test(p)) throw new Error(`invalid IPv4 address ${JSON.stringify(s)}`);
+    const v = Number(p);
+    if (v > 255) throw new Error(`invalid IPv4 address ${JSON.stringify(s)}: octet ${p} > 255`);
+    n = n * 256 + v;
+  }
+  return n >>> 0;
+}
+
+export function u32ToIpv4(n: number): string {
+  return `${n >>> 24}.${(n >>> 16) & 0xff}.${(n >>> 8) & 0xff}.${n & 0xff}`;
+}
+
+export interface Cidr {
+  /** network address, host bits cleared */
+  addr: number;
+  prefix: number;
+  mask: number;
+}
+
+/** Mask of a prefix length 0..32 as an unsigned 32-bit number. */
+export function prefixMask(prefix: number): number {
+  return prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
+}
+
+/**
+ * Parse "a.b.c.d/p". Host bits are cleared (like Go's net.ParseCIDR), so "10.96.0.10/12"
+ * yields 10.96.0.0/12. Throws Error on bad text or a prefix outside 0..32.
+ */
+export function parseCidr(s: string): Cidr {
+  const slash = s.indexOf('/');
+  if (slash < 0) throw new Error(`invalid CIDR ${JSON.stringify(s)}: missing /prefix`);
+  const pfx = s.slice(slash + 1);
+  if (!/^(0|[1-9][0-9]?)$/.test(pfx) || Number(pfx) > 32) {
+    throw new Error(`invalid CIDR ${JSON.stringify(s)}: prefix must be 0..32`);
+  }
+  const prefix = Number(pfx);
+  const mask = prefixMask(prefix);
+  return { addr: (ipv4ToU32(s.slice(0, slash)) & mask) >>> 0, prefix, mask };
+}
+
+export function cidrContains(c: Cidr, addr: number): boolean {
+  return ((addr & c.mask) >>> 0) === c.addr;
+}
+
+export function cidrToString(c: Cidr): string {
+  return `${u32ToIpv4(c.addr)}/${c.prefix}`;
+}
