@@ -1,0 +1,232 @@
+// The services map (Cilium's lb4_services): one master entry per (VIP, port, protocol) and one
+// entry per backend slot, all in one hash table keyed by (vip, port, proto, slot).
+//
+//   key                                  value (slot 0 = master)           value (slot i > 0)
+//   +-------+-------+-------+-------+    +---------+---------+---------+   +--------------+
+//   | vip u32                       |    | count   | revNat  | flags   |   | backendId u32|
+//   +-------+-------+-------+-------+    |   u16   |   u16   |   u16   |   +--------------+
+//   | port u16      | slot u16      |    +---------+---------+---------+
+//   +-------+-------+-------+-------+    | sched u8| affinityTimeout u32 |
+//   | proto u8 |                         +---------+---------------------+
+//
+// Stored as columns: vip u32, portSlot u32 (port << 16 | slot), proto u8, val u32
+// (affinityTimeout for a master, backendId for a slot), count u16, revNat u16, flags u16,
+// sched u8. Index and pool as in hashtab.ts (load factor <= 0.5).
+//
+// Reader-safe update order (from Cilium): write slots 1..N, then the master with count N,
+// then delete slots above N. A reader then never sees a count larger than the slots written.
+//
+// A wildcard master (port 0, proto 0, SVC_F_WILDCARD) marks a VIP as known so that packets to
+// its unknown ports can be rejected instead of passed.
+
+import {
+  type Carver,
+  carve,
+  checkRange,
+  EntryPool,
+  H_WORDS,
+  HashIndex,
+  hash3,
+  initHeader,
+  type MapOptions,
+  roundCapacity,
+} from './hashtab.ts';
+
+export const SVC_F_NODEPORT = 1 << 0;
+export const SVC_F_EXTERNAL_IP = 1 << 1;
+export const SVC_F_LOADBALANCER = 1 << 2;
+export const SVC_F_ETP_LOCAL = 1 << 3;
+export const SVC_F_ITP_LOCAL = 1 << 4;
+export const SVC_F_AFFINITY = 1 << 5;
+export const SVC_F_SOURCE_RANGE = 1 << 6;
+export const SVC_F_WILDCARD = 1 << 7;
+
+/** Scheduler byte of a master entry (what the datapath does with it is its business). */
+export const SVC_SCHED_RANDOM = 0;
+export const SVC_SCHED_MAGLEV = 1;
+
+const MAGIC = 0x53564331; // 'SVC1'
+
+function layout(c: Carver, cap: number) {
+  return {
+    hdr: c.u32(H_WORDS),
+    index: c.u32(cap * 2),
+    live: c.u32((cap + 31) >>> 5),
+    vip: c.u32(cap),
+    portSlot: c.u32(cap),
+    val: c.u32(cap),
+    count: c.u16(cap),
+    revNat: c.u16(cap),
+    flags: c.u16(cap),
+    proto: c.u8(cap),
+    sched: c.u8(cap),
+  };
+}
+
+export class ServiceMap {
+  readonly capacity: number;
+  readonly buffer: ArrayBuffer | SharedArrayBuffer;
+  readonly seed: number;
+  /** exposed for tests and introspection (probe lengths, wrap-around) */
+  readonly index: HashIndex;
+  private readonly pool: EntryPool;
+  private readonly vip: Uint32Array;
+  private readonly portSlot: Uint32Array;
+  private readonly proto_: Uint8Array;
+  private readonly val: Uint32Array;
+  private readonly count_: Uint16Array;
+  private readonly revNat_: Uint16Array;
+  private readonly flags_: Uint16Array;
+  private readonly sched: Uint8Array;
+
+  constructor(capacity: number, opts?: MapOptions) {
+    const cap = roundCapacity(capacity, 'ServiceMap');
+    const { views: v, buffer } = carve((c) => layout(c, cap), opts, 'ServiceMap');
+    this.capacity = cap;
+    this.buffer = buffer;
+    this.seed = initHeader(v.hdr, MAGIC, cap, opts, 'ServiceMap');
+    this.vip = v.vip;
+    this.portSlot = v.portSlot;
+    this.proto_ = v.proto;
+    this.val = v.val;
+    this.count_ = v.count;
+    this.revNat_ = v.revNat;
+    this.flags_ = v.flags;
+    this.sched = v.sched;
+    this.pool = new EntryPool(v.hdr, v.live, v.val, cap);
+    this.index = new HashIndex(v.index, {
+      entryHash: (e) => hash3(this.seed, this.vip[e], this.portSlot[e], this.proto_[e]),
+    });
+  }
+
+  get size(): number {
+    return this.pool.size;
+  }
+
+  /** Home hash of a key (tests use it to build colliding keys). */
+  hashKey(vip: number, port: number, proto: number, slot: number): number {
+    return hash3(this.seed, vip >>> 0, ((port << 16) | slot) >>> 0, proto);
+  }
+
+  /** Entry index of (vip, port, proto, slot), or -1. Fast path: no allocation, no throw. */
+  lookup(vip: number, port: number, proto: number, slot: number): number {
+    vip >>>= 0;
+    const ps = ((port << 16) | slot) >>> 0;
+    const slots = this.index.slots;
+    const mask = this.index.mask;
+    for (let i = hash3(this.seed, vip, ps, proto) & mask; ; i = (i + 1) & mask) {
+      const v = slots[i];
+      if (v === 0) return -1;
+      const e = v - 1;
+      if (this.vip[e] === vip && this.portSlot[e] === ps && this.proto_[e] === proto) return e;
+    }
+  }
+
+  count(i: number): number {
+    return this.count_[i];
+  }
+  revNat(i: number): number {
+    return this.revNat_[i];
+  }
+  flags(i: number): number {
+    return this.flags_[i];
+  }
+  scheduler(i: number): number {
+    return this.sched[i];
+  }
+  affinityTimeout(i: number): number {
+    return this.val[i];
+  }
+  backendId(i: number): number {
+    return this.val[i];
+  }
+  /** Key fields of an entry (listing / inspect). */
+  vipOf(i: number): number {
+    return this.vip[i];
+  }
+  portOf(i: number): number {
+    return this.portSlot[i] >>> 16;
+  }
+  protoOf(i: number): number {
+    return this.proto_[i];
+  }
+  slotOf(i: number): number {
+    return this.portSlot[i] & 0xffff;
+  }
+
+  /** First live entry index >= from, or -1 (iterate with `for (i = next(0); i >= 0; i = next(i + 1))`). */
+  next(from: number): number {
+    return this.pool.nextLive(from);
+  }
+
+  /** Insert or update the master (slot 0). False when the table is full. Throws on bad ranges. */
+  upsertMaster(
+    vip: number,
+    port: number,
+    proto: number,
+    count: number,
+    revNat: number,
+    flags: number,
+    scheduler: number,
+    affinityTimeout: number,
+  ): boolean {
+    checkRange(count, 0, 0xffff, 'ServiceMap.upsertMaster: count');
+    checkRange(revNat, 0, 0xffff, 'ServiceMap.upsertMaster: revNat');
+    checkRange(flags, 0, 0xffff, 'ServiceMap.upsertMaster: flags');
+    checkRange(scheduler, 0, 0xff, 'ServiceMap.upsertMaster: scheduler');
+    checkRange(affinityTimeout, 0, 0xffffffff, 'ServiceMap.upsertMaster: affinityTimeout');
+    const e = this.findOrInsert(vip, port, proto, 0);
+    if (e < 0) return false;
+    this.count_[e] = count;
+    this.revNat_[e] = revNat;
+    this.flags_[e] = flags;
+    this.sched[e] = scheduler;
+    this.val[e] = affinityTimeout;
+    return true;
+  }
+
+  /** Insert or update backend slot `slot` (1..65535). False when the table is full. */
+  upsertSlot(vip: number, port: number, proto: number, slot: number, backendId: number): boolean {
+    checkRange(slot, 1, 0xffff, 'ServiceMap.upsertSlot: slot');
+    checkRange(backendId, 0, 0xffffffff, 'ServiceMap.upsertSlot: backendId');
+    const e = this.findOrInsert(vip, port, proto, slot);
+    if (e < 0) return false;
+    this.val[e] = backendId;
+    return true;
+  }
+
+  /** Delete one entry (master or slot). False if it was not there. */
+  delete(vip: number, port: number, proto: number, slot: number): boolean {
+    const e = this.lookup(vip, port, proto, slot);
+    if (e < 0) return false;
+    this.index.remove(e);
+    this.pool.release(e);
+    return true;
+  }
+
+  clear(): void {
+    this.index.clear();
+    this.pool.clear();
+  }
+
+  private findOrInsert(vip: number, port: number, proto: number, slot: number): number {
+    checkRange(vip, 0, 0xffffffff, 'ServiceMap: vip');
+    checkRange(port, 0, 0xffff, 'ServiceMap: port');
+    checkRange(proto, 0, 0xff, 'ServiceMap: proto');
+    checkRange(slot, 0, 0xffff, 'ServiceMap: slot');
+    const found = this.lookup(vip, port, proto, slot);
+    if (found >= 0) return found;
+    const e = this.pool.alloc();
+    if (e < 0) return -1;
+    this.vip[e] = vip;
+    this.portSlot[e] = ((port << 16) | slot) >>> 0;
+    this.proto_[e] = proto;
+    this.count_[e] = 0;
+    this.revNat_[e] = 0;
+    this.flags_[e] = 0;
+    this.sched[e] = 0;
+    this.val[e] = 0;
+    this.index.insert(this.hashKey(vip, port, proto, slot), e);
+    return e;
+  }
+}
