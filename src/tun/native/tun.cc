@@ -1,0 +1,403 @@
+// kubetun_tun: the smallest native piece kubetun needs — a Linux TUN fd driven by libuv.
+//
+// Why native at all: Node has no API for ioctl(TUNSETIFF), and fs.read on a character device
+// ties up a libuv thread-pool thread per read. Here the fd is non-blocking and watched by a
+// uv_poll handle on the main loop; when it is readable we drain it with read() until EAGAIN (or
+// the batch limit) into ONE buffer that JS handed over once, record offsets and lengths in two
+// Uint32Arrays JS also handed over, and make ONE JS call per batch with the packet count. Writes
+// are batched the same way: one N-API call writes N packets. Nothing here allocates per packet,
+// and no packet error aborts: the kernel's EINVAL for a non-IP packet is counted and skipped.
+//
+// Exports:
+//   open(name, flags) -> { fd, name }       flags: 1 multi-queue, 2 vnet header, 4 persist
+//   setPersist(fd, on), setMtu(ifname, mtu), setUp(ifname, up)
+//   class Queue(fd, rxBuf: Uint8Array, offs: Uint32Array, lens: Uint32Array,
+//               stats: Float64Array, batchMax, onBatch(n, errno))
+//     start(), stop(), writeBatch(buf, offs, lens, n) -> written, write(buf, off, len) -> bool,
+//     close()
+#include <napi.h>
+#include <uv.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+namespace {
+
+// Indexes into the stats Float64Array shared with JS (src/tun/tun.ts keeps the same order).
+enum Stat {
+  RX_PACKETS,
+  RX_BYTES,
+  RX_BATCHES,
+  RX_ERRORS,
+  TX_PACKETS,
+  TX_BYTES,
+  TX_ERRORS,
+  TX_EINVAL,
+  TX_EAGAIN,
+  TX_BAD_SLICE,
+  STAT_COUNT
+};
+
+// Room a single read must be offered so the kernel never truncates a packet: a TUN read
+// returns at most one 64 KiB packet, plus a virtio_net_hdr when IFF_VNET_HDR is on.
+constexpr size_t kReadRoom = 65536 + 64;
+// Packets start on 8-byte boundaries inside the shared buffer (cheap, keeps headers aligned).
+constexpr size_t kAlign = 8;
+
+constexpr uint32_t kOpenMultiQueue = 1;
+constexpr uint32_t kOpenVnetHdr = 2;
+constexpr uint32_t kOpenPersist = 4;
+
+Napi::Error ErrnoError(Napi::Env env, const std::string& what, int err) {
+  Napi::Error e = Napi::Error::New(env, what + ": " + strerror(err));
+  e.Set("code", Napi::String::New(env, uv_err_name(-err)));
+  e.Set("errno", Napi::Number::New(env, err));
+  return e;
+}
+
+Napi::Value Open(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsString() || !info[1].IsNumber()) {
+    Napi::TypeError::New(env, "open(name: string, flags: number)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  std::string name = info[0].As<Napi::String>().Utf8Value();
+  uint32_t flags = info[1].As<Napi::Number>().Uint32Value();
+  if (name.size() >= IFNAMSIZ) {
+    Napi::Error::New(env, "interface name too long: " + name).ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  int fd = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    ErrnoError(env, "open /dev/net/tun", errno).ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+  if (flags & kOpenMultiQueue) ifr.ifr_flags |= IFF_MULTI_QUEUE;
+  if (flags & kOpenVnetHdr) ifr.ifr_flags |= IFF_VNET_HDR;
+  memcpy(ifr.ifr_name, name.data(), name.size());
+  if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+    int err = errno;
+    ::close(fd);
+    ErrnoError(env, "TUNSETIFF " + name, err).ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  if ((flags & kOpenPersist) && ioctl(fd, TUNSETPERSIST, 1) < 0) {
+    int err = errno;
+    ::close(fd);
+    ErrnoError(env, "TUNSETPERSIST " + name, err).ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("fd", Napi::Number::New(env, fd));
+  out.Set("name", Napi::String::New(env, ifr.ifr_name));
+  return out;
+}
+
+Napi::Value SetPersist(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd = info[0].As<Napi::Number>().Int32Value();
+  bool on = info[1].ToBoolean().Value();
+  if (ioctl(fd, TUNSETPERSIST, on ? 1 : 0) < 0) {
+    ErrnoError(env, "TUNSETPERSIST", errno).ThrowAsJavaScriptException();
+  }
+  return env.Undefined();
+}
+
+// SIOCSIFMTU / SIOCSIFFLAGS go through any socket of the caller's network namespace.
+bool IfIoctl(Napi::Env env, const Napi::CallbackInfo& info, unsigned long req, struct ifreq* ifr) {
+  std::string name = info[0].As<Napi::String>().Utf8Value();
+  if (name.size() >= IFNAMSIZ) {
+    Napi::Error::New(env, "interface name too long: " + name).ThrowAsJavaScriptException();
+    return false;
+  }
+  memcpy(ifr->ifr_name, name.data(), name.size());
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    ErrnoError(env, "socket", errno).ThrowAsJavaScriptException();
+    return false;
+  }
+  bool ok = ioctl(s, req, ifr) == 0;
+  int err = errno;
+  ::close(s);
+  if (!ok) ErrnoError(env, "ioctl " + name, err).ThrowAsJavaScriptException();
+  return ok;
+}
+
+Napi::Value SetMtu(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  ifr.ifr_mtu = info[1].As<Napi::Number>().Int32Value();
+  IfIoctl(env, info, SIOCSIFMTU, &ifr);
+  return env.Undefined();
+}
+
+Napi::Value SetUp(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  if (!IfIoctl(env, info, SIOCGIFFLAGS, &ifr)) return env.Undefined();
+  if (info[1].ToBoolean().Value()) {
+    ifr.ifr_flags |= IFF_UP;
+  } else {
+    ifr.ifr_flags &= ~IFF_UP;
+  }
+  IfIoctl(env, info, SIOCSIFFLAGS, &ifr);
+  return env.Undefined();
+}
+
+class Queue : public Napi::ObjectWrap<Queue> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "Queue",
+                       {InstanceMethod<&Queue::Start>("start"),
+                        InstanceMethod<&Queue::Stop>("stop"),
+                        InstanceMethod<&Queue::WriteBatch>("writeBatch"),
+                        InstanceMethod<&Queue::Write>("write"),
+                        InstanceMethod<&Queue::Close>("close")});
+  }
+
+  explicit Queue(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Queue>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 7 || !info[0].IsNumber() || !info[1].IsTypedArray() ||
+        !info[2].IsTypedArray() || !info[3].IsTypedArray() || !info[4].IsTypedArray() ||
+        !info[5].IsNumber() || !info[6].IsFunction()) {
+      Napi::TypeError::New(env, "Queue(fd, rxBuf, offs, lens, stats, batchMax, onBatch)")
+          .ThrowAsJavaScriptException();
+      return;
+    }
+    Napi::Uint8Array rx = info[1].As<Napi::Uint8Array>();
+    Napi::Uint32Array offs = info[2].As<Napi::Uint32Array>();
+    Napi::Uint32Array lens = info[3].As<Napi::Uint32Array>();
+    Napi::Float64Array stats = info[4].As<Napi::Float64Array>();
+    uint32_t batchMax = info[5].As<Napi::Number>().Uint32Value();
+    if (rx.ByteLength() < kReadRoom || batchMax == 0 || offs.ElementLength() < batchMax ||
+        lens.ElementLength() < batchMax || stats.ElementLength() < STAT_COUNT) {
+      Napi::RangeError::New(env, "Queue: rxBuf >= 65600 bytes, offs/lens >= batchMax, stats")
+          .ThrowAsJavaScriptException();
+      return;
+    }
+    // Strong references keep the shared arrays alive (and their data pointers valid) for the
+    // life of the queue; JS must not transfer or detach them.
+    rxRef_ = Napi::Persistent(rx);
+    offsRef_ = Napi::Persistent(offs);
+    lensRef_ = Napi::Persistent(lens);
+    statsRef_ = Napi::Persistent(stats);
+    cb_ = Napi::Persistent(info[6].As<Napi::Function>());
+    rx_ = rx.Data();
+    rxCap_ = rx.ByteLength();
+    offs_ = offs.Data();
+    lens_ = lens.Data();
+    stats_ = stats.Data();
+    batchMax_ = batchMax;
+    fd_ = info[0].As<Napi::Number>().Int32Value();
+    asyncCtx_ = std::make_unique<Napi::AsyncContext>(env, "kubetun:tun");
+    uv_loop_t* loop = nullptr;
+    napi_get_uv_event_loop(env, &loop);
+    poll_ = new uv_poll_t;
+    if (uv_poll_init(loop, poll_, fd_) != 0) {
+      delete poll_;
+      poll_ = nullptr;
+      Napi::Error::New(env, "uv_poll_init failed").ThrowAsJavaScriptException();
+      return;
+    }
+    poll_->data = this;
+  }
+
+  ~Queue() override { Shutdown(); }
+
+ private:
+  Napi::Value Start(const Napi::CallbackInfo& info) {
+    if (poll_ && !polling_) {
+      uv_poll_start(poll_, UV_READABLE, OnReadable);
+      polling_ = true;
+      Ref();  // an active queue must not be collected while the fd is being watched
+    }
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Stop(const Napi::CallbackInfo& info) {
+    StopPolling();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    Shutdown();
+    return info.Env().Undefined();
+  }
+
+  void StopPolling() {
+    if (poll_ && polling_) {
+      uv_poll_stop(poll_);
+      polling_ = false;
+      Unref();
+    }
+  }
+
+  void Shutdown() {
+    if (closed_) return;
+    StopPolling();
+    closed_ = true;
+    if (poll_) {
+      uv_close(reinterpret_cast<uv_handle_t*>(poll_),
+               [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
+      poll_ = nullptr;
+    }
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  static void OnReadable(uv_poll_t* handle, int status, int events) {
+    static_cast<Queue*>(handle->data)->Drain(status);
+  }
+
+  // Read until EAGAIN, the batch limit, or too little room for another packet; then one call.
+  void Drain(int status) {
+    uint32_t n = 0;
+    int err = status < 0 ? -status : 0;
+    size_t pos = 0;
+    while (err == 0 && n < batchMax_ && rxCap_ - pos >= kReadRoom) {
+      ssize_t r = ::read(fd_, rx_ + pos, rxCap_ - pos);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN) err = errno;
+        break;
+      }
+      if (r == 0) break;
+      offs_[n] = static_cast<uint32_t>(pos);
+      lens_[n] = static_cast<uint32_t>(r);
+      n++;
+      stats_[RX_PACKETS] += 1;
+      stats_[RX_BYTES] += static_cast<double>(r);
+      pos = (pos + static_cast<size_t>(r) + kAlign - 1) & ~(kAlign - 1);
+    }
+    if (err != 0) {
+      // A dead fd (device deleted underneath us) would make a level-triggered poll spin.
+      stats_[RX_ERRORS] += 1;
+      StopPolling();
+    }
+    if (n == 0 && err == 0) return;
+    if (n > 0) stats_[RX_BATCHES] += 1;
+    Call(n, err);
+  }
+
+  void Call(uint32_t n, int err) {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    napi_value args[2] = {Napi::Number::New(env, n), Napi::Number::New(env, err)};
+    cb_.MakeCallback(Value(), 2, args, *asyncCtx_);
+    if (env.IsExceptionPending()) {
+      // From a libuv callback nobody would see the exception: make it an uncaught one.
+      napi_value e;
+      napi_get_and_clear_last_exception(env, &e);
+      napi_fatal_exception(env, e);
+    }
+  }
+
+  // Writes one packet; returns 1 when the kernel took it, 0 when it refused it (counted).
+  int WriteOne(const uint8_t* data, size_t len) {
+    for (;;) {
+      ssize_t r = ::write(fd_, data, len);
+      if (r >= 0) {
+        stats_[TX_PACKETS] += 1;
+        stats_[TX_BYTES] += static_cast<double>(r);
+        return 1;
+      }
+      if (errno == EINTR) continue;
+      stats_[TX_ERRORS] += 1;
+      if (errno == EINVAL) stats_[TX_EINVAL] += 1;
+      if (errno == EAGAIN) stats_[TX_EAGAIN] += 1;
+      return 0;
+    }
+  }
+
+  Napi::Value WriteBatch(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray() || !info[1].IsTypedArray() || !info[2].IsTypedArray() ||
+        !info[3].IsNumber()) {
+      Napi::TypeError::New(env, "writeBatch(buf: Uint8Array, offs, lens: Uint32Array, n)")
+          .ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    Napi::Uint8Array buf = info[0].As<Napi::Uint8Array>();
+    Napi::Uint32Array offs = info[1].As<Napi::Uint32Array>();
+    Napi::Uint32Array lens = info[2].As<Napi::Uint32Array>();
+    size_t n = info[3].As<Napi::Number>().Uint32Value();
+    if (n > offs.ElementLength()) n = offs.ElementLength();
+    if (n > lens.ElementLength()) n = lens.ElementLength();
+    if (closed_) return Napi::Number::New(env, 0);
+    const uint8_t* data = buf.Data();
+    size_t cap = buf.ByteLength();
+    const uint32_t* o = offs.Data();
+    const uint32_t* l = lens.Data();
+    uint32_t written = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (o[i] > cap || l[i] > cap - o[i] || l[i] == 0) {
+        stats_[TX_BAD_SLICE] += 1;
+        continue;
+      }
+      written += WriteOne(data + o[i], l[i]);
+    }
+    return Napi::Number::New(env, written);
+  }
+
+  Napi::Value Write(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray() || !info[1].IsNumber() || !info[2].IsNumber()) {
+      Napi::TypeError::New(env, "write(buf: Uint8Array, off, len)").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    Napi::Uint8Array buf = info[0].As<Napi::Uint8Array>();
+    size_t off = info[1].As<Napi::Number>().Uint32Value();
+    size_t len = info[2].As<Napi::Number>().Uint32Value();
+    if (closed_) return Napi::Boolean::New(env, false);
+    if (off > buf.ByteLength() || len > buf.ByteLength() - off || len == 0) {
+      stats_[TX_BAD_SLICE] += 1;
+      return Napi::Boolean::New(env, false);
+    }
+    return Napi::Boolean::New(env, WriteOne(buf.Data() + off, len) == 1);
+  }
+
+  Napi::Reference<Napi::Uint8Array> rxRef_;
+  Napi::Reference<Napi::Uint32Array> offsRef_;
+  Napi::Reference<Napi::Uint32Array> lensRef_;
+  Napi::Reference<Napi::Float64Array> statsRef_;
+  Napi::FunctionReference cb_;
+  std::unique_ptr<Napi::AsyncContext> asyncCtx_;
+  uint8_t* rx_ = nullptr;
+  size_t rxCap_ = 0;
+  uint32_t* offs_ = nullptr;
+  uint32_t* lens_ = nullptr;
+  double* stats_ = nullptr;
+  uint32_t batchMax_ = 0;
+  int fd_ = -1;
+  uv_poll_t* poll_ = nullptr;
+  bool polling_ = false;
+  bool closed_ = false;
+};
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("open", Napi::Function::New(env, Open));
+  exports.Set("setPersist", Napi::Function::New(env, SetPersist));
+  exports.Set("setMtu", Napi::Function::New(env, SetMtu));
+  exports.Set("setUp", Napi::Function::New(env, SetUp));
+  exports.Set("Queue", Queue::Init(env));
+  exports.Set("STAT_COUNT", Napi::Number::New(env, STAT_COUNT));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(kubetun_tun, Init)
