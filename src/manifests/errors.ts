@@ -1,0 +1,61 @@
+// Control-plane errors. The data plane counts and drops; the control plane throws one of these,
+// and every message names where the bad input is, so a user can fix it without a debugger.
+//
+// KubetunError is the single base class (a stable `code` per failure kind, for programs and
+// tests); it lives here because the manifests loader is its first user. Other areas subclass it.
+
+export class KubetunError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'KubetunError';
+    this.code = code;
+  }
+}
+
+/** Stable codes for every way a manifest can be rejected. */
+export type ManifestErrorCode =
+  | 'MANIFEST_IO'
+  | 'MANIFEST_YAML_SYNTAX'
+  | 'MANIFEST_NOT_AN_OBJECT'
+  | 'MANIFEST_API_VERSION'
+  | 'MANIFEST_MISSING_FIELD'
+  | 'MANIFEST_WRONG_TYPE'
+  | 'MANIFEST_INVALID_VALUE'
+  | 'MANIFEST_BAD_IP'
+  | 'MANIFEST_CLUSTER_IP'
+  | 'MANIFEST_PORT_RANGE'
+  | 'MANIFEST_NODEPORT_RANGE'
+  | 'MANIFEST_UNKNOWN_PROTOCOL'
+  | 'MANIFEST_DUPLICATE_PORT'
+  | 'MANIFEST_DUPLICATE_OBJECT'
+  | 'MANIFEST_CONFLICT'
+  | 'MANIFEST_SLICE_NO_SERVICE'
+  | 'MANIFEST_ADDRESS_TYPE';
+
+/**
+ * A manifest was rejected. `file` is the path as given; `object` is "Kind namespace/name" (or
+ * "Kind in document N" when the name is missing, "" when the file as a whole is bad); `field`
+ * is the path inside the document, e.g. `spec.ports[1].port` ("" when not about one field).
+ */
+export class ManifestError extends KubetunError {
+  declare readonly code: ManifestErrorCode;
+  readonly file: string;
+  readonly object: string;
+  readonly field: string;
+  readonly reason: string;
+  constructor(
+    code: ManifestErrorCode,
+    where: { file: string; object: string; field: string },
+    reason: string,
+    options?: { cause?: unknown },
+  ) {
+    const parts = [where.file, where.object, where.field].filter((p) => p !== '');
+    super(code, `${parts.join(': ')}: ${reason}`, options);
+    this.name = 'ManifestError';
+    this.file = where.file;
+    this.object = where.object;
+    this.field = where.field;
+    this.reason = reason;
+  }
+}

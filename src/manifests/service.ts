@@ -1,0 +1,324 @@
+// v1 Service → model Service, with the API server's defaults and the validation it would apply
+// (pkg/apis/core/validation). kubetun has no allocator: ClusterIPs and node ports must be given.
+import type { Protocol, Service, ServicePort, ServiceType, TrafficPolicy } from '../model.ts';
+import { type Json, type ObjectReader, readMeta, sub } from './fields.ts';
+import { ipv4CidrProblem, ipv4Problem } from './ip.ts';
+
+export const SERVICE_TYPES: readonly ServiceType[] = [
+  'ClusterIP',
+  'NodePort',
+  'LoadBalancer',
+  'ExternalName',
+];
+export const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
+const POLICIES: readonly TrafficPolicy[] = ['Cluster', 'Local'];
+const DEFAULT_AFFINITY_TIMEOUT = 10800;
+const MAX_AFFINITY_TIMEOUT = 86400;
+
+export interface ServiceParseOptions {
+  /** kube-apiserver --service-node-port-range; default 30000-32767 */
+  nodePortRange?: { min: number; max: number };
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const IANA_SVC_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+
+export function parseService(r: ObjectReader, o: Json, opts: ServiceParseOptions = {}): Service {
+  const meta = readMeta(r, o);
+  const spec = r.map(o.spec, 'spec') ?? {};
+  const type = r.oneOf(spec.type, 'spec.type', SERVICE_TYPES, 'ClusterIP');
+  const clusterIPs = readClusterIPs(r, spec, type);
+  const headless = type === 'ClusterIP' && clusterIPs.length === 0;
+  const range = opts.nodePortRange ?? { min: 30000, max: 32767 };
+  const svc: Service = {
+    namespace: meta.namespace,
+    name: meta.name,
+    type,
+    clusterIPs,
+    ports: readServicePorts(r, spec, type, headless, range),
+    sessionAffinity: r.oneOf(
+      spec.sessionAffinity,
+      'spec.sessionAffinity',
+      ['None', 'ClientIP'],
+      'None',
+    ),
+    affinityTimeoutSeconds: readAffinityTimeout(r, spec),
+    externalTrafficPolicy: r.oneOf(
+      spec.externalTrafficPolicy,
+      'spec.externalTrafficPolicy',
+      POLICIES,
+      'Cluster',
+    ),
+    internalTrafficPolicy: r.oneOf(
+      spec.internalTrafficPolicy,
+      'spec.internalTrafficPolicy',
+      POLICIES,
+      'Cluster',
+    ),
+    externalIPs: readIPv4List(r, spec.externalIPs, 'spec.externalIPs'),
+    loadBalancerIPs: readLoadBalancerIngress(r, o),
+    loadBalancerSourceRanges: readSourceRanges(r, spec),
+    healthCheckNodePort: readHealthCheckNodePort(r, spec, range),
+    annotations: meta.annotations,
+    labels: meta.labels,
+  };
+  if (spec.selector !== undefined && spec.selector !== null) {
+    svc.selector = r.strMap(spec.selector, 'spec.selector');
+  }
+  const td = r.str(spec.trafficDistribution, 'spec.trafficDistribution');
+  if (td) svc.trafficDistribution = td;
+  return svc;
+}
+
+/** spec.clusterIP / spec.clusterIPs → model clusterIPs ([] for headless and ExternalName). */
+function readClusterIPs(r: ObjectReader, spec: Json, type: ServiceType): string[] {
+  const single = r.str(spec.clusterIP, 'spec.clusterIP') ?? '';
+  const list = r
+    .list(spec.clusterIPs, 'spec.clusterIPs')
+    .map((v, i) => r.reqStr(v, `spec.clusterIPs[${i}]`));
+  if (type === 'ExternalName') {
+    r.reqStr(spec.externalName, 'spec.externalName');
+    if (single !== '' || list.length > 0) {
+      r.fail(
+        'MANIFEST_CLUSTER_IP',
+        single !== '' ? 'spec.clusterIP' : 'spec.clusterIPs',
+        'must be empty for type ExternalName',
+      );
+    }
+    return [];
+  }
+  if (single !== '' && list.length > 0 && list[0] !== single) {
+    r.fail(
+      'MANIFEST_CLUSTER_IP',
+      'spec.clusterIPs[0]',
+      `"${list[0]}" must match spec.clusterIP "${single}"`,
+    );
+  }
+  const ips = list.length > 0 ? list : single !== '' ? [single] : [];
+  const field = (i: number) => (list.length > 0 ? `spec.clusterIPs[${i}]` : 'spec.clusterIP');
+  if (ips.length === 0) {
+    r.missing(
+      'spec.clusterIP',
+      ' (kubetun allocates no ClusterIPs: give an IPv4 address, or "None" for a headless Service)',
+    );
+  }
+  if (ips[0] === 'None') {
+    if (type !== 'ClusterIP')
+      r.fail(
+        'MANIFEST_CLUSTER_IP',
+        field(0),
+        `"None" (headless) is only allowed for type ClusterIP, not ${type}`,
+      );
+    if (ips.length > 1)
+      r.fail(
+        'MANIFEST_CLUSTER_IP',
+        'spec.clusterIPs[1]',
+        'must not be set when the Service is headless',
+      );
+    return [];
+  }
+  ips.forEach((ip, i) => {
+    const bad = ipv4Problem(ip);
+    if (bad) r.fail('MANIFEST_CLUSTER_IP', field(i), `must be an IPv4 address or "None": ${bad}`);
+    if (ips.indexOf(ip) !== i) r.fail('MANIFEST_CLUSTER_IP', field(i), `duplicate address "${ip}"`);
+  });
+  return ips;
+}
+
+function readServicePorts(
+  r: ObjectReader,
+  spec: Json,
+  type: ServiceType,
+  headless: boolean,
+  range: { min: number; max: number },
+): ServicePort[] {
+  const raw = r.list(spec.ports, 'spec.ports');
+  if (raw.length === 0 && !headless && type !== 'ExternalName') r.missing('spec.ports');
+  const needNodePort =
+    type === 'NodePort' ||
+    (type === 'LoadBalancer' && spec.allocateLoadBalancerNodePorts !== false);
+  const ports: ServicePort[] = [];
+  raw.forEach((v, i) => {
+    const path = `spec.ports[${i}]`;
+    const p = readServicePort(r, v, path, raw.length > 1, type, needNodePort, range);
+    ports.forEach((q, j) => {
+      const other = ` (also spec.ports[${j}])`;
+      if (q.port === p.port && q.protocol === p.protocol) {
+        r.fail(
+          'MANIFEST_DUPLICATE_PORT',
+          sub(path, 'port'),
+          `duplicate port ${p.port}/${p.protocol}${other}`,
+        );
+      }
+      if (p.name !== '' && q.name === p.name) {
+        r.fail(
+          'MANIFEST_DUPLICATE_PORT',
+          sub(path, 'name'),
+          `duplicate port name "${p.name}"${other}`,
+        );
+      }
+      if (p.nodePort !== 0 && q.nodePort === p.nodePort && q.protocol === p.protocol) {
+        r.fail(
+          'MANIFEST_DUPLICATE_PORT',
+          sub(path, 'nodePort'),
+          `duplicate nodePort ${p.nodePort}/${p.protocol}${other}`,
+        );
+      }
+    });
+    ports.push(p);
+  });
+  return ports;
+}
+
+function readServicePort(
+  r: ObjectReader,
+  v: unknown,
+  path: string,
+  several: boolean,
+  type: ServiceType,
+  needNodePort: boolean,
+  range: { min: number; max: number },
+): ServicePort {
+  const p = r.map(v, path) ?? r.wrongType(path, 'a mapping', v);
+  const name = r.str(p.name, sub(path, 'name')) ?? '';
+  if (name === '' && several)
+    r.missing(sub(path, 'name'), ' (required when a Service has more than one port)');
+  if (name !== '' && (name.length > 63 || !DNS_LABEL.test(name))) {
+    r.fail(
+      'MANIFEST_INVALID_VALUE',
+      sub(path, 'name'),
+      `"${name}" is not a DNS label (lowercase letters, digits, "-")`,
+    );
+  }
+  const protocol = r.oneOf(
+    p.protocol,
+    sub(path, 'protocol'),
+    PROTOCOLS,
+    'TCP',
+    'MANIFEST_UNKNOWN_PROTOCOL',
+  );
+  const port = r.int(p.port, sub(path, 'port')) ?? r.missing(sub(path, 'port'));
+  checkPort(r, port, sub(path, 'port'));
+  return {
+    name,
+    protocol,
+    port,
+    targetPort: readTargetPort(r, p.targetPort, sub(path, 'targetPort'), port),
+    nodePort: readNodePort(r, p.nodePort, sub(path, 'nodePort'), type, needNodePort, range),
+  };
+}
+
+export function checkPort(r: ObjectReader, port: number, field: string): void {
+  if (port < 1 || port > 65535)
+    r.fail('MANIFEST_PORT_RANGE', field, `port ${port} is out of range 1-65535`);
+}
+
+function readTargetPort(r: ObjectReader, v: unknown, field: string, port: number): number | string {
+  if (v === undefined || v === null || v === 0) return port;
+  if (typeof v === 'number') {
+    if (!Number.isInteger(v)) r.wrongType(field, 'an integer or a port name', v);
+    checkPort(r, v, field);
+    return v;
+  }
+  if (typeof v !== 'string') return r.wrongType(field, 'an integer or a port name', v);
+  if (v.length > 15 || !IANA_SVC_NAME.test(v) || !/[a-z]/.test(v) || v.includes('--')) {
+    const hint = /^\d+$/.test(v) ? ' (write a port number without quotes)' : '';
+    r.fail(
+      'MANIFEST_INVALID_VALUE',
+      field,
+      `"${v}" is not a port number or an IANA service name${hint}`,
+    );
+  }
+  return v;
+}
+
+function readNodePort(
+  r: ObjectReader,
+  v: unknown,
+  field: string,
+  type: ServiceType,
+  needed: boolean,
+  range: { min: number; max: number },
+): number {
+  const np = r.int(v, field) ?? 0;
+  if (np === 0) {
+    if (needed) r.missing(field, ` (type ${type} needs node ports and kubetun allocates none)`);
+    return 0;
+  }
+  if (type === 'ClusterIP' || type === 'ExternalName') {
+    r.fail('MANIFEST_INVALID_VALUE', field, `may not be used when type is ${type}`);
+  }
+  if (np < range.min || np > range.max) {
+    r.fail(
+      'MANIFEST_NODEPORT_RANGE',
+      field,
+      `nodePort ${np} is out of range ${range.min}-${range.max}`,
+    );
+  }
+  return np;
+}
+
+function readAffinityTimeout(r: ObjectReader, spec: Json): number {
+  const field = 'spec.sessionAffinityConfig.clientIP.timeoutSeconds';
+  const cfg = r.map(spec.sessionAffinityConfig, 'spec.sessionAffinityConfig');
+  const cip = r.map(cfg?.clientIP, 'spec.sessionAffinityConfig.clientIP');
+  const t = r.int(cip?.timeoutSeconds, field) ?? DEFAULT_AFFINITY_TIMEOUT;
+  if (t < 1 || t > MAX_AFFINITY_TIMEOUT) {
+    r.fail('MANIFEST_INVALID_VALUE', field, `${t} is out of range 1-${MAX_AFFINITY_TIMEOUT}`);
+  }
+  return t;
+}
+
+function readIPv4List(r: ObjectReader, v: unknown, field: string): string[] {
+  return r.list(v, field).map((x, i) => {
+    const ip = r.reqStr(x, `${field}[${i}]`);
+    const bad = ipv4Problem(ip);
+    if (bad) r.fail('MANIFEST_BAD_IP', `${field}[${i}]`, bad);
+    return ip;
+  });
+}
+
+/** status.loadBalancer.ingress[].ip; hostname-only entries carry no IP to program. */
+function readLoadBalancerIngress(r: ObjectReader, o: Json): string[] {
+  const status = r.map(o.status, 'status');
+  const lb = r.map(status?.loadBalancer, 'status.loadBalancer');
+  const out: string[] = [];
+  r.list(lb?.ingress, 'status.loadBalancer.ingress').forEach((x, i) => {
+    const path = `status.loadBalancer.ingress[${i}]`;
+    const ing = r.map(x, path) ?? r.wrongType(path, 'a mapping', x);
+    const ip = r.str(ing.ip, `${path}.ip`);
+    if (ip === undefined || ip === '') return;
+    const bad = ipv4Problem(ip);
+    if (bad) r.fail('MANIFEST_BAD_IP', `${path}.ip`, bad);
+    out.push(ip);
+  });
+  return out;
+}
+
+function readSourceRanges(r: ObjectReader, spec: Json): string[] {
+  const field = 'spec.loadBalancerSourceRanges';
+  return r.list(spec.loadBalancerSourceRanges, field).map((x, i) => {
+    // The API server trims blanks here (service.beta.kubernetes.io annotations did too).
+    const cidr = r.reqStr(x, `${field}[${i}]`).trim();
+    const bad = ipv4CidrProblem(cidr);
+    if (bad) r.fail('MANIFEST_BAD_IP', `${field}[${i}]`, bad);
+    return cidr;
+  });
+}
+
+function readHealthCheckNodePort(
+  r: ObjectReader,
+  spec: Json,
+  range: { min: number; max: number },
+): number {
+  const field = 'spec.healthCheckNodePort';
+  const np = r.int(spec.healthCheckNodePort, field) ?? 0;
+  if (np !== 0 && (np < range.min || np > range.max)) {
+    r.fail(
+      'MANIFEST_NODEPORT_RANGE',
+      field,
+      `nodePort ${np} is out of range ${range.min}-${range.max}`,
+    );
+  }
+  return np;
+}
