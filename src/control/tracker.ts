@@ -1,0 +1,542 @@
+// Change trackers, after kube-proxy's ServiceChangeTracker / EndpointsChangeTracker
+// (pkg/proxy/servicechangetracker.go, endpointschangetracker.go, endpointslicecache.go).
+//
+// Sources report every object event as update(prev, cur): add = update(null, x), delete =
+// update(x, null). A tracker keeps at most one pending {previous, current} per namespaced name,
+// where `previous` is the last applied state, so a change that is a no-op for the data plane
+// (labels, annotations, origin, an endpoint moved between slices...) or that cancels out before
+// the next sync (add then delete, edit then revert) leaves nothing pending. checkout() applies
+// every pending change and says what the sync has to do: which service ports to reprogram and
+// which UDP conntrack entries have gone stale.
+
+import type {
+  EndpointSlice,
+  Protocol,
+  ResolvedEndpoint,
+  ResolvedServicePort,
+  Service,
+  ServicePort,
+} from '../model.ts';
+import { servicePortName } from '../model.ts';
+
+export function namespacedName(o: { namespace: string; name: string }): string {
+  return `${o.namespace}/${o.name}`;
+}
+
+const IPV4_RE = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+/** The data plane is IPv4-only, like one family of a kube-proxy. */
+export const isIPv4 = (s: string): boolean => IPV4_RE.test(s);
+
+/**
+ * kube-proxy's ShouldSkipService for the IPv4 family: ExternalName and headless services, and
+ * services without an IPv4 cluster IP, have no service ports on this node.
+ */
+export function isProxiedService(svc: Service): boolean {
+  return svc.type !== 'ExternalName' && svc.clusterIPs.some(isIPv4);
+}
+
+/** Every IPv4 address a service port answers on (cluster, external and load-balancer IPs). */
+export function serviceIPs(svc: Service): string[] {
+  return [...svc.clusterIPs, ...svc.externalIPs, ...svc.loadBalancerIPs].filter(isIPv4);
+}
+
+/**
+ * One string per service port holding exactly the fields the data plane uses; two services
+ * whose keys are equal program identical map entries. Labels, annotations, selector and origin
+ * are left out on purpose.
+ */
+export function servicePortKeys(svc: Service | null | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  if (!svc || !isProxiedService(svc)) return out;
+  const common = JSON.stringify([
+    svc.type,
+    svc.clusterIPs.filter(isIPv4),
+    svc.externalIPs.filter(isIPv4),
+    svc.loadBalancerIPs.filter(isIPv4),
+    svc.loadBalancerSourceRanges,
+    svc.sessionAffinity,
+    svc.affinityTimeoutSeconds,
+    svc.externalTrafficPolicy,
+    svc.internalTrafficPolicy,
+    svc.healthCheckNodePort,
+    svc.trafficDistribution ?? '',
+  ]);
+  for (const p of svc.ports) {
+    out.set(
+      servicePortName(svc, p),
+      common + JSON.stringify([p.protocol, p.port, p.targetPort, p.nodePort]),
+    );
+  }
+  return out;
+}
+
+function serviceKey(svc: Service | null | undefined): string {
+  return JSON.stringify([...servicePortKeys(svc)]);
+}
+
+/** The fields of a slice that can change endpoints; origin is left out. */
+export function sliceKey(s: EndpointSlice | null | undefined): string {
+  if (!s) return '';
+  return JSON.stringify([s.serviceName, s.addressType, s.ports, s.endpoints.map(endpointFields)]);
+}
+
+function endpointFields(e: EndpointSlice['endpoints'][number]): unknown[] {
+  const c = e.conditions;
+  return [
+    e.addresses,
+    c.ready,
+    c.serving,
+    c.terminating,
+    e.nodeName ?? '',
+    e.zone ?? '',
+    e.hintsForZones ?? [],
+    e.hintsForNodes ?? [],
+    e.targetName ?? '',
+  ];
+}
+
+/** The merged endpoints of one service port, as kube-proxy's endpointSliceCache builds them. */
+export interface EndpointsEntry {
+  protocol: Protocol;
+  /** deduplicated by "ip:port", sorted by that string */
+  endpoints: ResolvedEndpoint[];
+  /** comparison key of `endpoints` */
+  key: string;
+}
+
+export function endpointString(e: { ip: string; port: number }): string {
+  return `${e.ip}:${e.port}`;
+}
+
+/**
+ * Merges the slices of one service. Only IPv4 slices count; an endpoint uses its first address
+ * (kube-proxy ignores the rest); slice ports without a number are skipped; a duplicate "ip:port"
+ * keeps the first slice's copy (slices in name order) unless a later copy is local to nodeName,
+ * as kube-proxy prefers the local one.
+ */
+export function buildEndpoints(
+  slices: EndpointSlice[],
+  nodeName?: string,
+): Map<string, EndpointsEntry> {
+  const sets = new Map<string, { protocol: Protocol; eps: Map<string, ResolvedEndpoint> }>();
+  const ordered = [...slices].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const s of ordered) {
+    if (s.addressType !== 'IPv4') continue;
+    for (const p of s.ports) {
+      if (!p.port) continue;
+      const spn = p.name
+        ? `${s.namespace}/${s.serviceName}:${p.name}`
+        : `${s.namespace}/${s.serviceName}`;
+      let set = sets.get(spn);
+      if (!set) {
+        set = { protocol: p.protocol, eps: new Map() };
+        sets.set(spn, set);
+      }
+      // A port name means one service port, which has one protocol; a mismatching slice port
+      // cannot belong to it.
+      if (set.protocol !== p.protocol) continue;
+      addSliceEndpoints(set.eps, s, p.port, nodeName);
+    }
+  }
+  const out = new Map<string, EndpointsEntry>();
+  for (const [spn, set] of sets) {
+    const keys = [...set.eps.keys()].sort();
+    const endpoints = keys.map((k) => set.eps.get(k)!);
+    out.set(spn, { protocol: set.protocol, endpoints, key: JSON.stringify(endpoints) });
+  }
+  return out;
+}
+
+function addSliceEndpoints(
+  eps: Map<string, ResolvedEndpoint>,
+  s: EndpointSlice,
+  port: number,
+  nodeName: string | undefined,
+): void {
+  for (const e of s.endpoints) {
+    if (e.addresses.length === 0) continue;
+    const ep: ResolvedEndpoint = {
+      ip: e.addresses[0],
+      port,
+      ready: e.conditions.ready,
+      serving: e.conditions.serving,
+      terminating: e.conditions.terminating,
+    };
+    if (e.nodeName !== undefined) ep.nodeName = e.nodeName;
+    if (e.zone !== undefined) ep.zone = e.zone;
+    if (e.hintsForZones !== undefined) ep.hintsForZones = e.hintsForZones;
+    if (e.hintsForNodes !== undefined) ep.hintsForNodes = e.hintsForNodes;
+    if (e.targetName !== undefined) ep.targetName = e.targetName;
+    const k = endpointString(ep);
+    if (!eps.has(k) || (nodeName !== undefined && ep.nodeName === nodeName)) eps.set(k, ep);
+  }
+}
+
+/** A UDP service address that no longer exists (service deleted, IP or port removed). */
+export interface StaleServiceAddr {
+  servicePortName: string;
+  ip: string;
+  port: number;
+}
+
+/** A UDP endpoint that was serving a service port and no longer is. */
+export interface StaleEndpoint {
+  servicePortName: string;
+  /** "ip:port" */
+  endpoint: string;
+}
+
+/** What a sync has to do, from checkout(). */
+export interface SyncChanges {
+  /** service ports whose service fields or endpoints changed, added ones included (sorted) */
+  changedServicePorts: string[];
+  /** service ports that existed at the previous checkout and are gone now (sorted) */
+  deletedServicePorts: string[];
+  /** namespaced names of the services concerned (sorted) */
+  changedServices: string[];
+  udpStaleEndpoints: StaleEndpoint[];
+  udpStaleServiceAddrs: StaleServiceAddr[];
+  /** NodePorts of UDP service ports that were deleted or moved */
+  udpStaleNodePorts: number[];
+  /** UDP service ports that went from no serving endpoint to some */
+  udpNewlyActive: string[];
+  /** any of the four UDP lists is non-empty */
+  udpConntrackCleanup: boolean;
+  /** checked-out (non no-op) changes, per kind */
+  serviceChanges: number;
+  endpointChanges: number;
+  /** when each checked-out change was first seen (ms), for network programming latency */
+  changeTimes: number[];
+}
+
+interface Pending<T> {
+  current: T | null;
+  since: number;
+}
+
+interface PortRef {
+  service: Service;
+  port: ServicePort;
+}
+
+export interface ChangeTrackerOptions {
+  /** this node, to prefer its copy of a duplicated endpoint */
+  nodeName?: string;
+  /** ms clock for change timestamps */
+  now?: () => number;
+}
+
+interface ObjectTracker<T> {
+  update(prev: T | null, cur: T | null): boolean;
+}
+
+/**
+ * The applied Services and EndpointSlices plus the pending changes to both. One object because
+ * a sync needs both halves: an endpoint change matters only for an existing service port.
+ */
+export class ChangeTracker {
+  /** update(prev, cur) for Services; returns whether any change is pending */
+  readonly services: ObjectTracker<Service> = { update: (p, c) => this.updateService(p, c) };
+  /** update(prev, cur) for EndpointSlices; returns whether any change is pending */
+  readonly endpointSlices: ObjectTracker<EndpointSlice> = {
+    update: (p, c) => this.updateEndpointSlice(p, c),
+  };
+  /** every update() call counts, no-ops included (kube-proxy's *_changes_total) */
+  serviceChangesTotal = 0;
+  endpointChangesTotal = 0;
+
+  private readonly nodeName: string | undefined;
+  private readonly now: () => number;
+  private readonly svcPending = new Map<string, Pending<Service>>();
+  private readonly slicePending = new Map<string, Pending<EndpointSlice>>();
+  private readonly svcApplied = new Map<string, Service>();
+  private readonly svcKeys = new Map<string, string>();
+  private readonly sliceApplied = new Map<string, EndpointSlice>();
+  private readonly sliceKeys = new Map<string, string>();
+  private readonly slicesBySvc = new Map<string, Set<string>>();
+  private readonly portIndex = new Map<string, PortRef>();
+  private readonly endpointsBySvc = new Map<string, Map<string, EndpointsEntry>>();
+  private readonly endpoints = new Map<string, EndpointsEntry>();
+
+  constructor(opts: ChangeTrackerOptions = {}) {
+    this.nodeName = opts.nodeName;
+    this.now = opts.now ?? Date.now;
+  }
+
+  updateService(prev: Service | null, cur: Service | null): boolean {
+    const obj = cur ?? prev;
+    if (!obj) return this.pendingChanges() > 0;
+    this.serviceChangesTotal++;
+    const name = namespacedName(obj);
+    const same = serviceKey(cur) === (this.svcKeys.get(name) ?? serviceKey(null));
+    this.track(this.svcPending, name, same, cur);
+    return this.pendingChanges() > 0;
+  }
+
+  updateEndpointSlice(prev: EndpointSlice | null, cur: EndpointSlice | null): boolean {
+    const obj = cur ?? prev;
+    if (!obj) return this.pendingChanges() > 0;
+    this.endpointChangesTotal++;
+    const name = namespacedName(obj);
+    const same = sliceKey(cur) === (this.sliceKeys.get(name) ?? '');
+    this.track(this.slicePending, name, same, cur);
+    return this.pendingChanges() > 0;
+  }
+
+  private track<T>(
+    pending: Map<string, Pending<T>>,
+    name: string,
+    same: boolean,
+    cur: T | null,
+  ): void {
+    const old = pending.get(name);
+    if (same) pending.delete(name);
+    else pending.set(name, { current: cur, since: old ? old.since : this.now() });
+  }
+
+  /** The pending {previous, current} of one Service, previous being the applied state. */
+  pendingService(name: string): { previous: Service | null; current: Service | null } | undefined {
+    const p = this.svcPending.get(name);
+    return p && { previous: this.svcApplied.get(name) ?? null, current: p.current };
+  }
+
+  pendingEndpointSlice(
+    name: string,
+  ): { previous: EndpointSlice | null; current: EndpointSlice | null } | undefined {
+    const p = this.slicePending.get(name);
+    return p && { previous: this.sliceApplied.get(name) ?? null, current: p.current };
+  }
+
+  get pendingServiceChanges(): number {
+    return this.svcPending.size;
+  }
+
+  get pendingEndpointChanges(): number {
+    return this.slicePending.size;
+  }
+
+  pendingChanges(): number {
+    return this.svcPending.size + this.slicePending.size;
+  }
+
+  /** First-seen time (ms) of the oldest pending change, or undefined when nothing is pending. */
+  oldestPending(): number | undefined {
+    let t: number | undefined;
+    for (const p of this.svcPending.values()) if (t === undefined || p.since < t) t = p.since;
+    for (const p of this.slicePending.values()) if (t === undefined || p.since < t) t = p.since;
+    return t;
+  }
+
+  /** Applies every pending change and reports what the data plane has to redo. */
+  checkout(): SyncChanges {
+    const ch = emptyChanges();
+    const changed = new Set<string>();
+    const deleted = new Set<string>();
+    this.applyServices(ch, changed, deleted);
+    this.applySlices(ch, changed);
+    for (const spn of changed) {
+      if (!this.portIndex.has(spn) && !deleted.has(spn)) changed.delete(spn);
+    }
+    ch.changedServicePorts = [...changed].sort();
+    ch.deletedServicePorts = [...deleted].sort();
+    // A namespaced name has no ':', so the service is what precedes the port name.
+    ch.changedServices = [
+      ...new Set(ch.changedServicePorts.map((spn) => spn.split(':')[0])),
+    ].sort();
+    ch.udpConntrackCleanup =
+      ch.udpStaleEndpoints.length +
+        ch.udpStaleServiceAddrs.length +
+        ch.udpStaleNodePorts.length +
+        ch.udpNewlyActive.length >
+      0;
+    return ch;
+  }
+
+  private applyServices(ch: SyncChanges, changed: Set<string>, deleted: Set<string>): void {
+    for (const [name, p] of this.svcPending) {
+      ch.serviceChanges++;
+      ch.changeTimes.push(p.since);
+      const oldSvc = this.svcApplied.get(name) ?? null;
+      const before = servicePortKeys(oldSvc);
+      const after = servicePortKeys(p.current);
+      for (const [spn, key] of after) if (before.get(spn) !== key) changed.add(spn);
+      for (const spn of before.keys()) {
+        if (after.has(spn)) continue;
+        changed.add(spn);
+        deleted.add(spn);
+      }
+      staleUdpServiceAddrs(ch, oldSvc, p.current, before, after);
+      this.indexService(name, oldSvc, p.current, before, after);
+    }
+    this.svcPending.clear();
+  }
+
+  private indexService(
+    name: string,
+    oldSvc: Service | null,
+    svc: Service | null,
+    before: Map<string, string>,
+    after: Map<string, string>,
+  ): void {
+    if (oldSvc) for (const spn of before.keys()) this.portIndex.delete(spn);
+    if (svc) {
+      this.svcApplied.set(name, svc);
+      this.svcKeys.set(name, serviceKey(svc));
+      for (const port of svc.ports) {
+        const spn = servicePortName(svc, port);
+        if (after.has(spn)) this.portIndex.set(spn, { service: svc, port });
+      }
+    } else {
+      this.svcApplied.delete(name);
+      this.svcKeys.delete(name);
+    }
+  }
+
+  private applySlices(ch: SyncChanges, changed: Set<string>): void {
+    const affected = new Set<string>();
+    for (const [name, p] of this.slicePending) {
+      ch.endpointChanges++;
+      ch.changeTimes.push(p.since);
+      const old = this.sliceApplied.get(name);
+      if (old) {
+        const svc = `${old.namespace}/${old.serviceName}`;
+        affected.add(svc);
+        this.slicesBySvc.get(svc)?.delete(name);
+      }
+      if (p.current) {
+        const svc = `${p.current.namespace}/${p.current.serviceName}`;
+        affected.add(svc);
+        const set = this.slicesBySvc.get(svc);
+        if (set) set.add(name);
+        else this.slicesBySvc.set(svc, new Set([name]));
+        this.sliceApplied.set(name, p.current);
+        this.sliceKeys.set(name, sliceKey(p.current));
+      } else {
+        this.sliceApplied.delete(name);
+        this.sliceKeys.delete(name);
+      }
+    }
+    this.slicePending.clear();
+    for (const svc of affected) this.rebuildEndpoints(svc, ch, changed);
+  }
+
+  private rebuildEndpoints(svc: string, ch: SyncChanges, changed: Set<string>): void {
+    const sliceNames = this.slicesBySvc.get(svc) ?? new Set<string>();
+    const slices = [...sliceNames].map((n) => this.sliceApplied.get(n)!);
+    const before = this.endpointsBySvc.get(svc) ?? new Map<string, EndpointsEntry>();
+    const after = buildEndpoints(slices, this.nodeName);
+    for (const [spn, entry] of after) {
+      const old = before.get(spn);
+      if (old && old.key === entry.key && old.protocol === entry.protocol) continue;
+      changed.add(spn);
+      staleUdpEndpoints(ch, spn, old, entry);
+    }
+    for (const [spn, old] of before) {
+      if (after.has(spn)) continue;
+      changed.add(spn);
+      staleUdpEndpoints(ch, spn, old, undefined);
+    }
+    for (const spn of before.keys()) this.endpoints.delete(spn);
+    for (const [spn, entry] of after) this.endpoints.set(spn, entry);
+    if (after.size > 0) this.endpointsBySvc.set(svc, after);
+    else this.endpointsBySvc.delete(svc);
+    if (sliceNames.size === 0) this.slicesBySvc.delete(svc);
+  }
+
+  /** The applied state of one service port, ready for the map loader; undefined if none. */
+  resolve(spn: string): ResolvedServicePort | undefined {
+    const ref = this.portIndex.get(spn);
+    if (!ref) return undefined;
+    const entry = this.endpoints.get(spn);
+    const endpoints = entry && entry.protocol === ref.port.protocol ? entry.endpoints : [];
+    return { service: ref.service, port: ref.port, servicePortName: spn, endpoints };
+  }
+
+  /** Every applied service port (for a full sync), sorted by service port name. */
+  resolveAll(): ResolvedServicePort[] {
+    return [...this.portIndex.keys()].sort().map((spn) => this.resolve(spn)!);
+  }
+
+  /** Applied objects, for sources that diff snapshots and for inspection. */
+  appliedService(name: string): Service | undefined {
+    return this.svcApplied.get(name);
+  }
+
+  appliedEndpointSlice(name: string): EndpointSlice | undefined {
+    return this.sliceApplied.get(name);
+  }
+
+  get servicePortCount(): number {
+    return this.portIndex.size;
+  }
+}
+
+function emptyChanges(): SyncChanges {
+  return {
+    changedServicePorts: [],
+    deletedServicePorts: [],
+    changedServices: [],
+    udpStaleEndpoints: [],
+    udpStaleServiceAddrs: [],
+    udpStaleNodePorts: [],
+    udpNewlyActive: [],
+    udpConntrackCleanup: false,
+    serviceChanges: 0,
+    endpointChanges: 0,
+    changeTimes: [],
+  };
+}
+
+function portByName(svc: Service | null, spn: string): ServicePort | undefined {
+  return svc?.ports.find((p) => servicePortName(svc, p) === spn);
+}
+
+/**
+ * UDP has no connection end: a conntrack entry towards an address the service no longer has
+ * would keep steering a client's datagrams (the DNS-after-restart class of bugs), so removed
+ * addresses and NodePorts of UDP ports are reported for cleanup. TCP entries are left alone.
+ */
+function staleUdpServiceAddrs(
+  ch: SyncChanges,
+  oldSvc: Service | null,
+  svc: Service | null,
+  before: Map<string, string>,
+  after: Map<string, string>,
+): void {
+  for (const spn of before.keys()) {
+    const oldPort = portByName(oldSvc, spn);
+    if (!oldSvc || !oldPort || oldPort.protocol !== 'UDP') continue;
+    const newPort = after.has(spn) ? portByName(svc, spn) : undefined;
+    const keep = newPort && newPort.protocol === 'UDP' && newPort.port === oldPort.port;
+    const kept = new Set(keep && svc ? serviceIPs(svc) : []);
+    for (const ip of serviceIPs(oldSvc)) {
+      if (!kept.has(ip))
+        ch.udpStaleServiceAddrs.push({ servicePortName: spn, ip, port: oldPort.port });
+    }
+    const nodePortKept =
+      newPort && newPort.protocol === 'UDP' && newPort.nodePort === oldPort.nodePort;
+    if (oldPort.nodePort && !nodePortKept) ch.udpStaleNodePorts.push(oldPort.nodePort);
+  }
+}
+
+/**
+ * kube-proxy's rule: an endpoint that was serving and is now gone or not serving may hold UDP
+ * conntrack entries that must go; a UDP port that had no serving endpoint and now has one may
+ * have entries recorded while it was rejecting.
+ */
+function staleUdpEndpoints(
+  ch: SyncChanges,
+  spn: string,
+  old: EndpointsEntry | undefined,
+  cur: EndpointsEntry | undefined,
+): void {
+  const oldUdp = old?.protocol === 'UDP' ? old.endpoints.filter((e) => e.serving) : [];
+  const curUdp = cur?.protocol === 'UDP' ? cur.endpoints.filter((e) => e.serving) : [];
+  const still = new Set(curUdp.map(endpointString));
+  for (const e of oldUdp) {
+    const s = endpointString(e);
+    if (!still.has(s)) ch.udpStaleEndpoints.push({ servicePortName: spn, endpoint: s });
+  }
+  if (cur?.protocol === 'UDP' && oldUdp.length === 0 && curUdp.length > 0)
+    ch.udpNewlyActive.push(spn);
+}
