@@ -35,7 +35,8 @@
 // Accessors take (buf, off) and never allocate; setters are raw (no checksum patch) unless
 // their name says WithCsum. The Repr at the bottom is for the slow world (tests, lab, control).
 
-import { csumFold, csumAdd, csumReplace16, ipv4HeaderChecksum } from './checksum.ts';
+import { read16, read32, write16, write32 } from './bytes.ts';
+import { csumAdd, csumFold, csumReplace16, ipv4HeaderChecksum } from './checksum.ts';
 
 export const IPPROTO_ICMP = 1;
 export const IPPROTO_TCP = 6;
@@ -119,10 +120,10 @@ export function ipv4Tos(buf: Uint8Array, off: number): number {
   return buf[off + TOS];
 }
 export function ipv4TotalLen(buf: Uint8Array, off: number): number {
-  return (buf[off + TOTLEN] << 8) | buf[off + TOTLEN + 1];
+  return read16(buf, off + TOTLEN);
 }
 export function ipv4Id(buf: Uint8Array, off: number): number {
-  return (buf[off + ID] << 8) | buf[off + ID + 1];
+  return read16(buf, off + ID);
 }
 export function ipv4Df(buf: Uint8Array, off: number): boolean {
   return (buf[off + FLAGS_FRAG] & FLAG_DF) !== 0;
@@ -152,15 +153,15 @@ export function ipv4Proto(buf: Uint8Array, off: number): number {
   return buf[off + PROTO];
 }
 export function ipv4Csum(buf: Uint8Array, off: number): number {
-  return (buf[off + CSUM] << 8) | buf[off + CSUM + 1];
+  return read16(buf, off + CSUM);
 }
 /** Source address as an unsigned 32-bit number. */
 export function ipv4Src(buf: Uint8Array, off: number): number {
-  return readU32(buf, off + SADDR);
+  return read32(buf, off + SADDR);
 }
 /** Destination address as an unsigned 32-bit number. */
 export function ipv4Dst(buf: Uint8Array, off: number): number {
-  return readU32(buf, off + DADDR);
+  return read32(buf, off + DADDR);
 }
 
 export function ipv4SetTos(buf: Uint8Array, off: number, tos: number): void {
@@ -192,10 +193,10 @@ export function ipv4SetCsum(buf: Uint8Array, off: number, csum: number): void {
   write16(buf, off + CSUM, csum);
 }
 export function ipv4SetSrc(buf: Uint8Array, off: number, addr: number): void {
-  writeU32(buf, off + SADDR, addr);
+  write32(buf, off + SADDR, addr);
 }
 export function ipv4SetDst(buf: Uint8Array, off: number, addr: number): void {
-  writeU32(buf, off + DADDR, addr);
+  write32(buf, off + DADDR, addr);
 }
 
 /** Set TTL and patch the header checksum (TTL shares its 16-bit word with Protocol). */
@@ -209,20 +210,6 @@ export function ipv4SetTtlWithCsum(buf: Uint8Array, off: number, ttl: number): v
 /** Recompute the header checksum from scratch and store it. */
 export function ipv4FillCsum(buf: Uint8Array, off: number): void {
   ipv4SetCsum(buf, off, ipv4HeaderChecksum(buf, off));
-}
-
-function readU32(buf: Uint8Array, at: number): number {
-  return ((buf[at] << 24) | (buf[at + 1] << 16) | (buf[at + 2] << 8) | buf[at + 3]) >>> 0;
-}
-function writeU32(buf: Uint8Array, at: number, v: number): void {
-  buf[at] = v >>> 24;
-  buf[at + 1] = v >>> 16;
-  buf[at + 2] = v >>> 8;
-  buf[at + 3] = v;
-}
-function write16(buf: Uint8Array, at: number, v: number): void {
-  buf[at] = v >>> 8;
-  buf[at + 1] = v;
 }
 
 // ---- slow world ----------------------------------------------------------------------------
