@@ -1,0 +1,67 @@
+// Datapath configuration: map sizes, the RNG seed, and the knobs of generated ICMP errors.
+
+export interface DatapathConfig {
+  /** service map entries: masters + backend slots + one wildcard per VIP */
+  svcCapacity: number;
+  /** backend map entries (distinct ip:port:proto) */
+  beCapacity: number;
+  /** largest reverse-NAT id (1..65535; one id per VIP:port:proto) */
+  revNatCapacity: number;
+  /** conntrack flows */
+  ctCapacity: number;
+  /**
+   * entry positions one inline GC step examines when a create finds conntrack full (then the
+   * create is retried once); bounds the worst-case cost of that packet. 0 = never inline.
+   */
+  ctGcBatch: number;
+  /** back the maps with SharedArrayBuffer so worker threads can share them */
+  shared: boolean;
+  /** seed of the backend-selection PRNG (same seed + same packets = same choices) */
+  seed: number;
+  /** source of generated ICMP errors (u32); 0 = the offending packet's destination (the VIP) */
+  icmpErrorSrc: number;
+  /** TTL of generated ICMP errors (Linux: net.ipv4.ip_default_ttl = 64) */
+  icmpTtl: number;
+  /** ICMP errors per second, token bucket (Linux net.ipv4.icmp_msgs_per_sec = 1000); 0 = off */
+  icmpRatePerSec: number;
+  /** bucket depth (Linux net.ipv4.icmp_msgs_burst = 50) */
+  icmpBurst: number;
+}
+
+export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
+  svcCapacity: 65536,
+  beCapacity: 65536,
+  revNatCapacity: 65535,
+  ctCapacity: 262144,
+  ctGcBatch: 256,
+  shared: false,
+  seed: 0x6b756265, // "kube"
+  icmpErrorSrc: 0,
+  icmpTtl: 64,
+  icmpRatePerSec: 1000,
+  icmpBurst: 50,
+};
+
+/** Merge and validate (slow world: throws with the offending field named). */
+export function resolveDatapathConfig(cfg: Partial<DatapathConfig> = {}): DatapathConfig {
+  const c: DatapathConfig = { ...DEFAULT_DATAPATH_CONFIG, ...cfg };
+  const positive = ['svcCapacity', 'beCapacity', 'revNatCapacity', 'ctCapacity'] as const;
+  for (const k of positive) {
+    if (!Number.isInteger(c[k]) || c[k] < 1) {
+      throw new Error(`datapath config: ${k} must be a positive integer, got ${c[k]}`);
+    }
+  }
+  if (!Number.isInteger(c.ctGcBatch) || c.ctGcBatch < 0) {
+    throw new Error(`datapath config: ctGcBatch must be an integer >= 0, got ${c.ctGcBatch}`);
+  }
+  if (!Number.isInteger(c.icmpErrorSrc) || c.icmpErrorSrc < 0 || c.icmpErrorSrc > 0xffffffff) {
+    throw new Error(`datapath config: icmpErrorSrc must be a u32 address, got ${c.icmpErrorSrc}`);
+  }
+  if (!Number.isInteger(c.icmpTtl) || c.icmpTtl < 1 || c.icmpTtl > 255) {
+    throw new Error(`datapath config: icmpTtl must be 1..255, got ${c.icmpTtl}`);
+  }
+  if (!(c.icmpRatePerSec >= 0) || !(c.icmpBurst >= 1)) {
+    throw new Error('datapath config: icmpRatePerSec must be >= 0 and icmpBurst >= 1');
+  }
+  return c;
+}

@@ -1,0 +1,91 @@
+// The Datapath: the maps a program reads, its counters, RNG, scratch buffer for generated
+// packets, and the trace of the last packet. One instance per worker; the maps may be shared
+// (SharedArrayBuffer) between instances, everything else is private to one thread.
+//
+// Per-packet values travel between stages in plain number fields of this object (the parsed
+// tuple below) rather than in per-packet objects: a monomorphic class whose fields keep their
+// representation is the allocation-free way to pass several results around in V8.
+
+import { BackendMap } from '../maps/backends.ts';
+import { ConntrackMap } from '../maps/conntrack.ts';
+import { RevNatMap } from '../maps/revnat.ts';
+import { ServiceMap } from '../maps/services.ts';
+import type { Ct4GcState } from './ct.ts';
+import { type DatapathConfig, resolveDatapathConfig } from './config.ts';
+import { REASON_COUNT } from './reasons.ts';
+import { Rng } from './rng.ts';
+
+/** Linux icmp_send never builds an error larger than 576 bytes (RFC 1812 4.3.2.3). */
+export const DP_OUT_CAPACITY = 576;
+
+export class Datapath {
+  readonly cfg: DatapathConfig;
+  readonly svc: ServiceMap;
+  readonly be: BackendMap;
+  readonly revnat: RevNatMap;
+  readonly ct: ConntrackMap;
+  /** packets per reason, indexed by the constants of reasons.ts */
+  readonly counters: Float64Array;
+  readonly rng: Rng;
+  /** generated packet (V_REPLY) lives in out[0..outLen) until the next dpProcess call */
+  readonly out: Uint8Array;
+  outLen = 0;
+
+  // ---- trace of the last packet (set by every dpProcess call)
+  lastReason = 0;
+  /** conntrack entry used or created, -1 if none */
+  lastCtIdx = -1;
+  /** 1 when the last packet created its conntrack entry */
+  lastCtNew = 0;
+  /** backend the last packet was sent to (DNAT), 0 if none */
+  lastBackendId = 0;
+
+  // ---- parsed packet (scratch, valid during one dpProcess call)
+  ipOff = 0;
+  /** end of the IP datagram (ipOff + total length), not of the buffer */
+  ipEnd = 0;
+  l4Off = 0;
+  proto = 0;
+  saddr = 0;
+  daddr = 0;
+  sport = 0;
+  dport = 0;
+  tcpFlags = 0;
+  /** backend id chosen by lb4SelectBackend */
+  selBackendId = 0;
+  /** 1 when MF is set (first fragment of a fragmented datagram) */
+  frag = 0;
+  /** the packet's clock in seconds (conntrack time) and milliseconds (rate limits) */
+  nowSec = 0;
+  nowMs = 0;
+
+  /** inline conntrack GC (run when a create finds the table full) */
+  readonly ctGc: Ct4GcState;
+
+  // ---- ICMP error token bucket
+  icmpTokens: number;
+  icmpLastMs = 0;
+
+  constructor(cfg: DatapathConfig) {
+    this.cfg = cfg;
+    const opts = { shared: cfg.shared };
+    this.svc = new ServiceMap(cfg.svcCapacity, opts);
+    this.be = new BackendMap(cfg.beCapacity, opts);
+    this.revnat = new RevNatMap(cfg.revNatCapacity, opts);
+    this.ct = new ConntrackMap(cfg.ctCapacity, opts);
+    this.counters = new Float64Array(REASON_COUNT);
+    this.rng = new Rng(cfg.seed);
+    this.out = new Uint8Array(DP_OUT_CAPACITY);
+    this.icmpTokens = cfg.icmpBurst;
+    this.ctGc = { cursor: 0, batch: cfg.ctGcBatch };
+  }
+}
+
+export function createDatapath(cfg?: Partial<DatapathConfig>): Datapath {
+  return new Datapath(resolveDatapathConfig(cfg));
+}
+
+/** Zero the counters (e.g. between benchmark phases); maps and flows are kept. */
+export function dpResetCounters(dp: Datapath): void {
+  dp.counters.fill(0);
+}

@@ -1,0 +1,114 @@
+// Stage 1 of the program: validate the IPv4 header and the L4 header, and load the tuple into
+// the Datapath's scratch fields. After V_CONTINUE every later stage may read the headers at
+// dp.ipOff / dp.l4Off without further bounds checks.
+
+import {
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+  IPV4_ERR_CSUM,
+  IPV4_ERR_IHL,
+  IPV4_ERR_TOTLEN,
+  IPV4_ERR_TRUNCATED,
+  IPV4_ERR_VERSION,
+  IPV4_OK,
+  ipv4Check,
+  ipv4Dst,
+  ipv4FragOffset,
+  ipv4HeaderLen,
+  ipv4Mf,
+  ipv4Proto,
+  ipv4Src,
+  ipv4TotalLen,
+} from '../wire/ipv4.ts';
+import {
+  TCP_ERR_TRUNCATED,
+  TCP_OK,
+  tcpCheck,
+  tcpDstPort,
+  tcpFlags,
+  tcpSrcPort,
+} from '../wire/tcp.ts';
+import { UDP_ERR_TRUNCATED, UDP_OK, udpCheck, udpDstPort, udpSrcPort } from '../wire/udp.ts';
+import type { Datapath } from './datapath.ts';
+import {
+  DROP_BAD_IHL,
+  DROP_BAD_IP_CSUM,
+  DROP_BAD_TCP_DOFF,
+  DROP_BAD_TOTLEN,
+  DROP_BAD_UDP_LEN,
+  DROP_BAD_VERSION,
+  DROP_TRUNCATED_IPV4,
+  DROP_TRUNCATED_L4,
+  PASS_NON_FIRST_FRAGMENT,
+} from './reasons.ts';
+import { dpVerdict } from './result.ts';
+import { V_CONTINUE, V_DROP, V_PASS } from './verdict.ts';
+
+const UDP_HDR_LEN = 8;
+
+/** Validate and parse; V_CONTINUE with dp.proto/saddr/daddr/(sport, dport, tcpFlags) set. */
+export function dp4Parse(dp: Datapath, buf: Uint8Array, off: number, len: number): number {
+  const rc = ipv4Check(buf, off, off + len);
+  if (rc !== IPV4_OK) return dpVerdict(dp, V_DROP, ipv4Reason(rc));
+  dp.ipOff = off;
+  dp.ipEnd = off + ipv4TotalLen(buf, off);
+  dp.l4Off = off + ipv4HeaderLen(buf, off);
+  dp.proto = ipv4Proto(buf, off);
+  dp.saddr = ipv4Src(buf, off);
+  dp.daddr = ipv4Dst(buf, off);
+  dp.sport = 0;
+  dp.dport = 0;
+  dp.tcpFlags = 0;
+  // A non-first fragment has no L4 header: nothing to look up. Passed as is (documented: the
+  // datapath does not reassemble or track fragments yet; the first fragment is translated).
+  if (ipv4FragOffset(buf, off) !== 0) return dpVerdict(dp, V_PASS, PASS_NON_FIRST_FRAGMENT);
+  dp.frag = ipv4Mf(buf, off) ? 1 : 0;
+  if (dp.proto === IPPROTO_TCP) return dp4ParseTcp(dp, buf);
+  if (dp.proto === IPPROTO_UDP) return dp4ParseUdp(dp, buf);
+  // ICMP is validated only when it is addressed to a VIP (non-service ICMP passes untouched).
+  return V_CONTINUE;
+}
+
+function ipv4Reason(rc: number): number {
+  switch (rc) {
+    case IPV4_ERR_TRUNCATED:
+      return DROP_TRUNCATED_IPV4;
+    case IPV4_ERR_VERSION:
+      return DROP_BAD_VERSION;
+    case IPV4_ERR_IHL:
+      return DROP_BAD_IHL;
+    case IPV4_ERR_TOTLEN:
+      return DROP_BAD_TOTLEN;
+    case IPV4_ERR_CSUM:
+      return DROP_BAD_IP_CSUM;
+    default:
+      return DROP_TRUNCATED_IPV4;
+  }
+}
+
+function dp4ParseTcp(dp: Datapath, buf: Uint8Array): number {
+  const rc = tcpCheck(buf, dp.l4Off, dp.ipEnd);
+  if (rc !== TCP_OK) {
+    return dpVerdict(dp, V_DROP, rc === TCP_ERR_TRUNCATED ? DROP_TRUNCATED_L4 : DROP_BAD_TCP_DOFF);
+  }
+  dp.sport = tcpSrcPort(buf, dp.l4Off);
+  dp.dport = tcpDstPort(buf, dp.l4Off);
+  dp.tcpFlags = tcpFlags(buf, dp.l4Off);
+  return V_CONTINUE;
+}
+
+function dp4ParseUdp(dp: Datapath, buf: Uint8Array): number {
+  // The UDP length covers the whole datagram, longer than a first fragment: only the 8-byte
+  // header must be present then.
+  if (dp.frag !== 0) {
+    if (dp.ipEnd - dp.l4Off < UDP_HDR_LEN) return dpVerdict(dp, V_DROP, DROP_TRUNCATED_L4);
+  } else {
+    const rc = udpCheck(buf, dp.l4Off, dp.ipEnd);
+    if (rc !== UDP_OK) {
+      return dpVerdict(dp, V_DROP, rc === UDP_ERR_TRUNCATED ? DROP_TRUNCATED_L4 : DROP_BAD_UDP_LEN);
+    }
+  }
+  dp.sport = udpSrcPort(buf, dp.l4Off);
+  dp.dport = udpDstPort(buf, dp.l4Off);
+  return V_CONTINUE;
+}

@@ -1,0 +1,158 @@
+// The ClusterIP program: one IPv4 packet in, one numeric verdict out (plus, for V_TX, the packet
+// rewritten in place, and for V_REPLY a generated packet in dp.out). Pure function of the
+// packet bytes, the maps and the injected clock: it runs the same on a TUN, on a pcap, in a test.
+//
+//   dp4Parse ──▶ TCP/UDP ──▶ ct4LookupOrig ──hit──▶ ct4Update ─▶ lb4Dnat ─────────▶ TX_DNAT
+//      │                        │ miss
+//      │                   ct4LookupReply ──hit──▶ ct4Update ─▶ lb4RevNat ───────▶ TX_REVNAT
+//      │                        │ miss
+//      │                   lb4LookupService ─miss─▶ VIP? ─yes─▶ reject ──▶ REJECT_UNKNOWN_PORT
+//      │                        │ hit                  └─no──▶ PASS_NOT_SERVICE
+//      │                   count 0 ─▶ reject ──────────────────────────▶ REJECT_NO_ENDPOINTS
+//      │                              (internalTrafficPolicy Local: DROP_NO_LOCAL_ENDPOINTS)
+//      │                   lb4SelectBackend ─▶ ct4Create (full: DROP_CT_FULL) ─▶ TX_DNAT_NEW
+//      ├──▶ ICMP to a VIP: echo ─▶ DROP_ECHO_TO_VIP, other ─▶ DROP_ICMP_TO_VIP
+//      └──▶ other protocol to a VIP ─▶ reject ─▶ REJECT_UNKNOWN_PROTO; not a VIP ─▶ PASS
+
+import { CT_CLASH } from '../maps/conntrack.ts';
+import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
+import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpType } from '../wire/icmp.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/ipv4.ts';
+import {
+  CT_DIR_ORIG,
+  CT_DIR_REPLY,
+  ct4Create,
+  ct4LookupOrig,
+  ct4LookupReply,
+  ct4Update,
+} from './ct.ts';
+import type { Datapath } from './datapath.ts';
+import { lb4Dnat, lb4IsVip, lb4LookupService, lb4RevNat, lb4SelectBackend } from './lb.ts';
+import { dp4Parse } from './parse.ts';
+import {
+  DROP_CT_CLASH,
+  DROP_CT_FULL,
+  DROP_ECHO_TO_VIP,
+  DROP_ICMP_TO_VIP,
+  DROP_NO_BACKEND,
+  DROP_NO_LOCAL_ENDPOINTS,
+  DROP_TRUNCATED_L4,
+  PASS_NOT_SERVICE,
+  REPLY_REJECT_NO_ENDPOINTS,
+  REPLY_REJECT_UNKNOWN_PORT,
+  REPLY_REJECT_UNKNOWN_PROTO,
+  TX_DNAT,
+  TX_DNAT_NEW,
+  TX_REVNAT,
+} from './reasons.ts';
+import { lb4Reject } from './reject.ts';
+import { dpVerdict } from './result.ts';
+import { V_CONTINUE, V_DROP, V_PASS, V_TX } from './verdict.ts';
+
+/** Process the IPv4 packet at buf[off..off+len) at time nowMs; returns V_PASS/TX/REPLY/DROP. */
+export function dpProcess(
+  dp: Datapath,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  nowMs: number,
+): number {
+  dp.outLen = 0;
+  dp.lastCtIdx = -1;
+  dp.lastCtNew = 0;
+  dp.lastBackendId = 0;
+  dp.nowMs = nowMs;
+  dp.nowSec = Math.floor(nowMs / 1000) >>> 0;
+  const v = dp4Parse(dp, buf, off, len);
+  if (v !== V_CONTINUE) return v;
+  const proto = dp.proto;
+  if (proto === IPPROTO_TCP || proto === IPPROTO_UDP) return lb4Flow(dp, buf);
+  if (proto === IPPROTO_ICMP) return lb4Icmp(dp, buf);
+  if (lb4IsVip(dp, dp.daddr)) return lb4Reject(dp, buf, REPLY_REJECT_UNKNOWN_PROTO);
+  return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
+}
+
+/** TCP/UDP: tracked flows first (both directions), then the service table. */
+function lb4Flow(dp: Datapath, buf: Uint8Array): number {
+  const ct = dp.ct;
+  const bytes = dp.ipEnd - dp.ipOff;
+  let i = ct4LookupOrig(
+    ct,
+    dp.proto,
+    dp.saddr,
+    dp.daddr,
+    dp.sport,
+    dp.dport,
+    dp.tcpFlags,
+    dp.nowSec,
+  );
+  if (i >= 0) {
+    ct4Update(ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+    dp.lastCtIdx = i;
+    dp.lastBackendId = ct.backendId(i);
+    lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
+    return dpVerdict(dp, V_TX, TX_DNAT);
+  }
+  i = ct4LookupReply(ct, dp.proto, dp.saddr, dp.daddr, dp.sport, dp.dport, dp.nowSec);
+  if (i >= 0) {
+    ct4Update(ct, i, CT_DIR_REPLY, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+    dp.lastCtIdx = i;
+    dp.lastBackendId = ct.backendId(i);
+    // The entry's own original destination is the VIP:port the client used: exact for this
+    // flow and it cannot go stale, unlike a revNat id whose service may since have been deleted.
+    lb4RevNat(dp, buf, ct.daddr(i), ct.dport(i));
+    return dpVerdict(dp, V_TX, TX_REVNAT);
+  }
+  return lb4NewFlow(dp, buf, bytes);
+}
+
+function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
+  const m = lb4LookupService(dp);
+  if (m < 0) {
+    if (lb4IsVip(dp, dp.daddr)) return lb4Reject(dp, buf, REPLY_REJECT_UNKNOWN_PORT);
+    return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
+  }
+  const svc = dp.svc;
+  if (svc.count(m) === 0) {
+    if ((svc.flags(m) & SVC_F_ITP_LOCAL) !== 0)
+      return dpVerdict(dp, V_DROP, DROP_NO_LOCAL_ENDPOINTS);
+    return lb4Reject(dp, buf, REPLY_REJECT_NO_ENDPOINTS);
+  }
+  const b = lb4SelectBackend(dp, m);
+  if (b < 0) return dpVerdict(dp, V_DROP, DROP_NO_BACKEND);
+  const be = dp.be;
+  const baddr = be.addr(b);
+  const bport = be.port(b);
+  const backendId = dp.selBackendId;
+  const i = ct4Create(
+    dp.ct,
+    dp.ctGc,
+    dp.proto,
+    dp.saddr,
+    dp.daddr,
+    dp.sport,
+    dp.dport,
+    baddr,
+    bport,
+    backendId,
+    svc.revNat(m),
+    dp.nowSec,
+  );
+  if (i < 0) return dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
+  ct4Update(dp.ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+  dp.lastCtIdx = i;
+  dp.lastCtNew = 1;
+  dp.lastBackendId = backendId;
+  lb4Dnat(dp, buf, baddr, bport);
+  return dpVerdict(dp, V_TX, TX_DNAT_NEW);
+}
+
+/** ICMP: only traffic to a VIP is ours (iptables mode: echo neither translated nor answered). */
+function lb4Icmp(dp: Datapath, buf: Uint8Array): number {
+  if (!lb4IsVip(dp, dp.daddr)) return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
+  if (icmpCheck(buf, dp.l4Off, dp.ipEnd) !== ICMP_OK) {
+    return dpVerdict(dp, V_DROP, DROP_TRUNCATED_L4);
+  }
+  if (icmpType(buf, dp.l4Off) === ICMP_ECHO) return dpVerdict(dp, V_DROP, DROP_ECHO_TO_VIP);
+  return dpVerdict(dp, V_DROP, DROP_ICMP_TO_VIP);
+}

@@ -1,0 +1,48 @@
+// Rejecting a packet the way kube-proxy's `-j REJECT` does: an ICMP port unreachable back to
+// the client, quoting the offending packet, sent from the address the client tried (the VIP)
+// unless DatapathConfig.icmpErrorSrc says otherwise. Like the kernel's icmp_send, it is never
+// sent where RFC 1122 3.2.2 forbids it (icmpErrorAllowed: non-unicast source, multicast
+// destination, non-first fragment, an ICMP error), and it is rate-limited by a token bucket (net.ipv4.icmp_msgs_per_sec / icmp_msgs_burst).
+
+import { ICMP_PORT_UNREACH, icmpBuildDestUnreach, icmpErrorAllowed } from '../wire/icmp.ts';
+import type { Datapath } from './datapath.ts';
+import { DROP_ICMP_RATELIMIT, DROP_REJECT_FAILED, DROP_REJECT_SUPPRESSED } from './reasons.ts';
+import { dpVerdict } from './result.ts';
+import { V_DROP, V_REPLY } from './verdict.ts';
+
+/** Answer the packet at dp.ipOff with ICMP port unreachable; `reason` names why. */
+export function lb4Reject(dp: Datapath, buf: Uint8Array, reason: number): number {
+  const len = dp.ipEnd - dp.ipOff;
+  if (!icmpErrorAllowed(buf, dp.ipOff, len)) return dpVerdict(dp, V_DROP, DROP_REJECT_SUPPRESSED);
+  if (!icmpTakeToken(dp)) return dpVerdict(dp, V_DROP, DROP_ICMP_RATELIMIT);
+  const src = dp.cfg.icmpErrorSrc !== 0 ? dp.cfg.icmpErrorSrc : dp.daddr;
+  const n = icmpBuildDestUnreach(
+    dp.out,
+    0,
+    dp.out.length,
+    buf,
+    dp.ipOff,
+    len,
+    ICMP_PORT_UNREACH,
+    src,
+    dp.cfg.icmpTtl,
+  );
+  if (n === 0) return dpVerdict(dp, V_DROP, DROP_REJECT_FAILED);
+  dp.outLen = n;
+  return dpVerdict(dp, V_REPLY, reason);
+}
+
+/** Token bucket refilled from the packet clock; a rate of 0 disables the limit. */
+function icmpTakeToken(dp: Datapath): boolean {
+  const rate = dp.cfg.icmpRatePerSec;
+  if (rate === 0) return true;
+  const elapsed = dp.nowMs - dp.icmpLastMs;
+  if (elapsed > 0) {
+    const t = dp.icmpTokens + (elapsed * rate) / 1000;
+    dp.icmpTokens = Math.min(t, dp.cfg.icmpBurst);
+    dp.icmpLastMs = dp.nowMs;
+  }
+  if (dp.icmpTokens < 1) return false;
+  dp.icmpTokens -= 1;
+  return true;
+}

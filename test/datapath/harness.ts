@@ -1,0 +1,249 @@
+// Scenario-test harness for the ClusterIP program: packet builders with a deliberately slow,
+// independent checksum (RFC 1071 straight from the definition, not src/wire), a runner that
+// places every packet at an odd offset inside a larger buffer (the typed-array byteOffset bug
+// class), and ResolvedServicePort builders for dpLoadServices.
+
+import type { Datapath } from '../../src/datapath/datapath.ts';
+import { dpProcess } from '../../src/datapath/program.ts';
+import { REASON_NAMES } from '../../src/datapath/reasons.ts';
+import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
+
+export const TCP = 6;
+export const UDP = 17;
+export const ICMP = 1;
+
+export const FIN = 1;
+export const SYN = 2;
+export const RST = 4;
+export const PSH = 8;
+export const ACK = 16;
+
+/** "10.96.0.10" -> u32, independent of src/wire. */
+export function ip(s: string): number {
+  const p = s.split('.').map(Number);
+  return ((p[0] << 24) | (p[1] << 16) | (p[2] << 8) | p[3]) >>> 0;
+}
+
+export function ipStr(n: number): string {
+  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+}
+
+/** RFC 1071 one's-complement sum of 16-bit words, the slow obvious way. */
+export function refSum(bytes: ArrayLike<number>, start: number, end: number, init = 0): number {
+  let sum = init;
+  for (let i = start; i < end; i += 2) {
+    sum += (bytes[i] << 8) | (i + 1 < end ? bytes[i + 1] : 0);
+  }
+  while (sum > 0xffff) sum = (sum & 0xffff) + Math.floor(sum / 0x10000);
+  return sum;
+}
+
+function put16(b: Uint8Array, at: number, v: number): void {
+  b[at] = (v >>> 8) & 255;
+  b[at + 1] = v & 255;
+}
+function put32(b: Uint8Array, at: number, v: number): void {
+  put16(b, at, v >>> 16);
+  put16(b, at + 2, v & 0xffff);
+}
+export function get16(b: Uint8Array, at: number): number {
+  return (b[at] << 8) | b[at + 1];
+}
+export function get32(b: Uint8Array, at: number): number {
+  return ((get16(b, at) << 16) | get16(b, at + 2)) >>> 0;
+}
+
+export interface IpOpts {
+  src: string;
+  dst: string;
+  ttl?: number;
+  id?: number;
+  /** raw option bytes, a multiple of 4 */
+  options?: number[];
+  mf?: boolean;
+  fragOffset?: number;
+}
+
+/** IPv4 header + payload with a correct header checksum. */
+export function buildIpv4(o: IpOpts, proto: number, payload: Uint8Array): Uint8Array {
+  const opt = o.options ?? [];
+  const hlen = 20 + opt.length;
+  const b = new Uint8Array(hlen + payload.length);
+  b[0] = 0x40 | (hlen >>> 2);
+  put16(b, 2, b.length);
+  put16(b, 4, o.id ?? 0x1234);
+  put16(b, 6, (o.mf ? 0x2000 : 0) | (o.fragOffset ?? 0));
+  b[8] = o.ttl ?? 64;
+  b[9] = proto;
+  put32(b, 12, ip(o.src));
+  put32(b, 16, ip(o.dst));
+  b.set(opt, 20);
+  put16(b, 10, ~refSum(b, 0, hlen) & 0xffff);
+  b.set(payload, hlen);
+  return b;
+}
+
+export interface TcpOpts extends IpOpts {
+  sport: number;
+  dport: number;
+  flags: number;
+  seq?: number;
+  ack?: number;
+  data?: string;
+}
+
+export function buildTcp(o: TcpOpts): Uint8Array {
+  const data = new TextEncoder().encode(o.data ?? '');
+  const seg = new Uint8Array(20 + data.length);
+  put16(seg, 0, o.sport);
+  put16(seg, 2, o.dport);
+  put32(seg, 4, o.seq ?? 1000);
+  put32(seg, 8, o.ack ?? 0);
+  seg[12] = 5 << 4;
+  seg[13] = o.flags;
+  put16(seg, 14, 64240);
+  seg.set(data, 20);
+  const pkt = buildIpv4(o, TCP, seg);
+  fillL4Csum(pkt);
+  return pkt;
+}
+
+export interface UdpOpts extends IpOpts {
+  sport: number;
+  dport: number;
+  data?: string;
+  /** leave the UDP checksum 0 ("none") */
+  noCsum?: boolean;
+}
+
+export function buildUdp(o: UdpOpts): Uint8Array {
+  const data = new TextEncoder().encode(o.data ?? '');
+  const dg = new Uint8Array(8 + data.length);
+  put16(dg, 0, o.sport);
+  put16(dg, 2, o.dport);
+  put16(dg, 4, dg.length);
+  dg.set(data, 8);
+  const pkt = buildIpv4(o, UDP, dg);
+  if (!o.noCsum) fillL4Csum(pkt);
+  return pkt;
+}
+
+export function buildIcmpEcho(o: IpOpts & { ident: number; seq: number }): Uint8Array {
+  const m = new Uint8Array(8 + 16);
+  m[0] = 8;
+  put16(m, 4, o.ident);
+  put16(m, 6, o.seq);
+  for (let i = 8; i < m.length; i++) m[i] = i;
+  put16(m, 2, ~refSum(m, 0, m.length) & 0xffff);
+  return buildIpv4(o, ICMP, m);
+}
+
+function hdrLen(p: Uint8Array): number {
+  return (p[0] & 15) * 4;
+}
+
+/** The L4 checksum as it should be stored, recomputed from scratch (pseudo-header for TCP/UDP). */
+export function refL4Csum(p: Uint8Array): number {
+  const h = hdrLen(p);
+  const total = get16(p, 2);
+  const proto = p[9];
+  const copy = p.slice(0, total);
+  const csumAt = h + (proto === TCP ? 16 : proto === UDP ? 6 : 2);
+  put16(copy, csumAt, 0);
+  let init = 0;
+  if (proto === TCP || proto === UDP) {
+    init = refSum(copy, 12, 20) + proto + (total - h);
+  }
+  const c = ~refSum(copy, h, total, init) & 0xffff;
+  return proto === UDP && c === 0 ? 0xffff : c;
+}
+
+function fillL4Csum(p: Uint8Array): void {
+  const h = hdrLen(p);
+  put16(p, h + (p[9] === TCP ? 16 : p[9] === UDP ? 6 : 2), refL4Csum(p));
+}
+
+/** Both checksums as stored equal a full recompute (UDP checksum 0 = none is accepted). */
+export function checksumsVerify(p: Uint8Array): boolean {
+  const h = hdrLen(p);
+  const ipOk = refSum(p, 0, h) === 0xffff;
+  const at = h + (p[9] === TCP ? 16 : p[9] === UDP ? 6 : 2);
+  const stored = get16(p, at);
+  if (p[9] === UDP && stored === 0) return ipOk;
+  return ipOk && stored === refL4Csum(p);
+}
+
+/** Tuple of a packet, for readable assertions. */
+export function tuple(p: Uint8Array): string {
+  const h = hdrLen(p);
+  return `${ipStr(get32(p, 12))}:${get16(p, h)} > ${ipStr(get32(p, 16))}:${get16(p, h + 2)}`;
+}
+
+export interface RunResult {
+  verdict: number;
+  reason: string;
+  /** the packet after the program (rewritten in place for V_TX) */
+  pkt: Uint8Array;
+  /** the generated packet for V_REPLY */
+  out: Uint8Array;
+}
+
+const PAD = 7; // odd offset: a view that ignored byteOffset would read the wrong bytes
+
+/** Run the real program on a copy of `pkt` placed at an odd offset in a larger buffer. */
+export function run(dp: Datapath, pkt: Uint8Array, nowMs = 1_000_000): RunResult {
+  const big = new Uint8Array(PAD + pkt.length + 13).fill(0xee);
+  big.set(pkt, PAD);
+  const view = big.subarray(2); // and a subarray with its own byteOffset
+  const verdict = dpProcess(dp, view, PAD - 2, pkt.length, nowMs);
+  return {
+    verdict,
+    reason: REASON_NAMES[dp.lastReason],
+    pkt: big.slice(PAD, PAD + pkt.length),
+    out: dp.out.slice(0, dp.outLen),
+  };
+}
+
+// ---- model builders ---------------------------------------------------------------------------
+
+export function service(name: string, clusterIP: string, over: Partial<Service> = {}): Service {
+  return {
+    namespace: 'default',
+    name,
+    type: 'ClusterIP',
+    clusterIPs: clusterIP ? [clusterIP] : [],
+    ports: [],
+    sessionAffinity: 'None',
+    affinityTimeoutSeconds: 10800,
+    externalTrafficPolicy: 'Cluster',
+    internalTrafficPolicy: 'Cluster',
+    externalIPs: [],
+    loadBalancerIPs: [],
+    loadBalancerSourceRanges: [],
+    healthCheckNodePort: 0,
+    annotations: {},
+    labels: {},
+    ...over,
+  };
+}
+
+export function endpoint(ipPort: string, over: Partial<ResolvedEndpoint> = {}): ResolvedEndpoint {
+  const [addr, port] = ipPort.split(':');
+  return { ip: addr, port: Number(port), ready: true, serving: true, terminating: false, ...over };
+}
+
+/** One ResolvedServicePort: `svc` port `port`/`protocol` (named `portName`) with `eps`. */
+export function servicePort(
+  svc: Service,
+  port: number,
+  protocol: 'TCP' | 'UDP' | 'SCTP',
+  eps: ResolvedEndpoint[],
+  portName = '',
+): ResolvedServicePort {
+  const sp = { name: portName, protocol, port, targetPort: eps[0]?.port ?? port, nodePort: 0 };
+  svc.ports.push(sp);
+  const spn = portName
+    ? `${svc.namespace}/${svc.name}:${portName}`
+    : `${svc.namespace}/${svc.name}`;
+  return { service: svc, port: sp, servicePortName: spn, endpoints: eps };
+}
