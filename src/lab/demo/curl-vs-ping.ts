@@ -1,0 +1,296 @@
+// `kubetun lab demo curl-vs-ping`: the classic "curl works, ping doesn't" of a ClusterIP, with
+// the evidence beside it — kubetun's conntrack entry for the curl, tcpdump on both pods' veths
+// (VIP on the client side, pod IP on the backend side), and the counter of dropped echoes.
+//
+//   pod-d ──veth-pod-d──▶ node2 kubetun: SYN to 10.96.0.10:80 matches a service → DNAT → pod-c
+//   pod-d ──veth-pod-d──▶ node2 kubetun: ICMP echo to 10.96.0.10 matches nothing → dropped
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DROP_ECHO_TO_VIP, REASON_NAMES } from '../../datapath/reasons.ts';
+import { labCtl } from '../ctl.ts';
+import { type Progress, labUp } from '../lab.ts';
+import { type LabService, readLabServices } from '../manifests.ts';
+import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
+import { inNs, LabError, shTry } from '../sh.ts';
+import { LOG_DIR, type LabProcess, type LabState, readState } from '../state.ts';
+import { allPods, type LabPod, loadTopology, type Topology } from '../topology.ts';
+import { labStatus } from '../status.ts';
+
+export const ECHO_DROP_REASON = REASON_NAMES[DROP_ECHO_TO_VIP]!;
+
+export interface CtTuple {
+  src: string;
+  dst: string;
+  sport: number;
+  dport: number;
+}
+
+export interface CtEntry {
+  proto: string | number;
+  state: string | number;
+  expiresInSec: number;
+  orig: CtTuple;
+  reply: CtTuple;
+  backendId: number;
+  packets: number;
+  bytes: number;
+}
+
+export interface CurlVsPingReport {
+  client: LabPod;
+  vip: string;
+  port: number;
+  /** HTTP status of the curl to the VIP (0 if it failed) */
+  vipHttpCode: number;
+  /** the pod that answered, from its reply body */
+  backend?: LabPod;
+  vipPingReceived: number;
+  vipPingSent: number;
+  directHttpCode: number;
+  directPingReceived: number;
+  ct?: CtEntry;
+  clientCapture: string[];
+  backendCapture: string[];
+  echoDropsBefore: number;
+  echoDropsAfter: number;
+}
+
+const PINGS = 3;
+
+export async function curlVsPing(
+  opts: { topology?: string; progress?: Progress; out?: (s: string) => void } = {},
+): Promise<CurlVsPingReport> {
+  const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
+  const state = await ensureLab(opts.topology, opts.progress);
+  const t = loadTopology(state.topologyFile);
+  const svc = pickService(readLabServices(t.manifests));
+  const port = svc.ports.find((p) => p.protocol === 'TCP')!;
+  const backendIps = new Set(port.endpoints.map((e) => e.ip));
+  const client = allPods(t).find((p) => !backendIps.has(p.ip)) ?? allPods(t)[0]!;
+  const node = t.nodes.find((n) => n.name === client.node)!;
+  const sock = state.processes.find((p) => p.role === 'kubetun' && p.name === node.name)?.ctlSocket;
+  if (!sock) throw new LabError(`no kubetun control socket recorded for ${node.name}`);
+  const backends = allPods(t).filter((p) => backendIps.has(p.ip));
+
+  const caps = await startCaptures(t, client, backends);
+  const echoDropsBefore = await echoDrops(sock);
+  const vipCurl = curl(client, `http://${svc.clusterIP}:${port.port}/`);
+  const ct = vipCurl.localPort
+    ? await findCt(sock, client.ip, vipCurl.localPort, svc.clusterIP)
+    : undefined;
+  const vipPing = ping(client, svc.clusterIP);
+  const echoDropsAfter = await echoDrops(sock);
+  await sleep(200); // let tcpdump print the last packets before it is stopped
+  await Promise.all([...caps.values()].map((c) => stopProcess(c, 1000)));
+  const backend = allPods(t).find((p) => vipCurl.body.startsWith(`${p.name} `));
+  const direct = backend ?? backends[0]!;
+  const directCurl = curl(client, `http://${direct.ip}:${t.httpPort}/`);
+  const directPing = ping(client, direct.ip);
+
+  const report: CurlVsPingReport = {
+    client,
+    vip: svc.clusterIP,
+    port: port.port,
+    vipHttpCode: vipCurl.code,
+    backend,
+    vipPingReceived: vipPing.received,
+    vipPingSent: vipPing.sent,
+    directHttpCode: directCurl.code,
+    directPingReceived: directPing.received,
+    ct,
+    clientCapture: packetLines(caps.get(client.name)!),
+    backendCapture: backend ? packetLines(caps.get(backend.name)!) : [],
+    echoDropsBefore,
+    echoDropsAfter,
+  };
+  printReport(out, t, svc, report, { vipCurl, vipPing, directCurl, directPing, direct });
+  return report;
+}
+
+async function ensureLab(
+  topology: string | undefined,
+  progress: Progress | undefined,
+): Promise<LabState> {
+  const s = labStatus(topology);
+  if (!s.up || s.mode !== 'kubetun') {
+    progress?.(
+      s.up
+        ? 'the lab runs without a data plane; bringing it up with kubetun'
+        : 'bringing the lab up first',
+    );
+    return labUp({ topology, mode: 'kubetun', progress });
+  }
+  return readState()!;
+}
+
+function pickService(services: LabService[]): LabService {
+  const withEndpoints = services.filter((s) =>
+    s.ports.some((p) => p.protocol === 'TCP' && p.endpoints.length > 0),
+  );
+  const svc = withEndpoints.find((s) => s.name === 'web') ?? withEndpoints[0];
+  if (!svc) throw new LabError('the lab manifests have no TCP service with endpoints to curl');
+  return svc;
+}
+
+/** tcpdump on the node-side veth of the client and of every possible backend. */
+async function startCaptures(
+  t: Topology,
+  client: LabPod,
+  backends: LabPod[],
+): Promise<Map<string, LabProcess>> {
+  const caps = new Map<string, LabProcess>();
+  for (const p of [client, ...backends]) {
+    if (caps.has(p.name)) continue;
+    const node = t.nodes.find((n) => n.name === p.node)!;
+    const filter =
+      p === client ? `host ${client.ip} and (tcp or icmp)` : `tcp and host ${client.ip}`;
+    const argv = ['tcpdump', '-n', '-l', '-i', p.hostIf, filter];
+    caps.set(
+      p.name,
+      startInNs('capture', p.name, node.ns, argv, `${LOG_DIR}/demo-tcpdump-${p.hostIf}.log`),
+    );
+  }
+  try {
+    await Promise.all([...caps.values()].map((c) => waitForLog(c, /listening on/, 10_000)));
+  } catch (err) {
+    await Promise.all([...caps.values()].map((c) => stopProcess(c, 500)));
+    throw err;
+  }
+  return caps;
+}
+
+function packetLines(cap: LabProcess): string[] {
+  return readLog(cap.log)
+    .split('\n')
+    .filter((l) => / IP /.test(l));
+}
+
+interface CurlResult {
+  code: number;
+  body: string;
+  localPort: number;
+  exit: number;
+  err: string;
+}
+
+function curl(pod: LabPod, url: string): CurlResult {
+  const r = shTry(
+    inNs(pod.ns, ['curl', '-sS', '-m', '5', '-w', '\n%{http_code} %{local_port}', url]),
+  );
+  const lines = r.out.trimEnd().split('\n');
+  const [code, lport] = (lines.pop() ?? '').split(' ');
+  return {
+    code: Number(code) || 0,
+    body: lines.join('\n'),
+    localPort: Number(lport) || 0,
+    exit: r.status,
+    err: r.err.trim(),
+  };
+}
+
+function ping(pod: LabPod, ip: string): { sent: number; received: number; summary: string } {
+  const r = shTry(inNs(pod.ns, ['ping', '-n', '-c', String(PINGS), '-i', '0.2', '-W', '1', ip]));
+  const summary = r.out.split('\n').find((l) => /packets transmitted/.test(l)) ?? r.err.trim();
+  const m = /(\d+) packets transmitted, (\d+) received/.exec(summary);
+  return { sent: Number(m?.[1] ?? 0), received: Number(m?.[2] ?? 0), summary };
+}
+
+async function echoDrops(sock: string): Promise<number> {
+  const r = await labCtl<{ counters: Record<string, number> }>(sock, { cmd: 'counters' });
+  return r.counters?.[ECHO_DROP_REASON] ?? 0;
+}
+
+async function findCt(
+  sock: string,
+  src: string,
+  sport: number,
+  vip: string,
+): Promise<CtEntry | undefined> {
+  const r = await labCtl<{ entries: CtEntry[] }>(sock, { cmd: 'ct' });
+  return (r.entries ?? []).find(
+    (e) => e.orig.src === src && e.orig.sport === sport && e.orig.dst === vip,
+  );
+}
+
+interface Raw {
+  vipCurl: CurlResult;
+  vipPing: { summary: string };
+  directCurl: CurlResult;
+  directPing: { summary: string };
+  direct: LabPod;
+}
+
+function printReport(
+  out: (s: string) => void,
+  t: Topology,
+  svc: LabService,
+  r: CurlVsPingReport,
+  raw: Raw,
+): void {
+  const c = r.client;
+  const where = (p: LabPod) => `${p.name} ${p.ip} on ${p.node}`;
+  out(
+    `curl vs ping: service ${svc.namespace}/${svc.name} ClusterIP ${r.vip}:${r.port}, from pod ${where(c)}`,
+  );
+  out('');
+  out(`1. curl the ClusterIP:   $ curl http://${r.vip}:${r.port}/`);
+  out(
+    r.vipHttpCode === 200
+      ? `   HTTP 200, answered by ${r.backend ? where(r.backend) : raw.vipCurl.body}`
+      : `   FAILED (curl exit ${raw.vipCurl.exit}): ${raw.vipCurl.err}`,
+  );
+  out(`2. ping the ClusterIP:   $ ping -c ${PINGS} ${r.vip}`);
+  out(`   ${raw.vipPing.summary}`);
+  out(
+    `3. the pod directly:     $ curl http://${raw.direct.ip}:${t.httpPort}/   and   $ ping -c ${PINGS} ${raw.direct.ip}`,
+  );
+  out(
+    r.directHttpCode === 200
+      ? `   HTTP 200, ${raw.directCurl.body}`
+      : `   FAILED (curl exit ${raw.directCurl.exit}): ${raw.directCurl.err}`,
+  );
+  out(`   ${raw.directPing.summary}`);
+  out('');
+  out(`Evidence`);
+  out(`- kubetun's conntrack entry for the curl on ${c.node} (ctl "ct"):`);
+  if (r.ct) {
+    const tup = (x: CtTuple) => `${x.src}:${x.sport} -> ${x.dst}:${x.dport}`;
+    out(
+      `    ${String(r.ct.proto).toLowerCase()} ${r.ct.state}  expires in ${r.ct.expiresInSec}s  backend #${r.ct.backendId}  ${r.ct.packets} packets ${r.ct.bytes} bytes`,
+    );
+    out(`    orig   ${tup(r.ct.orig)}     (what the client sent: to the VIP)`);
+    out(`    reply  ${tup(r.ct.reply)}     (what the backend sends back: from its pod IP)`);
+  } else {
+    out(`    none found for ${c.ip}:${raw.vipCurl.localPort} -> ${r.vip}:${r.port}`);
+  }
+  const show = (lines: string[]) => {
+    for (const l of lines.length ? lines.slice(0, 6) : ['(no packets)']) out(`    ${l}`);
+  };
+  out(`- tcpdump on ${c.node} ${c.hostIf} (client side): the client talks to the VIP ${r.vip}`);
+  show(r.clientCapture.filter((l) => / [^ ]+\.\d+ > [^ ]+\.\d+: Flags/.test(l)));
+  if (r.backend) {
+    out(
+      `- tcpdump on ${r.backend.node} ${r.backend.hostIf} (backend side): the same flow arrives for the pod IP ${r.backend.ip}`,
+    );
+    show(r.backendCapture);
+  }
+  out(`- tcpdump on ${c.node} ${c.hostIf}: the pings to the VIP go out and nothing comes back`);
+  show(r.clientCapture.filter((l) => /ICMP/.test(l)));
+  out(
+    `- kubetun counter ${ECHO_DROP_REASON} on ${c.node}: ${r.echoDropsAfter} (+${r.echoDropsAfter - r.echoDropsBefore} during this demo)`,
+  );
+  out('');
+  out('Why');
+  out(
+    `  A ClusterIP is a "phantom IP": no interface owns ${r.vip} and no process listens on it; the data plane only`,
+  );
+  out(
+    `  has entries for the service's IP + protocol + port, so the TCP SYN to ${r.vip}:${r.port} matched one, was DNATed`,
+  );
+  out('  to a pod and tracked in conntrack, which turns the replies back into the VIP.');
+  out(
+    '  An ICMP echo has no port and matches no service entry — it is neither translated nor answered, just',
+  );
+  out(
+    '  dropped — so ping a pod IP, and test a service with curl or nc on its port, never with ping.',
+  );
+}

@@ -1,0 +1,225 @@
+// Lab lifecycle: up (namespaces, links, routes, pod servers, one data plane per node), down
+// (everything up made, also after a crash), and status. The host's root namespace is never
+// touched: the underlay bridge lives in its own namespace.
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { waitForCtl } from './ctl.ts';
+import { checkManifestEndpoints, readLabServices } from './manifests.ts';
+import { planLinks, planUp } from './plan.ts';
+import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
+import { inNs, LabError, listNetns, sh, shTry } from './sh.ts';
+import {
+  CTL_DIR,
+  type LabMode,
+  type LabProcess,
+  type LabState,
+  LOG_DIR,
+  readState,
+  STATE_FILE,
+  writeState,
+} from './state.ts';
+import { LAB_PREFIX, labNamespaces, loadTopology, type Topology } from './topology.ts';
+
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const DEFAULT_TOPOLOGY = join(REPO_ROOT, 'lab', 'topology.yaml');
+/** The TUN device kubetun creates in each node namespace. */
+export const LAB_TUN = 'kt0';
+
+export type Progress = (msg: string) => void;
+const quiet: Progress = () => {};
+
+export interface UpOptions {
+  topology?: string;
+  mode?: LabMode;
+  progress?: Progress;
+}
+
+export async function labUp(opts: UpOptions = {}): Promise<LabState> {
+  const say = opts.progress ?? quiet;
+  const mode = opts.mode ?? 'kubetun';
+  const t = loadTopology(opts.topology ?? DEFAULT_TOPOLOGY);
+  const problems = checkManifestEndpoints(t, readLabServices(t.manifests));
+  if (problems.length > 0)
+    throw new LabError(`manifests do not match the topology:\n  ${problems.join('\n  ')}`);
+  const prev = readState();
+  if (
+    prev &&
+    prev.phase === 'up' &&
+    prev.topologyFile === t.file &&
+    prev.mode === mode &&
+    labHealthy(prev)
+  ) {
+    say(`lab is already up (${t.nodes.length} nodes, mode ${mode}); nothing to do`);
+    return prev;
+  }
+  const leftovers = labNamespaces(t).filter((ns) => listNetns().includes(ns));
+  if (prev || leftovers.length > 0) {
+    say('removing the previous lab first');
+    await labDown({ topology: t.file });
+  }
+  const state: LabState = {
+    version: 1,
+    topologyFile: t.file,
+    mode,
+    phase: 'building',
+    createdAt: new Date().toISOString(),
+    namespaces: labNamespaces(t),
+    links: planLinks(t),
+    processes: [],
+  };
+  writeState(state);
+  try {
+    await build(t, state, say);
+  } catch (err) {
+    say('lab up failed; removing what was built');
+    await labDown({ topology: t.file });
+    throw err;
+  }
+  state.phase = 'up';
+  writeState(state);
+  say(
+    `lab is up: ${t.nodes.length} nodes, ${t.nodes.reduce((a, n) => a + n.pods.length, 0)} pods, mode ${mode}`,
+  );
+  return state;
+}
+
+async function build(t: Topology, state: LabState, say: Progress): Promise<void> {
+  for (const phase of planUp(t)) {
+    say(`${phase.title} (${phase.cmds.length} commands)`);
+    for (const cmd of phase.cmds) sh(cmd);
+  }
+  mkdirSync(LOG_DIR, { recursive: true });
+  say(`pod servers (HTTP ${t.httpPort}, UDP ${t.udpPort})`);
+  const servers = t.nodes
+    .flatMap((n) => n.pods)
+    .map((p) => {
+      const log = freshLog(`server-${p.name}.log`);
+      const argv = [
+        process.execPath,
+        join(REPO_ROOT, 'lab/servers/echo.mjs'),
+        '--name',
+        p.name,
+        '--ip',
+        p.ip,
+      ];
+      argv.push('--http', String(t.httpPort), '--udp', String(t.udpPort));
+      return remember(state, startInNs('server', p.name, p.ns, argv, log));
+    });
+  await Promise.all(servers.map((s) => waitForLog(s, /^ready /m, 10_000)));
+  if (state.mode === 'kubetun') await startKubetun(t, state, say);
+}
+
+async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {
+  mkdirSync(CTL_DIR, { recursive: true });
+  const agents = t.nodes.map((n) => {
+    const ctlSocket = join(CTL_DIR, `${n.name}.sock`);
+    rmSync(ctlSocket, { force: true });
+    const argv = [
+      process.execPath,
+      join(REPO_ROOT, 'bin/kubetun.mjs'),
+      'run',
+      '--manifests',
+      t.manifests,
+    ];
+    argv.push('--node-name', n.name, '--node-ip', n.ip, '--pod-cidr', n.podCidr);
+    argv.push('--cluster-cidr', t.clusterCidr, '--service-cidr', t.serviceCidr);
+    argv.push('--uplink', n.uplink, '--tun', LAB_TUN, '--ctl-socket', ctlSocket);
+    say(`kubetun on ${n.name}: ${argv.slice(1).join(' ')}`);
+    const p = startInNs('kubetun', n.name, n.ns, argv, freshLog(`kubetun-${n.name}.log`));
+    p.ctlSocket = ctlSocket;
+    return remember(state, p);
+  });
+  await Promise.all(
+    agents.map(async (a) => {
+      try {
+        await waitForCtl(a.ctlSocket!, 20_000, () => isAlive(a));
+      } catch (err) {
+        throw new LabError(
+          `kubetun on ${a.name}: ${(err as Error).message}; its log ${a.log}:\n${tail(a.log)}`,
+        );
+      }
+      say(`kubetun on ${a.name} answers on ${a.ctlSocket}`);
+    }),
+  );
+}
+
+function remember(state: LabState, p: LabProcess): LabProcess {
+  state.processes.push(p);
+  writeState(state);
+  return p;
+}
+
+function freshLog(name: string): string {
+  const file = join(LOG_DIR, name);
+  writeFileSync(file, '');
+  return file;
+}
+
+/** Every namespace there and every process alive. */
+export function labHealthy(s: LabState): boolean {
+  const present = new Set(listNetns());
+  return s.namespaces.every((ns) => present.has(ns)) && s.processes.every((p) => isAlive(p));
+}
+
+export interface DownResult {
+  namespaces: string[];
+  processes: number;
+}
+
+/**
+ * Ends the lab's processes (by PID, checked against their start time), then any process still
+ * inside a lab namespace (only the lab puts processes there), then deletes the namespaces,
+ * which takes every veth, bridge and TUN with them. Safe to run any number of times.
+ */
+export async function labDown(
+  opts: { topology?: string; progress?: Progress } = {},
+): Promise<DownResult> {
+  const say = opts.progress ?? quiet;
+  const state = readState();
+  let t: Topology | undefined;
+  try {
+    t = loadTopology(state?.topologyFile ?? opts.topology ?? DEFAULT_TOPOLOGY);
+  } catch {
+    t = undefined;
+  }
+  const procs = [...(state?.processes ?? [])].reverse().filter((p) => isAlive(p));
+  if (procs.length > 0) say(`stopping ${procs.length} processes`);
+  await Promise.all(procs.map((p) => stopProcess(p)));
+  let stopped = procs.length;
+  const wanted = new Set([...(state?.namespaces ?? []), ...(t ? labNamespaces(t) : [])]);
+  const present = listNetns().filter((ns) => wanted.has(ns) && ns.startsWith(LAB_PREFIX));
+  for (const ns of present) stopped += await stopNsProcesses(ns);
+  if (present.length > 0) say(`deleting ${present.length} namespaces`);
+  for (const ns of present) {
+    const r = shTry(['ip', 'netns', 'del', ns]);
+    if (!r.ok) throw new LabError(`ip netns del ${ns}: ${r.err.trim()}`);
+  }
+  for (const p of state?.processes ?? []) if (p.ctlSocket) rmSync(p.ctlSocket, { force: true });
+  rmSync(STATE_FILE, { force: true });
+  say(present.length + stopped > 0 ? 'lab is down' : 'no lab to take down');
+  return { namespaces: present, processes: stopped };
+}
+
+/** Stragglers (a tcpdump from a killed demo, an exec'd shell) keep a namespace alive. */
+async function stopNsProcesses(ns: string): Promise<number> {
+  const pids = shTry(['ip', 'netns', 'pids', ns])
+    .out.split('\n')
+    .map((l) => Number(l.trim()))
+    .filter((n) => Number.isInteger(n) && n > 0 && n !== process.pid);
+  const procs = pids.flatMap((pid) => {
+    const startTime = procStartTime(pid);
+    return startTime === undefined ? [] : [{ pid, startTime }];
+  });
+  await Promise.all(procs.map((p) => stopProcess(p, 1000)));
+  return procs.length;
+}
+
+/** argv to run cmd in a lab target (pod, node, client or "underlay"). */
+export function execArgv(ns: string, cmd: string[]): string[] {
+  return inNs(ns, cmd);
+}
+
+export function stateFileExists(): boolean {
+  return existsSync(STATE_FILE);
+}

@@ -1,0 +1,59 @@
+// The lab's memory between commands: which namespaces it made and which processes it started
+// (PID plus start time, so a PID reused after a reboot or crash is never killed by mistake).
+// Written before each thing is created, so `lab down` after a crash in the middle of `lab up`
+// still finds everything.
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const LAB_DIR = process.env.KUBETUN_LAB_DIR ?? '/run/kubetun-lab';
+export const STATE_FILE = join(LAB_DIR, 'state.json');
+export const LOG_DIR = join(LAB_DIR, 'logs');
+/** Where each node's kubetun listens for inspect commands (the name `kubetun run` is told). */
+export const CTL_DIR = '/run/kubetun';
+
+export type LabMode = 'kubetun' | 'none';
+export const LAB_MODES: readonly LabMode[] = ['kubetun', 'none'];
+
+export interface LabProcess {
+  role: 'server' | 'kubetun' | 'capture';
+  /** the pod or node it serves */
+  name: string;
+  ns: string;
+  pid: number;
+  /** /proc/<pid>/stat field 22: with the PID, identifies the process for good */
+  startTime: string;
+  log: string;
+  argv: string[];
+  /** kubetun only */
+  ctlSocket?: string;
+}
+
+export interface LabState {
+  version: 1;
+  topologyFile: string;
+  mode: LabMode;
+  /** 'building' until lab up finished; a crash leaves it there */
+  phase: 'building' | 'up';
+  createdAt: string;
+  namespaces: string[];
+  /** veth pairs and bridges, as "ns:ifname", for the record (they die with their namespaces) */
+  links: string[];
+  processes: LabProcess[];
+}
+
+export function readState(): LabState | undefined {
+  if (!existsSync(STATE_FILE)) return undefined;
+  try {
+    const s = JSON.parse(readFileSync(STATE_FILE, 'utf8')) as LabState;
+    return s.version === 1 ? s : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function writeState(s: LabState): void {
+  mkdirSync(LAB_DIR, { recursive: true });
+  const tmp = `${STATE_FILE}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(s, null, 2)}\n`);
+  renameSync(tmp, STATE_FILE);
+}

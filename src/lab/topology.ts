@@ -1,0 +1,352 @@
+// The lab topology: a small YAML file (nodes, their pods, pod CIDRs, node IPs, external clients)
+// turned into a fully derived plan of names and addresses. Everything the lab creates is named
+// here, once, so `lab up`, `lab down`, `lab status` and the demos agree on it.
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+
+/** Every namespace the lab creates starts with this, so a sweep can never touch anything else. */
+export const LAB_PREFIX = 'kt-';
+export const UNDERLAY_NS = `${LAB_PREFIX}underlay`;
+export const UNDERLAY_BRIDGE = 'br0';
+/** Linux interface names hold at most 15 bytes (IFNAMSIZ - 1). */
+const IFNAME_MAX = 15;
+
+export interface LabPod {
+  name: string;
+  ip: string;
+  node: string;
+  ns: string;
+  /** the node-side veth; the node routes <ip>/32 through it */
+  hostIf: string;
+  /** the pod's own end of the veth */
+  podIf: string;
+}
+
+export interface LabNode {
+  name: string;
+  ip: string;
+  podCidr: string;
+  /** first address of the pod CIDR, put on every node-side veth as a /32 */
+  gateway: string;
+  ns: string;
+  /** the node's interface on the underlay (inside its namespace) */
+  uplink: string;
+  /** the other end of the uplink, enslaved to the bridge in the underlay namespace */
+  underlayIf: string;
+  pods: LabPod[];
+}
+
+export interface LabClient {
+  name: string;
+  ip: string;
+  ns: string;
+  uplink: string;
+  underlayIf: string;
+}
+
+export interface Topology {
+  file: string;
+  name: string;
+  /** absolute path of the manifests directory */
+  manifests: string;
+  clusterCidr: string;
+  serviceCidr: string;
+  underlayCidr: string;
+  underlayPrefix: number;
+  nodes: LabNode[];
+  clients: LabClient[];
+  httpPort: number;
+  udpPort: number;
+}
+
+/** A topology file that cannot be used; the message names the file, object and field. */
+export class TopologyError extends Error {
+  constructor(
+    readonly file: string,
+    readonly object: string,
+    readonly field: string,
+    problem: string,
+  ) {
+    super(`${file}: ${object}: ${field}: ${problem}`);
+    this.name = 'TopologyError';
+  }
+}
+
+export function loadTopology(file: string): Topology {
+  const abs = resolve(file);
+  let text: string;
+  try {
+    text = readFileSync(abs, 'utf8');
+  } catch (err) {
+    throw new TopologyError(abs, 'file', '-', (err as Error).message);
+  }
+  return parseTopology(text, abs);
+}
+
+type Obj = Record<string, unknown>;
+
+export function parseTopology(text: string, file: string): Topology {
+  const docs = parseAllDocuments(text);
+  if (docs.length !== 1) throw new TopologyError(file, 'file', '-', 'expected one YAML document');
+  const doc = docs[0]!;
+  if (doc.errors.length > 0) throw new TopologyError(file, 'file', '-', doc.errors[0]!.message);
+  const root = doc.toJS() as unknown;
+  if (!isObj(root)) throw new TopologyError(file, 'file', '-', 'expected a mapping');
+  const f = new Fields(file);
+  const underlay = f.obj(root, 'topology', 'underlay');
+  const underlayCidr = f.cidr(underlay, 'underlay', 'cidr');
+  const clusterCidr = f.cidr(root, 'topology', 'clusterCidr');
+  const servers = isObj(root.servers) ? root.servers : {};
+  const topo: Topology = {
+    file,
+    name: typeof root.name === 'string' ? root.name : 'kubetun-lab',
+    manifests: resolve(dirname(file), f.str(root, 'topology', 'manifests')),
+    clusterCidr,
+    serviceCidr: f.cidr(root, 'topology', 'serviceCidr'),
+    underlayCidr,
+    underlayPrefix: parseCidr(underlayCidr).prefix,
+    nodes: f.list(root, 'topology', 'nodes').map((n, i) => parseNode(f, n, i)),
+    clients: (root.clients === undefined ? [] : f.list(root, 'topology', 'clients')).map((c, i) =>
+      parseClient(f, c, i),
+    ),
+    httpPort: servers.http === undefined ? 8080 : f.port(servers, 'servers', 'http'),
+    udpPort: servers.udp === undefined ? 5353 : f.port(servers, 'servers', 'udp'),
+  };
+  validateTopology(topo);
+  return topo;
+}
+
+function parseNode(f: Fields, raw: unknown, i: number): LabNode {
+  const where = `nodes[${i}]`;
+  if (!isObj(raw)) throw new TopologyError(f.file, where, '-', 'expected a mapping');
+  const name = f.name(raw, where, 'name', IFNAME_MAX - 2);
+  const podCidr = f.cidr(raw, `node ${name}`, 'podCidr');
+  const c = parseCidr(podCidr);
+  const node: LabNode = {
+    name,
+    ip: f.ip(raw, `node ${name}`, 'ip'),
+    podCidr,
+    gateway: u32ToIp((c.addr + 1) >>> 0),
+    ns: LAB_PREFIX + name,
+    uplink: 'eth0',
+    underlayIf: `u-${name}`,
+    pods: [],
+  };
+  node.pods = f.list(raw, `node ${name}`, 'pods').map((p, j) => parsePod(f, p, j, node));
+  return node;
+}
+
+function parsePod(f: Fields, raw: unknown, j: number, node: LabNode): LabPod {
+  const where = `node ${node.name}: pods[${j}]`;
+  if (!isObj(raw)) throw new TopologyError(f.file, where, '-', 'expected a mapping');
+  const name = f.name(raw, where, 'name', IFNAME_MAX - 'veth-'.length);
+  return {
+    name,
+    ip: f.ip(raw, `pod ${name}`, 'ip'),
+    node: node.name,
+    ns: LAB_PREFIX + name,
+    hostIf: `veth-${name}`,
+    podIf: 'eth0',
+  };
+}
+
+function parseClient(f: Fields, raw: unknown, i: number): LabClient {
+  const where = `clients[${i}]`;
+  if (!isObj(raw)) throw new TopologyError(f.file, where, '-', 'expected a mapping');
+  const name = f.name(raw, where, 'name', IFNAME_MAX - 2);
+  return {
+    name,
+    ip: f.ip(raw, `client ${name}`, 'ip'),
+    ns: LAB_PREFIX + name,
+    uplink: 'eth0',
+    underlayIf: `u-${name}`,
+  };
+}
+
+/** Cross-field rules: addresses inside their CIDRs, nothing used twice. */
+function validateTopology(t: Topology): void {
+  const err = (object: string, field: string, problem: string) =>
+    new TopologyError(t.file, object, field, problem);
+  if (t.nodes.length === 0) throw err('topology', 'nodes', 'at least one node is needed');
+  const names = new Map<string, string>([['underlay', 'the underlay namespace']]);
+  const ips = new Map<string, string>();
+  const claim = (map: Map<string, string>, key: string, who: string, field: string) => {
+    const prev = map.get(key);
+    if (prev) throw err(who, field, `${key} is already used by ${prev}`);
+    map.set(key, who);
+  };
+  const under = parseCidr(t.underlayCidr);
+  const cluster = parseCidr(t.clusterCidr);
+  const hosts = [
+    ...t.nodes.map((n) => ({ kind: 'node', ...n })),
+    ...t.clients.map((c) => ({ kind: 'client', ...c })),
+  ];
+  for (const h of hosts) {
+    const who = `${h.kind} ${h.name}`;
+    claim(names, h.name, who, 'name');
+    claim(ips, h.ip, who, 'ip');
+    if (!isUsableHost(under, ipToU32(h.ip)))
+      throw err(who, 'ip', `${h.ip} is not a host address in underlay ${t.underlayCidr}`);
+  }
+  for (let i = 0; i < t.nodes.length; i++) {
+    const n = t.nodes[i]!;
+    const pc = parseCidr(n.podCidr);
+    if (!cidrInside(pc, cluster))
+      throw err(
+        `node ${n.name}`,
+        'podCidr',
+        `${n.podCidr} is not inside clusterCidr ${t.clusterCidr}`,
+      );
+    if (pc.prefix > 30)
+      throw err(`node ${n.name}`, 'podCidr', 'needs room for a gateway and pods (prefix <= 30)');
+    for (const other of t.nodes.slice(0, i)) {
+      if (cidrOverlap(pc, parseCidr(other.podCidr)))
+        throw err(`node ${n.name}`, 'podCidr', `overlaps node ${other.name}'s ${other.podCidr}`);
+    }
+    for (const p of n.pods) {
+      claim(names, p.name, `pod ${p.name}`, 'name');
+      claim(ips, p.ip, `pod ${p.name}`, 'ip');
+      const a = ipToU32(p.ip);
+      if (!isUsableHost(pc, a) || p.ip === n.gateway)
+        throw err(
+          `pod ${p.name}`,
+          'ip',
+          `${p.ip} is not a pod address in ${n.podCidr} (the gateway ${n.gateway} is taken)`,
+        );
+    }
+  }
+}
+
+/** Reads typed fields and names the file, object and field when one is wrong. */
+class Fields {
+  constructor(readonly file: string) {}
+  fail(object: string, field: string, problem: string): never {
+    throw new TopologyError(this.file, object, field, problem);
+  }
+  str(o: Obj, object: string, field: string): string {
+    const v = o[field];
+    if (typeof v !== 'string' || v === '') this.fail(object, field, 'expected a non-empty string');
+    return v;
+  }
+  obj(o: Obj, object: string, field: string): Obj {
+    const v = o[field];
+    if (!isObj(v)) this.fail(object, field, 'expected a mapping');
+    return v;
+  }
+  list(o: Obj, object: string, field: string): unknown[] {
+    const v = o[field];
+    if (!Array.isArray(v)) this.fail(object, field, 'expected a list');
+    return v;
+  }
+  name(o: Obj, object: string, field: string, max: number): string {
+    const v = this.str(o, object, field);
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(v) || v.length > max) {
+      this.fail(
+        object,
+        field,
+        `"${v}" must be lowercase letters, digits and '-', at most ${max} characters (it names interfaces)`,
+      );
+    }
+    return v;
+  }
+  ip(o: Obj, object: string, field: string): string {
+    const v = this.str(o, object, field);
+    if (!isIpv4(v)) this.fail(object, field, `"${v}" is not an IPv4 address`);
+    return v;
+  }
+  cidr(o: Obj, object: string, field: string): string {
+    const v = this.str(o, object, field);
+    const c = tryParseCidr(v);
+    if (!c) this.fail(object, field, `"${v}" is not an IPv4 CIDR like 10.0.0.0/24`);
+    if ((c.addr & c.mask) >>> 0 !== c.addr) this.fail(object, field, `"${v}" has host bits set`);
+    return v;
+  }
+  port(o: Obj, object: string, field: string): number {
+    const v = o[field];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 65535)
+      this.fail(object, field, 'expected a port 1..65535');
+    return v;
+  }
+}
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+// Address arithmetic for the slow world (kept here so the lab does not depend on the datapath).
+
+export function isIpv4(s: string): boolean {
+  const parts = s.split('.');
+  return (
+    parts.length === 4 && parts.every((p) => /^(0|[1-9][0-9]{0,2})$/.test(p) && Number(p) <= 255)
+  );
+}
+
+export function ipToU32(s: string): number {
+  if (!isIpv4(s)) throw new Error(`not an IPv4 address: ${s}`);
+  return s.split('.').reduce((acc, p) => ((acc << 8) | Number(p)) >>> 0, 0);
+}
+
+export function u32ToIp(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+export interface Cidr {
+  addr: number;
+  prefix: number;
+  mask: number;
+}
+
+function tryParseCidr(s: string): Cidr | undefined {
+  const m = /^([0-9.]+)\/([0-9]{1,2})$/.exec(s);
+  if (!m || !isIpv4(m[1]!) || Number(m[2]) > 32) return undefined;
+  const prefix = Number(m[2]);
+  const mask = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
+  return { addr: ipToU32(m[1]!), prefix, mask };
+}
+
+export function parseCidr(s: string): Cidr {
+  const c = tryParseCidr(s);
+  if (!c) throw new Error(`not an IPv4 CIDR: ${s}`);
+  return c;
+}
+
+export function cidrContains(c: Cidr, addr: number): boolean {
+  return (addr & c.mask) >>> 0 === (c.addr & c.mask) >>> 0;
+}
+
+function cidrInside(inner: Cidr, outer: Cidr): boolean {
+  return inner.prefix >= outer.prefix && cidrContains(outer, inner.addr);
+}
+
+function cidrOverlap(a: Cidr, b: Cidr): boolean {
+  return cidrContains(a, b.addr) || cidrContains(b, a.addr);
+}
+
+/** Inside the CIDR and neither its network nor its broadcast address. */
+function isUsableHost(c: Cidr, addr: number): boolean {
+  const bcast = (c.addr | (~c.mask >>> 0)) >>> 0;
+  return cidrContains(c, addr) && addr !== c.addr && addr !== bcast;
+}
+
+/** Every namespace the topology names, underlay first. */
+export function labNamespaces(t: Topology): string[] {
+  return [
+    UNDERLAY_NS,
+    ...t.nodes.map((n) => n.ns),
+    ...t.nodes.flatMap((n) => n.pods.map((p) => p.ns)),
+    ...t.clients.map((c) => c.ns),
+  ];
+}
+
+export function allPods(t: Topology): LabPod[] {
+  return t.nodes.flatMap((n) => n.pods);
+}
+
+/** The namespace for a lab exec target: a pod, node or client name, or "underlay". */
+export function targetNamespace(t: Topology, target: string): string | undefined {
+  if (target === 'underlay') return UNDERLAY_NS;
+  const hit = [...t.nodes, ...allPods(t), ...t.clients].find((x) => x.name === target);
+  return hit?.ns;
+}

@@ -1,0 +1,139 @@
+// Offline tests of the lab's plan: topology parsing and validation, the commands lab up would
+// run, and the check that manifests only name pods the topology creates.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { patternChunks } from '../../lab/servers/pattern.mjs';
+import { checkManifestEndpoints, readLabServices } from '../../src/lab/manifests.ts';
+import { planUp } from '../../src/lab/plan.ts';
+import {
+  labNamespaces,
+  loadTopology,
+  parseTopology,
+  TopologyError,
+} from '../../src/lab/topology.ts';
+
+const DEFAULT = join(import.meta.dirname, '../../lab/topology.yaml');
+const text = readFileSync(DEFAULT, 'utf8');
+
+function parseWith(edit: (s: string) => string) {
+  return parseTopology(edit(text), DEFAULT);
+}
+
+describe('lab topology', () => {
+  it('derives namespaces, interfaces and gateways from the default file', () => {
+    const t = loadTopology(DEFAULT);
+    expect(labNamespaces(t)).toEqual([
+      'kt-underlay',
+      'kt-node1',
+      'kt-node2',
+      'kt-pod-a',
+      'kt-pod-b',
+      'kt-pod-c',
+      'kt-pod-d',
+      'kt-client',
+    ]);
+    const [n1, n2] = t.nodes;
+    expect(n1!.gateway).toBe('10.244.1.1');
+    expect(n2!.gateway).toBe('10.244.2.1');
+    expect(n2!.pods.map((p) => [p.name, p.node, p.hostIf])).toEqual([
+      ['pod-c', 'node2', 'veth-pod-c'],
+      ['pod-d', 'node2', 'veth-pod-d'],
+    ]);
+    expect(t.manifests).toBe(join(import.meta.dirname, '../../lab/manifests'));
+  });
+
+  it('names file, object and field when a pod IP is outside its node CIDR', () => {
+    const err = (() => {
+      try {
+        parseWith((s) =>
+          s.replace('{ name: pod-c, ip: 10.244.2.2 }', '{ name: pod-c, ip: 10.244.1.9 }'),
+        );
+      } catch (e) {
+        return e as TopologyError;
+      }
+    })();
+    expect(err).toBeInstanceOf(TopologyError);
+    expect(err!.message).toContain(DEFAULT);
+    expect([err!.object, err!.field]).toEqual(['pod pod-c', 'ip']);
+  });
+
+  it('rejects duplicate names, the gateway as pod IP, overlapping pod CIDRs and long names', () => {
+    expect(() => parseWith((s) => s.replace('name: pod-d', 'name: pod-a'))).toThrow(
+      /pod pod-a: name: pod-a is already used/,
+    );
+    expect(() => parseWith((s) => s.replace('ip: 10.244.1.2', 'ip: 10.244.1.1'))).toThrow(
+      /gateway 10.244.1.1/,
+    );
+    expect(() =>
+      parseWith((s) => s.replace('podCidr: 10.244.2.0/24', 'podCidr: 10.244.0.0/23')),
+    ).toThrow(/overlaps node node1/);
+    expect(() => parseWith((s) => s.replace('name: pod-b', 'name: pod-bbbbbbbbbb'))).toThrow(
+      /at most 10 characters/,
+    );
+    expect(() => parseWith((s) => s.replace('ip: 172.30.0.12', 'ip: 172.31.0.12'))).toThrow(
+      /node node2: ip: .*underlay/,
+    );
+  });
+});
+
+describe('lab up plan', () => {
+  const cmds = planUp(loadTopology(DEFAULT)).flatMap((p) => p.cmds.map((c) => c.join(' ')));
+
+  it('only runs ip commands that name a lab namespace', () => {
+    for (const c of cmds)
+      expect(c).toMatch(
+        /^ip (-n kt-[a-z0-9-]+ |netns add kt-[a-z0-9-]+$|netns exec kt-[a-z0-9-]+ )/,
+      );
+  });
+
+  it('gives every pod a /32 route on its node, the gateway on its veth and proxy_arp', () => {
+    expect(cmds).toContain('ip -n kt-node2 route add 10.244.2.3/32 dev veth-pod-d');
+    expect(cmds).toContain('ip -n kt-node2 addr add 10.244.2.1/32 dev veth-pod-d');
+    expect(cmds).toContain('ip -n kt-pod-d route add default via 10.244.2.1 dev eth0 onlink');
+    expect(cmds.find((c) => c.startsWith('ip netns exec kt-node2 sysctl'))).toContain(
+      'net.ipv4.conf.veth-pod-d.proxy_arp=1',
+    );
+  });
+
+  it('routes each node to the other nodes pod CIDRs over the underlay (host-gw)', () => {
+    expect(cmds).toContain('ip -n kt-node1 route add 10.244.2.0/24 via 172.30.0.12 dev eth0');
+    expect(cmds).toContain('ip -n kt-node2 route add 10.244.1.0/24 via 172.30.0.11 dev eth0');
+    expect(cmds).toContain('ip -n kt-client route add 10.244.1.0/24 via 172.30.0.11 dev eth0');
+  });
+});
+
+describe('lab manifests', () => {
+  const t = loadTopology(DEFAULT);
+
+  it('match the default topology, with web endpoints on both nodes', () => {
+    const services = readLabServices(t.manifests);
+    expect(checkManifestEndpoints(t, services)).toEqual([]);
+    const web = services.find((s) => s.name === 'web')!;
+    expect(new Set(web.ports[0]!.endpoints.map((e) => e.nodeName))).toEqual(
+      new Set(['node1', 'node2']),
+    );
+    expect(services.find((s) => s.name === 'empty')!.ports[0]!.endpoints).toEqual([]);
+  });
+
+  it('flag an endpoint IP that no pod of the topology has', () => {
+    const moved = parseWith((s) =>
+      s.replace('{ name: pod-c, ip: 10.244.2.2 }', '{ name: pod-c, ip: 10.244.2.9 }'),
+    );
+    const problems = checkManifestEndpoints(moved, readLabServices(moved.manifests));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/default\/web port TCP\/80: endpoint 10.244.2.2: no pod/);
+  });
+});
+
+describe('lab byte pattern', () => {
+  it('is the same stream whatever the chunk size (server and test chunk differently)', () => {
+    const join = (chunks: Iterable<Uint8Array>) =>
+      Buffer.concat([...chunks].map((c) => Buffer.from(c)));
+    const a = join(patternChunks(1_000_003, 4096));
+    const b = join(patternChunks(1_000_003, 65536));
+    expect(a.length).toBe(1_000_003);
+    expect(a.equals(b)).toBe(true);
+    expect(a.subarray(0, 4096).equals(a.subarray(4096, 8192))).toBe(false);
+  });
+});
