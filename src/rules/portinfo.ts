@@ -1,0 +1,121 @@
+// What kube-proxy derives from one Service port before writing rules (its servicePortInfo and
+// endpointInfo): canonical IPv4 addresses only (this is the IPv4 proxier), traffic-policy
+// flags computed the way pkg/api/v1/service does, and endpoints deduplicated and ordered by
+// their "ip:port" string as kube-proxy's EndpointsMap holds them.
+
+import type { ResolvedServicePort } from '../model.ts';
+import { type Cidr4, canonIpv4, parseCidr4Sloppy } from './ipv4.ts';
+
+export interface EndpointInfo {
+  ip: string;
+  port: number;
+  /** "ip:port", the form hashed into KUBE-SEP names and used in comments and DNAT */
+  str: string;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  local: boolean;
+  zoneHints: readonly string[];
+  nodeHints: readonly string[];
+}
+
+export interface PortInfo {
+  /** "ns/name[:port]" */
+  spn: string;
+  /** lowercase: tcp, udp, sctp */
+  protocol: string;
+  clusterIP: string;
+  port: number;
+  nodePort: number;
+  externalIPs: string[];
+  lbVIPs: string[];
+  sourceRanges: Cidr4[];
+  healthCheckNodePort: number;
+  affinity: boolean;
+  stickySeconds: number;
+  externalPolicyLocal: boolean;
+  internalPolicyLocal: boolean;
+  endpoints: EndpointInfo[];
+}
+
+function canonList(ips: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const ip of ips) {
+    const c = canonIpv4(ip);
+    if (c !== null) out.push(c);
+  }
+  return out;
+}
+
+function collectEndpoints(rsp: ResolvedServicePort, nodeName: string | undefined): EndpointInfo[] {
+  const byStr = new Map<string, EndpointInfo>();
+  for (const ep of rsp.endpoints) {
+    const ip = canonIpv4(ep.ip);
+    if (ip === null) continue;
+    const str = `${ip}:${ep.port}`;
+    if (byStr.has(str)) continue;
+    byStr.set(str, {
+      ip,
+      port: ep.port,
+      str,
+      ready: ep.ready,
+      serving: ep.serving,
+      terminating: ep.terminating,
+      local: nodeName !== undefined && ep.nodeName === nodeName,
+      zoneHints: ep.hintsForZones ?? [],
+      nodeHints: ep.hintsForNodes ?? [],
+    });
+  }
+  // Plain code-unit order, as Go's sort on strings: "10.1.1.11:11" < "10.1.1.1:11".
+  return [...byStr.values()].sort((a, b) => (a.str < b.str ? -1 : a.str > b.str ? 1 : 0));
+}
+
+/** Null when kube-proxy would skip the port (headless, ExternalName, no IPv4 cluster IP). */
+export function portInfo(rsp: ResolvedServicePort, nodeName?: string): PortInfo | null {
+  const svc = rsp.service;
+  if (svc.type === 'ExternalName') return null;
+  const clusterIP = canonList(svc.clusterIPs)[0];
+  if (clusterIP === undefined) return null;
+  const externalIPs = canonList(svc.externalIPs);
+  // pkg/api/v1/service: ExternallyAccessible / ExternalPolicyLocal / NeedsHealthCheck.
+  const svcExternallyAccessible =
+    svc.type === 'LoadBalancer' ||
+    svc.type === 'NodePort' ||
+    (svc.type === 'ClusterIP' && svc.externalIPs.length > 0);
+  const externalPolicyLocal = svcExternallyAccessible && svc.externalTrafficPolicy === 'Local';
+  const needsHealthCheck = svc.type === 'LoadBalancer' && externalPolicyLocal;
+  const sourceRanges: Cidr4[] = [];
+  for (const r of svc.loadBalancerSourceRanges) {
+    const c = parseCidr4Sloppy(r);
+    if (c !== null) sourceRanges.push(c);
+  }
+  return {
+    spn: rsp.servicePortName,
+    protocol: rsp.port.protocol.toLowerCase(),
+    clusterIP,
+    port: rsp.port.port,
+    nodePort: rsp.port.nodePort,
+    externalIPs,
+    lbVIPs: canonList(svc.loadBalancerIPs),
+    sourceRanges,
+    healthCheckNodePort: needsHealthCheck ? svc.healthCheckNodePort : 0,
+    affinity: svc.sessionAffinity === 'ClientIP',
+    stickySeconds: svc.sessionAffinity === 'ClientIP' ? svc.affinityTimeoutSeconds : 0,
+    externalPolicyLocal,
+    internalPolicyLocal: svc.internalTrafficPolicy === 'Local',
+    endpoints: collectEndpoints(rsp, nodeName),
+  };
+}
+
+/** Reachable other than by ClusterIP (kube-proxy's per-port ExternallyAccessible). */
+export function externallyAccessible(p: PortInfo): boolean {
+  return p.nodePort !== 0 || p.lbVIPs.length !== 0 || p.externalIPs.length !== 0;
+}
+
+export function usesClusterEndpoints(p: PortInfo): boolean {
+  return !p.internalPolicyLocal || externallyAccessible(p);
+}
+
+export function usesLocalEndpoints(p: PortInfo): boolean {
+  return p.internalPolicyLocal || (p.externalPolicyLocal && externallyAccessible(p));
+}
