@@ -58,6 +58,7 @@ export interface IpOpts {
   dst: string;
   ttl?: number;
   id?: number;
+  tos?: number;
   /** raw option bytes, a multiple of 4 */
   options?: number[];
   mf?: boolean;
@@ -70,6 +71,7 @@ export function buildIpv4(o: IpOpts, proto: number, payload: Uint8Array): Uint8A
   const hlen = 20 + opt.length;
   const b = new Uint8Array(hlen + payload.length);
   b[0] = 0x40 | (hlen >>> 2);
+  b[1] = o.tos ?? 0;
   put16(b, 2, b.length);
   put16(b, 4, o.id ?? 0x1234);
   put16(b, 6, (o.mf ? 0x2000 : 0) | (o.fragOffset ?? 0));
@@ -134,6 +136,30 @@ export function buildIcmpEcho(o: IpOpts & { ident: number; seq: number }): Uint8
   put16(m, 4, o.ident);
   put16(m, 6, o.seq);
   for (let i = 8; i < m.length; i++) m[i] = i;
+  put16(m, 2, ~refSum(m, 0, m.length) & 0xffff);
+  return buildIpv4(o, ICMP, m);
+}
+
+/** Recompute the IPv4 header checksum after a test edited the header by hand. */
+export function refillIpCsum(p: Uint8Array): Uint8Array {
+  put16(p, 10, 0);
+  put16(p, 10, ~refSum(p, 0, hdrLen(p)) & 0xffff);
+  return p;
+}
+
+/** ICMP message type/code/rest + data with its checksum (RFC 792), then wrapped in IPv4. */
+export function buildIcmp(
+  o: IpOpts,
+  type: number,
+  code: number,
+  rest: number,
+  data: Uint8Array,
+): Uint8Array {
+  const m = new Uint8Array(8 + data.length);
+  m[0] = type;
+  m[1] = code;
+  put32(m, 4, rest);
+  m.set(data, 8);
   put16(m, 2, ~refSum(m, 0, m.length) & 0xffff);
   return buildIpv4(o, ICMP, m);
 }
