@@ -1,0 +1,210 @@
+// NAT rewrites with RFC 1624 incremental checksum updates (eqn 3, see checksum.ts).
+//
+//   field changed          IPv4 header csum   TCP csum   UDP csum (if not 0)   ICMP csum
+//   IPv4 source/dest       yes                yes (pseudo-header)  yes         no
+//   TCP/UDP port           no                 yes        yes                   -
+//   ICMP echo identifier   no                 -          -                     yes
+//
+// Preconditions (the fast path checks once, then rewrites without bounds checks): the packet
+// at `ipOff` passed ipv4Check, and if it is a first fragment (offset 0) its TCP/UDP/ICMP header
+// passed tcpCheck/udpCheck/icmpCheck. The L4 header is found at ipOff + IHL*4 and is only
+// touched when the fragment offset is 0 — later fragments carry no L4 header, while the first
+// fragment's checksum covers the whole datagram and takes the same delta.
+//
+// UDP (RFC 768): a stored 0 means "no checksum" and stays 0; an update that yields 0 is stored
+// as 0xFFFF, exactly what a full recompute would store. Never throws, never allocates.
+
+import { read16, read32, write16, write32 } from './bytes.ts';
+import { csumReplace16, csumReplace32 } from './checksum.ts';
+
+const IP_FLAGS_FRAG = 6;
+const IP_PROTO = 9;
+const IP_CSUM = 10;
+const IP_SADDR = 12;
+const IP_DADDR = 16;
+const SPORT = 0;
+const DPORT = 2;
+const TCP_CSUM = 16;
+const UDP_CSUM = 6;
+const ICMP_CSUM = 2;
+const ICMP_ECHO_ID = 4;
+const ICMP_EMBEDDED = 8;
+
+/** L4 offset of a first fragment / whole packet, or -1 when the packet carries no L4 header. */
+function l4OffOf(buf: Uint8Array, ipOff: number): number {
+  if ((read16(buf, ipOff + IP_FLAGS_FRAG) & 0x1fff) !== 0) return -1;
+  return ipOff + ((buf[ipOff] & 0x0f) << 2);
+}
+
+/** Patch the TCP or UDP checksum of the segment at `l4` for a 32-bit change. */
+function l4Patch32(buf: Uint8Array, proto: number, l4: number, old: number, val: number): void {
+  if (proto === 6) {
+    write16(buf, l4 + TCP_CSUM, csumReplace32(read16(buf, l4 + TCP_CSUM), old, val));
+  } else if (proto === 17) {
+    const c = read16(buf, l4 + UDP_CSUM);
+    if (c === 0) return;
+    const n = csumReplace32(c, old, val);
+    write16(buf, l4 + UDP_CSUM, n === 0 ? 0xffff : n);
+  }
+}
+
+/** Patch the TCP or UDP checksum of the segment at `l4` for a 16-bit change. */
+function l4Patch16(buf: Uint8Array, proto: number, l4: number, old: number, val: number): void {
+  if (proto === 6) {
+    write16(buf, l4 + TCP_CSUM, csumReplace16(read16(buf, l4 + TCP_CSUM), old, val));
+  } else if (proto === 17) {
+    const c = read16(buf, l4 + UDP_CSUM);
+    if (c === 0) return;
+    const n = csumReplace16(c, old, val);
+    write16(buf, l4 + UDP_CSUM, n === 0 ? 0xffff : n);
+  }
+}
+
+function rewriteAddr(buf: Uint8Array, ipOff: number, field: number, addr: number): void {
+  addr >>>= 0;
+  const old = read32(buf, ipOff + field);
+  if (old === addr) return;
+  write32(buf, ipOff + field, addr);
+  write16(buf, ipOff + IP_CSUM, csumReplace32(read16(buf, ipOff + IP_CSUM), old, addr));
+  const l4 = l4OffOf(buf, ipOff);
+  if (l4 >= 0) l4Patch32(buf, buf[ipOff + IP_PROTO], l4, old, addr);
+}
+
+function rewritePort(buf: Uint8Array, ipOff: number, field: number, port: number): void {
+  const proto = buf[ipOff + IP_PROTO];
+  if (proto !== 6 && proto !== 17) return;
+  const l4 = l4OffOf(buf, ipOff);
+  if (l4 < 0) return;
+  port &= 0xffff;
+  const old = read16(buf, l4 + field);
+  if (old === port) return;
+  write16(buf, l4 + field, port);
+  l4Patch16(buf, proto, l4, old, port);
+}
+
+/** Set the IPv4 source; patch the header checksum and the TCP/UDP pseudo-header checksum. */
+export function ipv4RewriteSrc(buf: Uint8Array, ipOff: number, addr: number): void {
+  rewriteAddr(buf, ipOff, IP_SADDR, addr);
+}
+
+/** Set the IPv4 destination; patch the header checksum and the TCP/UDP checksum. */
+export function ipv4RewriteDst(buf: Uint8Array, ipOff: number, addr: number): void {
+  rewriteAddr(buf, ipOff, IP_DADDR, addr);
+}
+
+/** Set the TCP/UDP source port and patch the L4 checksum (no-op for other protocols). */
+export function l4RewriteSrcPort(buf: Uint8Array, ipOff: number, port: number): void {
+  rewritePort(buf, ipOff, SPORT, port);
+}
+
+/** Set the TCP/UDP destination port and patch the L4 checksum (no-op for other protocols). */
+export function l4RewriteDstPort(buf: Uint8Array, ipOff: number, port: number): void {
+  rewritePort(buf, ipOff, DPORT, port);
+}
+
+/** Set the identifier of an ICMP echo / echo reply and patch the ICMP checksum. */
+export function icmpRewriteEchoId(buf: Uint8Array, ipOff: number, id: number): void {
+  if (buf[ipOff + IP_PROTO] !== 1) return;
+  const l4 = l4OffOf(buf, ipOff);
+  if (l4 < 0) return;
+  id &= 0xffff;
+  const old = read16(buf, l4 + ICMP_ECHO_ID);
+  if (old === id) return;
+  write16(buf, l4 + ICMP_ECHO_ID, id);
+  write16(buf, l4 + ICMP_CSUM, csumReplace16(read16(buf, l4 + ICMP_CSUM), old, id));
+}
+
+// ---- the datagram quoted in an ICMP error --------------------------------------------------
+//
+// Reverse-translating an ICMP error about a NATed flow means rewriting the quoted header too
+// (the kernel's nf_nat_icmp_reply_translation does; Cilium does not, which breaks PMTU
+// discovery through services). Every 16-bit word changed inside the quote is also folded into
+// the outer ICMP checksum. Extra precondition: the outer ICMP header passed icmpCheck, its type
+// is an error, and the quoted header passed ipv4CheckQuoted(buf, icmpOff + 8, packet end).
+// The quoted TCP/UDP checksum is patched only when the quote reaches it (8 bytes of TCP carry
+// only ports and sequence number), like Linux.
+
+/** Offset of the ICMP header of the packet at ipOff. */
+function icmpOffOf(buf: Uint8Array, ipOff: number): number {
+  return ipOff + ((buf[ipOff] & 0x0f) << 2);
+}
+
+/** Write a 16-bit word inside the ICMP message at `icmp`, folding the change into its checksum. */
+function icmpPut16(buf: Uint8Array, icmp: number, at: number, val: number): void {
+  const old = read16(buf, at);
+  if (old === val) return;
+  write16(buf, at, val);
+  write16(buf, icmp + ICMP_CSUM, csumReplace16(read16(buf, icmp + ICMP_CSUM), old, val));
+}
+
+function icmpPut32(buf: Uint8Array, icmp: number, at: number, val: number): void {
+  icmpPut16(buf, icmp, at, val >>> 16);
+  icmpPut16(buf, icmp, at + 2, val & 0xffff);
+}
+
+/** End of the quoted bytes: the outer packet's end. */
+function quoteEnd(buf: Uint8Array, ipOff: number): number {
+  return ipOff + read16(buf, ipOff + 2);
+}
+
+/** Quoted L4 checksum offset if the quote holds it (first fragment, TCP/UDP), else -1. */
+function innerL4CsumAt(buf: Uint8Array, ipOff: number, inner: number): number {
+  const l4 = l4OffOf(buf, inner);
+  if (l4 < 0) return -1;
+  const proto = buf[inner + IP_PROTO];
+  const at = proto === 6 ? l4 + TCP_CSUM : proto === 17 ? l4 + UDP_CSUM : -1;
+  return at >= 0 && at + 2 <= quoteEnd(buf, ipOff) ? at : -1;
+}
+
+function innerRewriteAddr(buf: Uint8Array, ipOff: number, field: number, addr: number): void {
+  addr >>>= 0;
+  const icmp = icmpOffOf(buf, ipOff);
+  const inner = icmp + ICMP_EMBEDDED;
+  const old = read32(buf, inner + field);
+  if (old === addr) return;
+  icmpPut32(buf, icmp, inner + field, addr);
+  const ic = read16(buf, inner + IP_CSUM);
+  icmpPut16(buf, icmp, inner + IP_CSUM, csumReplace32(ic, old, addr));
+  const at = innerL4CsumAt(buf, ipOff, inner);
+  if (at < 0) return;
+  const c = read16(buf, at);
+  if (c === 0 && buf[inner + IP_PROTO] === 17) return;
+  const n = csumReplace32(c, old, addr);
+  icmpPut16(buf, icmp, at, n === 0 && buf[inner + IP_PROTO] === 17 ? 0xffff : n);
+}
+
+function innerRewritePort(buf: Uint8Array, ipOff: number, field: number, port: number): void {
+  const icmp = icmpOffOf(buf, ipOff);
+  const inner = icmp + ICMP_EMBEDDED;
+  const proto = buf[inner + IP_PROTO];
+  if (proto !== 6 && proto !== 17) return;
+  const l4 = l4OffOf(buf, inner);
+  if (l4 < 0 || l4 + 4 > quoteEnd(buf, ipOff)) return;
+  port &= 0xffff;
+  const old = read16(buf, l4 + field);
+  if (old === port) return;
+  icmpPut16(buf, icmp, l4 + field, port);
+  const at = innerL4CsumAt(buf, ipOff, inner);
+  if (at < 0) return;
+  const c = read16(buf, at);
+  if (c === 0 && proto === 17) return;
+  const n = csumReplace16(c, old, port);
+  icmpPut16(buf, icmp, at, n === 0 && proto === 17 ? 0xffff : n);
+}
+
+/** Rewrite the source address of the datagram quoted in the ICMP error at ipOff. */
+export function icmpErrRewriteInnerSrc(buf: Uint8Array, ipOff: number, addr: number): void {
+  innerRewriteAddr(buf, ipOff, IP_SADDR, addr);
+}
+/** Rewrite the destination address of the quoted datagram. */
+export function icmpErrRewriteInnerDst(buf: Uint8Array, ipOff: number, addr: number): void {
+  innerRewriteAddr(buf, ipOff, IP_DADDR, addr);
+}
+/** Rewrite the TCP/UDP source port of the quoted datagram. */
+export function icmpErrRewriteInnerSrcPort(buf: Uint8Array, ipOff: number, port: number): void {
+  innerRewritePort(buf, ipOff, SPORT, port);
+}
+/** Rewrite the TCP/UDP destination port of the quoted datagram. */
+export function icmpErrRewriteInnerDstPort(buf: Uint8Array, ipOff: number, port: number): void {
+  innerRewritePort(buf, ipOff, DPORT, port);
+}
