@@ -273,7 +273,10 @@ export class EntryPool {
   }
 
   isLive(e: number): boolean {
-    return e >= 0 && e < this.capacity && (this.live[e >>> 5] & (1 << (e & 31))) !== 0;
+    // (e | 0) === e rejects NaN and fractions, which would otherwise alias entry e & 31
+    return (
+      (e | 0) === e && e >= 0 && e < this.capacity && (this.live[e >>> 5] & (1 << (e & 31))) !== 0
+    );
   }
 
   /** A free entry number, now live, or -1 when all `capacity` entries are live. */

@@ -366,6 +366,20 @@ describe('ConntrackMap', () => {
     expect(a.size).toBe(0);
   });
 
+  it('shrugs off invalid entry indices and garbage tuples on the fast path', () => {
+    const ct = new ConntrackMap(8);
+    const i = ct.create(TCP, CLIENT, VIP, 1, 80, BACKEND, 8080, 1, 1, 10);
+    for (const bad of [-1, 8, 1e9, Number.NaN, i + 0.5]) {
+      expect(() => ct.delete(bad)).not.toThrow();
+      expect(ct.rebind(bad, BACKEND2, 1, 1)).toBe(false);
+      expect(ct.isLive(bad)).toBe(false);
+    }
+    expect(ct.lookupOrig(Number.NaN, -1, 2 ** 40, -5, 1e6)).toBe(-1);
+    expect(ct.lookupReply(TCP, Number.NaN, CLIENT, 8080, 1)).toBe(-1);
+    expect(ct.lookupOrig(TCP, CLIENT, VIP, 1, 80)).toBe(i);
+    expect(ct.size).toBe(1);
+  });
+
   it('clear() forgets every flow in both directions', () => {
     const ct = new ConntrackMap(8);
     for (let p = 0; p < 8; p++) ct.create(TCP, CLIENT, VIP, p, 80, BACKEND, 8080, 1, 1, 1);
