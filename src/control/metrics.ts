@@ -1,0 +1,354 @@
+// kube-proxy's metrics under kube-proxy's names (pkg/proxy/metrics/metrics.go), so existing
+// dashboards and alerts work unchanged, plus kubetun's own datapath counters. Labels follow
+// Kubernetes 1.33+: the sync histograms, timestamps, no-local-endpoints and the conntrack
+// reconciler carry ip_family (always "IPv4" here); the change counters carry none.
+//
+// Served on 127.0.0.1:10249/metrics by default, like kube-proxy's metricsBindAddress.
+
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ResolvedServicePort } from '../model.ts';
+
+/** prometheus.ExponentialBuckets(0.001, 2, 15): 1 ms .. 16.384 s */
+export const SYNC_BUCKETS = Array.from({ length: 15 }, (_, i) => 0.001 * 2 ** i);
+
+/** kube-proxy's network programming buckets: 0.25 s, 0.5 s, 1..59 s, 60..115 s, 2..5 min */
+export const NETWORK_PROGRAMMING_BUCKETS = [
+  0.25,
+  0.5,
+  ...Array.from({ length: 59 }, (_, i) => 1 + i),
+  ...Array.from({ length: 12 }, (_, i) => 60 + 5 * i),
+  ...Array.from({ length: 7 }, (_, i) => 120 + 30 * i),
+];
+
+/** What the data plane exports; every field optional. */
+export interface DatapathStats {
+  /** packets per outcome reason (drop or not) → kubetun_datapath_packets_total{reason} */
+  packets?: Record<string, number>;
+  /** live conntrack entries → kubetun_conntrack_entries */
+  conntrackEntries?: number;
+  /** map name → used/capacity in [0, 1] → kubetun_map_fill_ratio{map} */
+  mapFill?: Record<string, number>;
+}
+
+export type DatapathStatsFn = () => DatapathStats;
+
+/** Cumulative counts kept by the change tracker (kube-proxy increments on every event). */
+export interface ChangeCounts {
+  serviceChangesTotal: number;
+  endpointChangesTotal: number;
+  readonly pendingServiceChanges: number;
+  readonly pendingEndpointChanges: number;
+}
+
+const FAMILY = { ip_family: 'IPv4' } as const;
+
+/** Sets a counter to an absolute value read at scrape time (counters only go up in prom-client). */
+function setCounter<T extends string>(
+  c: Counter<T>,
+  value: number,
+  labels?: Partial<Record<T, string>>,
+): void {
+  c.reset();
+  if (value > 0) {
+    if (labels) c.inc(labels, value);
+    else c.inc(value);
+  }
+}
+
+export class ProxyMetrics {
+  readonly registry: Registry;
+  readonly syncDuration: Histogram<'ip_family'>;
+  readonly syncFullDuration: Histogram<'ip_family'>;
+  readonly syncPartialDuration: Histogram<'ip_family'>;
+  readonly networkProgramming: Histogram<'ip_family'>;
+  readonly lastTimestamp: Gauge<'ip_family'>;
+  readonly lastQueuedTimestamp: Gauge<'ip_family'>;
+  readonly endpointChangesTotal: Counter;
+  readonly endpointChangesPending: Gauge;
+  readonly serviceChangesTotal: Counter;
+  readonly serviceChangesPending: Gauge;
+  readonly noLocalEndpoints: Gauge<'ip_family' | 'traffic_policy'>;
+  readonly conntrackDeleted: Counter<'ip_family'>;
+  readonly healthzTotal: Counter<'code'>;
+  readonly livezTotal: Counter<'code'>;
+  readonly datapathPackets: Counter<'reason'>;
+  readonly conntrackEntries: Gauge;
+  readonly mapFill: Gauge<'map'>;
+
+  private changes: ChangeCounts | undefined;
+  private datapath: DatapathStatsFn | undefined;
+
+  constructor(registry: Registry = new Registry()) {
+    this.registry = registry;
+    const registers = [registry];
+    const hist = (name: string, help: string, buckets: number[]) =>
+      new Histogram({ name, help, buckets, labelNames: ['ip_family'] as const, registers });
+    this.syncDuration = hist(
+      'kubeproxy_sync_proxy_rules_duration_seconds',
+      'SyncProxyRules latency in seconds',
+      SYNC_BUCKETS,
+    );
+    this.syncFullDuration = hist(
+      'kubeproxy_sync_full_proxy_rules_duration_seconds',
+      'SyncProxyRules latency in seconds for full resyncs',
+      SYNC_BUCKETS,
+    );
+    this.syncPartialDuration = hist(
+      'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+      'SyncProxyRules latency in seconds for partial resyncs',
+      SYNC_BUCKETS,
+    );
+    this.networkProgramming = hist(
+      'kubeproxy_network_programming_duration_seconds',
+      'In Cluster Network Programming Latency in seconds',
+      NETWORK_PROGRAMMING_BUCKETS,
+    );
+    this.lastTimestamp = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
+      help: 'The last time proxy rules were successfully synced',
+      labelNames: ['ip_family'] as const,
+      registers,
+    });
+    this.lastQueuedTimestamp = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
+      help: 'The last time a sync of proxy rules was queued',
+      labelNames: ['ip_family'] as const,
+      registers,
+    });
+    const self = this;
+    this.endpointChangesTotal = new Counter({
+      name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+      help: 'Cumulative proxy rules Endpoint changes',
+      registers,
+      collect() {
+        if (self.changes) setCounter(this, self.changes.endpointChangesTotal);
+      },
+    });
+    this.endpointChangesPending = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
+      help: 'Pending proxy rules Endpoint changes',
+      registers,
+      collect() {
+        if (self.changes) this.set(self.changes.pendingEndpointChanges);
+      },
+    });
+    this.serviceChangesTotal = new Counter({
+      name: 'kubeproxy_sync_proxy_rules_service_changes_total',
+      help: 'Cumulative proxy rules Service changes',
+      registers,
+      collect() {
+        if (self.changes) setCounter(this, self.changes.serviceChangesTotal);
+      },
+    });
+    this.serviceChangesPending = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_service_changes_pending',
+      help: 'Pending proxy rules Service changes',
+      registers,
+      collect() {
+        if (self.changes) this.set(self.changes.pendingServiceChanges);
+      },
+    });
+    this.noLocalEndpoints = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+      help: 'Number of services with a Local traffic policy and no endpoints',
+      labelNames: ['ip_family', 'traffic_policy'] as const,
+      registers,
+    });
+    this.conntrackDeleted = new Counter({
+      name: 'kubeproxy_conntrack_reconciler_deleted_entries_total',
+      help: 'Cumulative conntrack flows deleted by conntrack reconciler',
+      labelNames: ['ip_family'] as const,
+      registers,
+    });
+    this.healthzTotal = new Counter({
+      name: 'kubeproxy_proxy_healthz_total',
+      help: 'Cumulative proxy healthz HTTP status',
+      labelNames: ['code'] as const,
+      registers,
+    });
+    this.livezTotal = new Counter({
+      name: 'kubeproxy_proxy_livez_total',
+      help: 'Cumulative proxy livez HTTP status',
+      labelNames: ['code'] as const,
+      registers,
+    });
+    this.datapathPackets = new Counter({
+      name: 'kubetun_datapath_packets_total',
+      help: 'Packets handled by the kubetun datapath, by outcome reason',
+      labelNames: ['reason'] as const,
+      registers,
+      collect() {
+        const p = self.readDatapath()?.packets;
+        if (!p) return;
+        this.reset();
+        for (const [reason, v] of Object.entries(p)) if (v > 0) this.inc({ reason }, v);
+      },
+    });
+    this.conntrackEntries = new Gauge({
+      name: 'kubetun_conntrack_entries',
+      help: 'Live entries in the kubetun conntrack table',
+      registers,
+      collect() {
+        const n = self.readDatapath()?.conntrackEntries;
+        if (n !== undefined) this.set(n);
+      },
+    });
+    this.mapFill = new Gauge({
+      name: 'kubetun_map_fill_ratio',
+      help: 'Used entries over capacity, per datapath map',
+      labelNames: ['map'] as const,
+      registers,
+      collect() {
+        const m = self.readDatapath()?.mapFill;
+        if (!m) return;
+        this.reset();
+        for (const [map, v] of Object.entries(m)) this.set({ map }, v);
+      },
+    });
+    for (const policy of ['internal', 'external'])
+      this.noLocalEndpoints.set({ ...FAMILY, traffic_policy: policy }, 0);
+    this.conntrackDeleted.inc(FAMILY, 0);
+  }
+
+  /** The datapath hook is cheap (it reads counters), so each datapath metric calls it. */
+  private readDatapath(): DatapathStats | undefined {
+    return this.datapath?.();
+  }
+
+  /** Exports the tracker's change counts (read at scrape time). */
+  trackChanges(counts: ChangeCounts): void {
+    this.changes = counts;
+  }
+
+  /** Exports the data plane's counters through `fn` (called at scrape time). */
+  setDatapathStats(fn: DatapathStatsFn | undefined): void {
+    this.datapath = fn;
+  }
+
+  /** Records one sync: duration, full or partial, and (if it succeeded) its end time. */
+  observeSync(seconds: number, full: boolean, endMs?: number): void {
+    this.syncDuration.observe(FAMILY, seconds);
+    (full ? this.syncFullDuration : this.syncPartialDuration).observe(FAMILY, seconds);
+    if (endMs !== undefined) this.lastTimestamp.set(FAMILY, endMs / 1000);
+  }
+
+  /** A sync was queued (kube-proxy's Sync()). */
+  markQueued(nowMs: number): void {
+    this.lastQueuedTimestamp.set(FAMILY, nowMs / 1000);
+  }
+
+  /** Change-to-programmed latency for each change the sync applied. */
+  observeNetworkProgramming(nowMs: number, changeTimesMs: number[]): void {
+    for (const t of changeTimesMs)
+      this.networkProgramming.observe(FAMILY, Math.max(0, (nowMs - t) / 1000));
+  }
+
+  setNoLocalEndpoints(counts: { internal: number; external: number }): void {
+    this.noLocalEndpoints.set({ ...FAMILY, traffic_policy: 'internal' }, counts.internal);
+    this.noLocalEndpoints.set({ ...FAMILY, traffic_policy: 'external' }, counts.external);
+  }
+
+  addConntrackDeleted(n: number): void {
+    if (n > 0) this.conntrackDeleted.inc(FAMILY, n);
+  }
+
+  metrics(): Promise<string> {
+    return this.registry.metrics();
+  }
+}
+
+function isLocal(e: { nodeName?: string }, nodeName: string): boolean {
+  return e.nodeName === nodeName;
+}
+
+/** Ready endpoints, or serving+terminating ones when none is ready (kube-proxy's fallback). */
+function usable<T extends { ready: boolean; serving: boolean; terminating: boolean }>(
+  eps: T[],
+): T[] {
+  const ready = eps.filter((e) => e.ready);
+  return ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating);
+}
+
+function externallyAccessible(p: ResolvedServicePort): boolean {
+  const s = p.service;
+  return (
+    s.type === 'NodePort' ||
+    s.type === 'LoadBalancer' ||
+    s.externalIPs.length > 0 ||
+    s.loadBalancerIPs.length > 0
+  );
+}
+
+/**
+ * kube-proxy's no_local_endpoints gauge: service ports that have endpoints somewhere but none on
+ * this node for a Local policy (internal: internalTrafficPolicy; external: externalTrafficPolicy
+ * of an externally reachable service), i.e. traffic this node drops.
+ */
+export function countNoLocalEndpoints(
+  ports: ResolvedServicePort[],
+  nodeName: string,
+): { internal: number; external: number } {
+  let internal = 0;
+  let external = 0;
+  for (const p of ports) {
+    if (usable(p.endpoints).length === 0) continue;
+    const local = usable(p.endpoints.filter((e) => isLocal(e, nodeName)));
+    if (local.length > 0) continue;
+    if (p.service.internalTrafficPolicy === 'Local') internal++;
+    if (p.service.externalTrafficPolicy === 'Local' && externallyAccessible(p)) external++;
+  }
+  return { internal, external };
+}
+
+export interface ServerHandle {
+  readonly server: http.Server;
+  readonly host: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Listens and resolves once bound; port 0 picks a free port (tests). */
+export function listen(server: http.Server, host: string, port: number): Promise<ServerHandle> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const addr = server.address() as AddressInfo;
+      resolve({
+        server,
+        host,
+        port: addr.port,
+        close: () =>
+          new Promise<void>((res) => {
+            server.closeAllConnections?.();
+            server.close(() => res());
+          }),
+      });
+    });
+  });
+}
+
+export const DEFAULT_METRICS_HOST = '127.0.0.1';
+export const DEFAULT_METRICS_PORT = 10249;
+
+/** GET /metrics in the Prometheus text format; anything else is 404. */
+export function startMetricsServer(
+  m: ProxyMetrics,
+  opts: { host?: string; port?: number } = {},
+): Promise<ServerHandle> {
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' || path !== '/metrics') {
+      res.writeHead(404, { 'Content-Type': 'text/plain' }).end('404 page not found\n');
+      return;
+    }
+    m.metrics().then(
+      (text) => res.writeHead(200, { 'Content-Type': m.registry.contentType }).end(text),
+      (err: unknown) =>
+        res.writeHead(500, { 'Content-Type': 'text/plain' }).end(`${String(err)}\n`),
+    );
+  });
+  return listen(server, opts.host ?? DEFAULT_METRICS_HOST, opts.port ?? DEFAULT_METRICS_PORT);
+}
