@@ -129,6 +129,15 @@ function benchMillion(): void {
   const fill = process.hrtime.bigint() - t0;
   const after = process.memoryUsage();
   const { ct } = f;
+  const o = order(n, r);
+  let found = 0;
+  const tl = process.hrtime.bigint();
+  for (let k = 0; k < LOOKUPS; k++) {
+    const i = o[k];
+    if (ct.lookupOrig(TCP, f.saddr[i], VIP, f.sport[i], 80) >= 0) found++;
+    if (ct.lookupReply(TCP, f.baddr[i], f.saddr[i], BPORT, f.sport[i]) >= 0) found++;
+  }
+  const lookups = process.hrtime.bigint() - tl;
   // churn: delete and re-create 10% of the flows, so probe chains see backward shifts
   const t1 = process.hrtime.bigint();
   let churned = 0;
@@ -153,6 +162,7 @@ function benchMillion(): void {
     `  RSS                  ${mib(before.rss)} -> ${mib(after.rss)} (+${mib(after.rss - before.rss)}, key arrays of this script included)`,
   );
   console.log(`  create               ${rate(n, fill)}`);
+  console.log(`  lookups orig+reply   ${rate(2 * LOOKUPS, lookups)} (found ${found})`);
   console.log(`  delete+create churn  ${rate(churned, churn)}`);
   console.log(
     `  GC scan              ${(Number(scan) / 1e6).toFixed(1)} ms, ${expired} expired of ${n}`,

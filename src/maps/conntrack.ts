@@ -19,7 +19,7 @@
 //   | live bitmap           1 bit    | .125                                             |
 //   | orig index, reply index        | 16 | 2 x (2 slots x u32), load factor <= 0.5     |
 //   +--------------------------------+----+---------------------------------------------+
-//   total 63.125 B per flow at full capacity, plus a fixed ~200 B header and alignment.
+//   total 63.125 B per flow, plus a 32 B header and up to 7 B alignment padding per column.
 //
 // For ICMP echo flows sport = dport = echo id. Time is u32 seconds; an entry is expired when
 // expires <= now. The map never evicts a live entry: `create` fails with CT_FULL and the caller
