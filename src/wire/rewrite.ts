@@ -208,3 +208,17 @@ export function icmpErrRewriteInnerSrcPort(buf: Uint8Array, ipOff: number, port:
 export function icmpErrRewriteInnerDstPort(buf: Uint8Array, ipOff: number, port: number): void {
   innerRewritePort(buf, ipOff, DPORT, port);
 }
+
+/** Rewrite the echo identifier of a quoted ICMP echo (errors about SNATed pings). */
+export function icmpErrRewriteInnerEchoId(buf: Uint8Array, ipOff: number, id: number): void {
+  const icmp = icmpOffOf(buf, ipOff);
+  const inner = icmp + ICMP_EMBEDDED;
+  if (buf[inner + IP_PROTO] !== 1) return;
+  const l4 = l4OffOf(buf, inner);
+  if (l4 < 0 || l4 + 8 > quoteEnd(buf, ipOff)) return;
+  id &= 0xffff;
+  const old = read16(buf, l4 + ICMP_ECHO_ID);
+  if (old === id) return;
+  icmpPut16(buf, icmp, l4 + ICMP_ECHO_ID, id);
+  icmpPut16(buf, icmp, l4 + ICMP_CSUM, csumReplace16(read16(buf, l4 + ICMP_CSUM), old, id));
+}

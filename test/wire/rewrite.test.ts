@@ -6,7 +6,7 @@
 //   inside and out so the client sees 10.96.0.10:53, as the kernel's conntrack would do.
 import { describe, expect, it } from 'vitest';
 import { ipv4HeaderChecksum, l4ChecksumFull, l4ChecksumValid } from '../../src/wire/checksum.ts';
-import { icmpBuildDestUnreach } from '../../src/wire/icmp.ts';
+import { icmpBuildDestUnreach, icmpBuildTimeExceeded } from '../../src/wire/icmp.ts';
 import {
   IPV4_OK,
   ipv4Check,
@@ -17,6 +17,7 @@ import {
 import {
   icmpErrRewriteInnerDst,
   icmpErrRewriteInnerDstPort,
+  icmpErrRewriteInnerEchoId,
   icmpErrRewriteInnerSrc,
   icmpErrRewriteInnerSrcPort,
   icmpRewriteEchoId,
@@ -170,5 +171,17 @@ describe('rewrite edge cases', () => {
     icmpErrRewriteInnerSrc(out, 0, CLIENT);
     icmpErrRewriteInnerSrcPort(out, 0, 43210);
     expect(hex(out.subarray(28, n))).toBe(hex(TCP_SYN));
+  });
+
+  it('time exceeded about a ping: the quoted echo id is rewritten, both ICMP checksums valid', () => {
+    const out = new Uint8Array(200);
+    const n = icmpBuildTimeExceeded(out, 0, 200, ICMP_ECHO_REQUEST, 0, 44, 0, 0x0a000001, 64);
+    expect(n).toBe(72);
+    icmpErrRewriteInnerEchoId(out, 0, 0x4242);
+    expect((out[52] << 8) | out[53]).toBe(0x4242);
+    expect(l4ChecksumValid(out, 0)).toBe(true);
+    expect(l4ChecksumValid(out, 28)).toBe(true);
+    icmpErrRewriteInnerEchoId(out, 0, 6600);
+    expect(hex(out.subarray(28, n))).toBe(hex(ICMP_ECHO_REQUEST));
   });
 });
