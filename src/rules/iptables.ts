@@ -33,6 +33,7 @@ export const NFACCT_LOCALHOST_NODEPORT = 'localhost_nps_accepted_pkts';
 
 const chainLine = (chain: string) => `:${chain} - [0:0]`;
 const q = (text: string) => `"${text}"`;
+const cmt = (text: string) => ['-m', 'comment', '--comment', text];
 
 interface Buffers {
   filterChains: LineBuffer;
@@ -110,10 +111,7 @@ function writeClusterIPCapture(ctx: Ctx, x: Plan): void {
     ctx.natRules.write(
       '-A',
       KUBE_SERVICES,
-      '-m',
-      'comment',
-      '--comment',
-      q(`${x.p.spn} cluster IP`),
+      cmt(q(`${x.p.spn} cluster IP`)),
       match,
       '-j',
       x.internalChain,
@@ -121,17 +119,7 @@ function writeClusterIPCapture(ctx: Ctx, x: Plan): void {
     return;
   }
   const [target, comment] = filterVerdict(x, false);
-  ctx.filterRules.write(
-    '-A',
-    KUBE_SERVICES,
-    '-m',
-    'comment',
-    '--comment',
-    comment,
-    match,
-    '-j',
-    target,
-  );
+  ctx.filterRules.write('-A', KUBE_SERVICES, cmt(comment), match, '-j', target);
 }
 
 function writeExternalIPCaptures(ctx: Ctx, x: Plan): void {
@@ -139,30 +127,10 @@ function writeExternalIPCaptures(ctx: Ctx, x: Plan): void {
   for (const ip of x.p.externalIPs) {
     const match = serviceMatch(x, ip, x.p.port);
     if (x.c.hasAny) {
-      ctx.natRules.write(
-        '-A',
-        KUBE_SERVICES,
-        '-m',
-        'comment',
-        '--comment',
-        q(`${x.p.spn} external IP`),
-        match,
-        '-j',
-        x.ext,
-      );
+      ctx.natRules.write('-A', KUBE_SERVICES, cmt(q(`${x.p.spn} external IP`)), match, '-j', x.ext);
     }
     if (!x.hasExternal) {
-      ctx.filterRules.write(
-        '-A',
-        KUBE_EXTERNAL_SERVICES,
-        '-m',
-        'comment',
-        '--comment',
-        comment,
-        match,
-        '-j',
-        target,
-      );
+      ctx.filterRules.write('-A', KUBE_EXTERNAL_SERVICES, cmt(comment), match, '-j', target);
     }
   }
 }
@@ -174,10 +142,7 @@ function writeLoadBalancerCaptures(ctx: Ctx, x: Plan): void {
       ctx.natRules.write(
         '-A',
         KUBE_SERVICES,
-        '-m',
-        'comment',
-        '--comment',
-        q(`${x.p.spn} loadbalancer IP`),
+        cmt(q(`${x.p.spn} loadbalancer IP`)),
         match,
         '-j',
         x.lbChain,
@@ -185,17 +150,7 @@ function writeLoadBalancerCaptures(ctx: Ctx, x: Plan): void {
     }
     if (x.usesFw) {
       const comment = q(`${x.p.spn} traffic not accepted by ${x.fw}`);
-      ctx.filterRules.write(
-        '-A',
-        KUBE_PROXY_FIREWALL,
-        '-m',
-        'comment',
-        '--comment',
-        comment,
-        match,
-        '-j',
-        'DROP',
-      );
+      ctx.filterRules.write('-A', KUBE_PROXY_FIREWALL, cmt(comment), match, '-j', 'DROP');
     }
   }
   if (x.hasExternal) return;
@@ -204,10 +159,7 @@ function writeLoadBalancerCaptures(ctx: Ctx, x: Plan): void {
     ctx.filterRules.write(
       '-A',
       KUBE_EXTERNAL_SERVICES,
-      '-m',
-      'comment',
-      '--comment',
-      comment,
+      cmt(comment),
       serviceMatch(x, ip, x.p.port),
       '-j',
       target,
@@ -226,10 +178,7 @@ function writeNodePortCaptures(ctx: Ctx, x: Plan): void {
         ctx.natRules.write(
           '-A',
           KUBE_NODEPORTS,
-          '-m',
-          'comment',
-          '--comment',
-          p.spn,
+          cmt(p.spn),
           proto,
           '-d',
           '127.0.0.0/8',
@@ -243,29 +192,14 @@ function writeNodePortCaptures(ctx: Ctx, x: Plan): void {
           x.ext,
         );
       }
-      ctx.natRules.write(
-        '-A',
-        KUBE_NODEPORTS,
-        '-m',
-        'comment',
-        '--comment',
-        p.spn,
-        proto,
-        '--dport',
-        np,
-        '-j',
-        x.ext,
-      );
+      ctx.natRules.write('-A', KUBE_NODEPORTS, cmt(p.spn), proto, '--dport', np, '-j', x.ext);
     }
     if (!x.hasExternal) {
       const [target, comment] = filterVerdict(x, true);
       ctx.filterRules.write(
         '-A',
         KUBE_EXTERNAL_SERVICES,
-        '-m',
-        'comment',
-        '--comment',
-        comment,
+        cmt(comment),
         '-m',
         'addrtype',
         '--dst-type',
@@ -283,10 +217,7 @@ function writeNodePortCaptures(ctx: Ctx, x: Plan): void {
     ctx.filterRules.write(
       '-A',
       KUBE_NODEPORTS,
-      '-m',
-      'comment',
-      '--comment',
-      q(`${p.spn} health check node port`),
+      cmt(q(`${p.spn} health check node port`)),
       '-m',
       'tcp',
       '-p',
@@ -301,13 +232,7 @@ function writeNodePortCaptures(ctx: Ctx, x: Plan): void {
 
 function writeInternalMasquerade(ctx: Ctx, x: Plan): void {
   if (!x.hasInternal) return;
-  const args = [
-    '-m',
-    'comment',
-    '--comment',
-    q(`${x.p.spn} cluster IP`),
-    ...serviceMatch(x, x.p.clusterIP, x.p.port),
-  ];
+  const args = [...cmt(q(`${x.p.spn} cluster IP`)), ...serviceMatch(x, x.p.clusterIP, x.p.port)];
   if (ctx.o.masqueradeAll) {
     ctx.natRules.write('-A', x.internalChain, args, '-j', KUBE_MARK_MASQ);
   } else if (ctx.podCidr !== null) {
@@ -325,10 +250,7 @@ function writeExternalChain(ctx: Ctx, x: Plan): void {
     ctx.natRules.write(
       '-A',
       x.ext,
-      '-m',
-      'comment',
-      '--comment',
-      q(`masquerade traffic for ${spn} external destinations`),
+      cmt(q(`masquerade traffic for ${spn} external destinations`)),
       '-j',
       KUBE_MARK_MASQ,
     );
@@ -338,10 +260,7 @@ function writeExternalChain(ctx: Ctx, x: Plan): void {
       ctx.natRules.write(
         '-A',
         x.ext,
-        '-m',
-        'comment',
-        '--comment',
-        q(`pod traffic for ${spn} external destinations`),
+        cmt(q(`pod traffic for ${spn} external destinations`)),
         '-s',
         ctx.podCidr,
         '-j',
@@ -352,10 +271,7 @@ function writeExternalChain(ctx: Ctx, x: Plan): void {
     ctx.natRules.write(
       '-A',
       x.ext,
-      '-m',
-      'comment',
-      '--comment',
-      q(`masquerade LOCAL traffic for ${spn} external destinations`),
+      cmt(q(`masquerade LOCAL traffic for ${spn} external destinations`)),
       '-m',
       'addrtype',
       '--src-type',
@@ -366,10 +282,7 @@ function writeExternalChain(ctx: Ctx, x: Plan): void {
     ctx.natRules.write(
       '-A',
       x.ext,
-      '-m',
-      'comment',
-      '--comment',
-      q(`route LOCAL traffic for ${spn} external destinations`),
+      cmt(q(`route LOCAL traffic for ${spn} external destinations`)),
       '-m',
       'addrtype',
       '--src-type',
@@ -384,7 +297,7 @@ function writeExternalChain(ctx: Ctx, x: Plan): void {
 function writeFirewallChain(ctx: Ctx, x: Plan): void {
   if (!x.usesFw) return;
   ctx.natChains.write(chainLine(x.fw));
-  const args = ['-A', x.fw, '-m', 'comment', '--comment', q(`${x.p.spn} loadbalancer IP`)];
+  const args = ['-A', x.fw, ...cmt(q(`${x.p.spn} loadbalancer IP`))];
   const nodeIP = parseIpv4Sloppy(ctx.o.nodeIPs[0] ?? '');
   let allowFromNode = false;
   for (const cidr of x.p.sourceRanges) {
@@ -399,15 +312,12 @@ function writeFirewallChain(ctx: Ctx, x: Plan): void {
   ctx.natRules.write(
     '-A',
     x.fw,
-    '-m',
-    'comment',
-    '--comment',
-    q(`other traffic to ${x.p.spn} will be dropped by KUBE-PROXY-FIREWALL`),
+    cmt(q(`other traffic to ${x.p.spn} will be dropped by KUBE-PROXY-FIREWALL`)),
   );
 }
 
 function comment(ctx: Ctx, text: string): string[] {
-  return ctx.largeClusterMode ? [] : ['-m', 'comment', '--comment', text];
+  return ctx.largeClusterMode ? [] : cmt(text);
 }
 
 function writePolicyChain(ctx: Ctx, x: Plan, chain: string, eps: EndpointInfo[]): void {
@@ -524,10 +434,7 @@ function writePrologue(ctx: Ctx): void {
   ctx.natRules.write(
     '-A',
     KUBE_POSTROUTING,
-    '-m',
-    'comment',
-    '--comment',
-    q('kubernetes service traffic requiring SNAT'),
+    cmt(q('kubernetes service traffic requiring SNAT')),
     '-j',
     'MASQUERADE',
     random,
@@ -539,10 +446,7 @@ function writePrologue(ctx: Ctx): void {
     ctx.filterRules.write(
       '-A',
       KUBE_FIREWALL,
-      '-m',
-      'comment',
-      '--comment',
-      q('block incoming localnet connections'),
+      cmt(q('block incoming localnet connections')),
       '-d',
       '127.0.0.0/8',
       '!',
@@ -578,10 +482,7 @@ function writeEpilogue(ctx: Ctx): void {
     ctx.natRules.write(
       '-A',
       KUBE_SERVICES,
-      '-m',
-      'comment',
-      '--comment',
-      last,
+      cmt(last),
       '-m',
       'addrtype',
       '--dst-type',
@@ -593,18 +494,7 @@ function writeEpilogue(ctx: Ctx): void {
   } else {
     for (const ip of nodePortIPs(ctx.o)) {
       if (ip.startsWith('127.') && !ctx.localhostNodePorts) continue;
-      ctx.natRules.write(
-        '-A',
-        KUBE_SERVICES,
-        '-m',
-        'comment',
-        '--comment',
-        last,
-        '-d',
-        ip,
-        '-j',
-        KUBE_NODEPORTS,
-      );
+      ctx.natRules.write('-A', KUBE_SERVICES, cmt(last), '-d', ip, '-j', KUBE_NODEPORTS);
     }
   }
   if (!ctx.o.conntrackTCPLiberal) {
@@ -626,10 +516,7 @@ function writeEpilogue(ctx: Ctx): void {
   ctx.filterRules.write(
     '-A',
     KUBE_FORWARD,
-    '-m',
-    'comment',
-    '--comment',
-    q('kubernetes forwarding rules'),
+    cmt(q('kubernetes forwarding rules')),
     '-m',
     'mark',
     '--mark',
@@ -640,10 +527,7 @@ function writeEpilogue(ctx: Ctx): void {
   ctx.filterRules.write(
     '-A',
     KUBE_FORWARD,
-    '-m',
-    'comment',
-    '--comment',
-    q('kubernetes forwarding conntrack rule'),
+    cmt(q('kubernetes forwarding conntrack rule')),
     '-m',
     'conntrack',
     '--ctstate',

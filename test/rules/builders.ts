@@ -28,7 +28,7 @@ export const testNodeIPs = [testNodeIP, testNodeIPAlt, testExternalIP];
 /** NewFakeProxier's settings. */
 export const fakeProxierOptions = {
   nodeName: testNodeName,
-  nodeIPs: [testNodeIP],
+  nodeIPs: [testNodeIP, testNodeIPAlt, testExternalIP],
   clusterCIDR: '10.0.0.0/8',
   masqueradeMark: '0x4000',
   randomFully: false,
