@@ -97,6 +97,7 @@ function endpointFields(e: EndpointSlice['endpoints'][number]): unknown[] {
 
 /** The merged endpoints of one service port, as kube-proxy's endpointSliceCache builds them. */
 export interface EndpointsEntry {
+  servicePortName: string;
   protocol: Protocol;
   /** deduplicated by "ip:port", sorted by that string */
   endpoints: ResolvedEndpoint[];
@@ -104,21 +105,31 @@ export interface EndpointsEntry {
   key: string;
 }
 
+/** Endpoints are keyed like kube-proxy's ServicePortName: name and protocol. */
+export function endpointsKey(spn: string, protocol: Protocol): string {
+  return `${spn}|${protocol}`;
+}
+
 export function endpointString(e: { ip: string; port: number }): string {
   return `${e.ip}:${e.port}`;
 }
 
 /**
- * Merges the slices of one service. Only IPv4 slices count; an endpoint uses its first address
- * (kube-proxy ignores the rest); slice ports without a number are skipped; a duplicate "ip:port"
- * keeps the first slice's copy (slices in name order) unless a later copy is local to nodeName,
- * as kube-proxy prefers the local one.
+ * Merges the slices of one service into endpoints per endpointsKey(). Only IPv4 slices count;
+ * an endpoint uses its first address (kube-proxy ignores the rest); slice ports without a
+ * number are skipped. A duplicate "ip:port" keeps the first slice's copy (slices in name order)
+ * unless a later one is ready where it was not, or, equally ready, local to nodeName where it
+ * was not — the same rule as resolveServicePorts in src/manifests/resolve.ts, so both paths
+ * program the same endpoints.
  */
 export function buildEndpoints(
   slices: EndpointSlice[],
   nodeName?: string,
 ): Map<string, EndpointsEntry> {
-  const sets = new Map<string, { protocol: Protocol; eps: Map<string, ResolvedEndpoint> }>();
+  const sets = new Map<
+    string,
+    { spn: string; protocol: Protocol; eps: Map<string, ResolvedEndpoint> }
+  >();
   const ordered = [...slices].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const s of ordered) {
     if (s.addressType !== 'IPv4') continue;
@@ -127,22 +138,25 @@ export function buildEndpoints(
       const spn = p.name
         ? `${s.namespace}/${s.serviceName}:${p.name}`
         : `${s.namespace}/${s.serviceName}`;
-      let set = sets.get(spn);
+      const key = endpointsKey(spn, p.protocol);
+      let set = sets.get(key);
       if (!set) {
-        set = { protocol: p.protocol, eps: new Map() };
-        sets.set(spn, set);
+        set = { spn, protocol: p.protocol, eps: new Map() };
+        sets.set(key, set);
       }
-      // A port name means one service port, which has one protocol; a mismatching slice port
-      // cannot belong to it.
-      if (set.protocol !== p.protocol) continue;
       addSliceEndpoints(set.eps, s, p.port, nodeName);
     }
   }
   const out = new Map<string, EndpointsEntry>();
-  for (const [spn, set] of sets) {
+  for (const [key, set] of sets) {
     const keys = [...set.eps.keys()].sort();
     const endpoints = keys.map((k) => set.eps.get(k)!);
-    out.set(spn, { protocol: set.protocol, endpoints, key: JSON.stringify(endpoints) });
+    out.set(key, {
+      servicePortName: set.spn,
+      protocol: set.protocol,
+      endpoints,
+      key: JSON.stringify(endpoints),
+    });
   }
   return out;
 }
@@ -168,8 +182,14 @@ function addSliceEndpoints(
     if (e.hintsForNodes !== undefined) ep.hintsForNodes = e.hintsForNodes;
     if (e.targetName !== undefined) ep.targetName = e.targetName;
     const k = endpointString(ep);
-    if (!eps.has(k) || (nodeName !== undefined && ep.nodeName === nodeName)) eps.set(k, ep);
+    const prev = eps.get(k);
+    if (!prev || preferred(ep, prev, nodeName)) eps.set(k, ep);
   }
+}
+
+function preferred(cand: ResolvedEndpoint, prev: ResolvedEndpoint, nodeName?: string): boolean {
+  if (cand.ready !== prev.ready) return cand.ready;
+  return nodeName !== undefined && cand.nodeName === nodeName && prev.nodeName !== nodeName;
 }
 
 /** A UDP service address that no longer exists (service deleted, IP or port removed). */
@@ -425,19 +445,19 @@ export class ChangeTracker {
     const slices = [...sliceNames].map((n) => this.sliceApplied.get(n)!);
     const before = this.endpointsBySvc.get(svc) ?? new Map<string, EndpointsEntry>();
     const after = buildEndpoints(slices, this.nodeName);
-    for (const [spn, entry] of after) {
-      const old = before.get(spn);
-      if (old && old.key === entry.key && old.protocol === entry.protocol) continue;
-      changed.add(spn);
-      staleUdpEndpoints(ch, spn, old, entry);
+    for (const [k, entry] of after) {
+      const old = before.get(k);
+      if (old && old.key === entry.key) continue;
+      changed.add(entry.servicePortName);
+      staleUdpEndpoints(ch, entry.servicePortName, old, entry);
     }
-    for (const [spn, old] of before) {
-      if (after.has(spn)) continue;
-      changed.add(spn);
-      staleUdpEndpoints(ch, spn, old, undefined);
+    for (const [k, old] of before) {
+      if (after.has(k)) continue;
+      changed.add(old.servicePortName);
+      staleUdpEndpoints(ch, old.servicePortName, old, undefined);
     }
-    for (const spn of before.keys()) this.endpoints.delete(spn);
-    for (const [spn, entry] of after) this.endpoints.set(spn, entry);
+    for (const k of before.keys()) this.endpoints.delete(k);
+    for (const [k, entry] of after) this.endpoints.set(k, entry);
     if (after.size > 0) this.endpointsBySvc.set(svc, after);
     else this.endpointsBySvc.delete(svc);
     if (sliceNames.size === 0) this.slicesBySvc.delete(svc);
@@ -447,8 +467,7 @@ export class ChangeTracker {
   resolve(spn: string): ResolvedServicePort | undefined {
     const ref = this.portIndex.get(spn);
     if (!ref) return undefined;
-    const entry = this.endpoints.get(spn);
-    const endpoints = entry && entry.protocol === ref.port.protocol ? entry.endpoints : [];
+    const endpoints = this.endpoints.get(endpointsKey(spn, ref.port.protocol))?.endpoints ?? [];
     return { service: ref.service, port: ref.port, servicePortName: spn, endpoints };
   }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { buildEndpoints, ChangeTracker } from '../../src/control/tracker.ts';
+import { resolveServicePorts } from '../../src/manifests/resolve.ts';
 import { ep, port, slice, svc } from './fixtures.ts';
 
 function loaded(): ChangeTracker {
@@ -261,7 +262,7 @@ describe('buildEndpoints', () => {
       { ...slice('v6', 'dns', [ep('fd00::1')]), addressType: 'IPv6' },
       slice('a', 'dns', [ep('10.244.1.3')]),
     ]);
-    expect(m.get('default/dns:dns')!.endpoints.map((e) => e.ip)).toEqual([
+    expect(m.get('default/dns:dns|UDP')!.endpoints.map((e) => e.ip)).toEqual([
       '10.244.1.10',
       '10.244.1.2',
       '10.244.1.3',
@@ -276,7 +277,52 @@ describe('buildEndpoints', () => {
       ],
       'n1',
     );
-    expect(m.get('default/dns:dns')!.endpoints).toHaveLength(1);
-    expect(m.get('default/dns:dns')!.endpoints[0].nodeName).toBe('n1');
+    expect(m.get('default/dns:dns|UDP')!.endpoints).toHaveLength(1);
+    expect(m.get('default/dns:dns|UDP')!.endpoints[0].nodeName).toBe('n1');
+  });
+});
+
+describe('ChangeTracker agrees with resolveServicePorts (src/manifests)', () => {
+  it('programs the same service ports and endpoints from the same objects', () => {
+    const udpTcp = [
+      { name: 'dns', protocol: 'UDP' as const, port: 5353 },
+      { name: 'dns', protocol: 'TCP' as const, port: 5354 },
+    ];
+    const state = {
+      services: [
+        svc('dns', { ports: [port('dns', 'UDP', 53)] }),
+        svc('web', { clusterIPs: ['10.96.0.20'], ports: [port('', 'TCP', 80)] }),
+        svc('headless', { clusterIPs: [] }),
+      ],
+      slices: [
+        slice(
+          'dns-b',
+          'dns',
+          [ep('10.244.1.5', { nodeName: 'n1' }), ep('10.244.1.6', {}, { ready: false })],
+          udpTcp,
+        ),
+        slice('dns-a', 'dns', [ep('10.244.1.5', { nodeName: 'n2' }), ep('10.244.1.6')], udpTcp),
+        slice(
+          'web-1',
+          'web',
+          [ep('10.244.2.1'), ep('10.244.2.10')],
+          [{ name: '', protocol: 'TCP', port: 8080 }],
+        ),
+        slice('headless-1', 'headless', [ep('10.244.3.1')]),
+      ],
+    };
+    const t = new ChangeTracker({ nodeName: 'n1' });
+    for (const s of state.services) t.services.update(null, s);
+    for (const s of state.slices) t.endpointSlices.update(null, s);
+    t.checkout();
+    const ours = t.resolveAll();
+    const theirs = resolveServicePorts(state, { nodeName: 'n1' }).sort((a, b) =>
+      a.servicePortName < b.servicePortName ? -1 : 1,
+    );
+    expect(ours).toEqual(theirs);
+    expect(ours[0].endpoints.map((e) => [e.ip, e.port, e.nodeName, e.ready])).toEqual([
+      ['10.244.1.5', 5353, 'n1', true],
+      ['10.244.1.6', 5353, undefined, true],
+    ]);
   });
 });
