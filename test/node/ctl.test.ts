@@ -1,0 +1,67 @@
+// The control socket (src/node/ctl.ts): newline-delimited JSON over a unix socket.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CtlServer, ctlAlive, ctlRequest } from '../../src/node/ctl.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'kt-ctl-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const handler = (req: Record<string, unknown>) => {
+  if (req.cmd === 'status') return { node: 'n1', pid: 42 };
+  if (req.cmd === 'boom') throw new Error('handler failed');
+  return { error: 'unknown' };
+};
+
+describe('control socket', () => {
+  it('answers a request line with one JSON line, and errors as {error}', async () => {
+    const path = join(dir, 'a', 'n1.sock'); // the directory is created
+    const srv = await CtlServer.listen(path, handler);
+    try {
+      expect(await ctlRequest(path, { cmd: 'status' })).toEqual({ node: 'n1', pid: 42 });
+      expect(await ctlRequest(path, { cmd: 'boom' })).toEqual({ error: 'handler failed' });
+      expect(await ctlRequest(path, ['x'])).toEqual({
+        error: 'request must be a JSON object like {"cmd":"status"}',
+      });
+    } finally {
+      await srv.close();
+    }
+    expect(await ctlAlive(path)).toBe(false);
+  });
+
+  it('answers several requests on one connection in order', async () => {
+    const path = join(dir, 'multi.sock');
+    const srv = await CtlServer.listen(path, (req) => ({ echo: req.n }));
+    const net = await import('node:net');
+    const lines = await new Promise<string[]>((resolve) => {
+      const s = net.connect(path);
+      let buf = '';
+      s.on('connect', () => s.write('{"n":1}\n{"n":2}\nnot json\n'));
+      s.on('data', (d) => {
+        buf += d.toString();
+        if (buf.split('\n').length > 3) {
+          s.end();
+          resolve(buf.trim().split('\n'));
+        }
+      });
+    });
+    await srv.close();
+    expect(JSON.parse(lines[0])).toEqual({ echo: 1 });
+    expect(JSON.parse(lines[1])).toEqual({ echo: 2 });
+    expect(JSON.parse(lines[2]).error).toMatch(/^request is not JSON/);
+  });
+
+  it('replaces a stale socket file but refuses to steal a live agent’s socket', async () => {
+    const path = join(dir, 'stale.sock');
+    writeFileSync(path, '');
+    const srv = await CtlServer.listen(path, handler);
+    await expect(CtlServer.listen(path, handler)).rejects.toThrow(/another agent is answering/);
+    expect(await ctlRequest(path, { cmd: 'status' })).toEqual({ node: 'n1', pid: 42 });
+    await srv.close();
+  });
+
+  it('ctlRequest rejects when nothing listens', async () => {
+    await expect(ctlRequest(join(dir, 'none.sock'), { cmd: 'status' })).rejects.toThrow(/ENOENT/);
+  });
+});

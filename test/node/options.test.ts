@@ -1,0 +1,68 @@
+// `kubetun run` flag validation and pod interface discovery from routes (no root needed).
+import { describe, expect, it } from 'vitest';
+import { toOptions } from '../../src/cli/run.ts';
+import { podIfacesFromRoutes } from '../../src/node/discover.ts';
+import { validateOptions } from '../../src/node/options.ts';
+import { parseCidr } from '../../src/wire/addr.ts';
+
+const flags = {
+  manifests: '/tmp/m',
+  nodeName: 'node1',
+  nodeIp: '10.250.0.2',
+  podCidr: '10.244.1.0/24',
+  clusterCidr: '10.244.0.0/16',
+  serviceCidr: '10.96.0.0/16',
+  uplink: 'eth0',
+  tun: 'kt0',
+  podRescanMs: '2000',
+  batch: '64',
+  watchdog: true,
+  logLevel: 'info',
+};
+
+describe('run options', () => {
+  it('defaults the control socket to /run/kubetun/<node>.sock and splits --pod-ifaces', () => {
+    const o = toOptions({ ...flags, podIfaces: 'va, vb,' });
+    expect(o.ctlSocket).toBe('/run/kubetun/node1.sock');
+    expect(o.podIfaces).toEqual(['va', 'vb']);
+    expect(toOptions(flags).podIfaces).toBeUndefined();
+  });
+
+  it('parses addresses and CIDRs', () => {
+    const net = validateOptions(toOptions(flags));
+    expect(net.nodeIp).toBe(0x0afa0002);
+    expect(net.serviceCidr).toEqual(parseCidr('10.96.0.0/16'));
+  });
+
+  it.each([
+    [{ nodeIp: '10.250.0' }, /^--node-ip: /],
+    [{ podCidr: '10.244.1.0' }, /^--pod-cidr: .*missing \/prefix/],
+    [{ serviceCidr: '10.96.0.0/33' }, /^--service-cidr: /],
+    [{ tun: 'a-name-that-is-too-long' }, /^--tun: invalid interface name/],
+    [{ uplink: 'eth0; rm -rf /' }, /^--uplink: invalid interface name/],
+    [{ podIfaces: 'ok,b@d$' }, /^--pod-ifaces: invalid interface name "b@d\$"/],
+    [{ nodeName: 'Node_1' }, /^--node-name: not a Kubernetes node name/],
+    [{ logLevel: 'loud' }, /^--log-level: one of/],
+    [{ batch: '0' }, /^--batch: /],
+  ])('rejects %o naming the flag', (bad, msg) => {
+    expect(() => validateOptions(toOptions({ ...flags, ...bad }))).toThrow(msg);
+  });
+});
+
+describe('pod interface discovery', () => {
+  const pod = parseCidr('10.244.1.0/24');
+  const routes = [
+    { dst: 'default', dev: 'eth0' },
+    { dst: '10.244.1.12', dev: 'vb' },
+    { dst: '10.244.1.10', dev: 'va' },
+    { dst: '10.244.1.11', dev: 'va' },
+    { dst: '10.244.2.0/24', dev: 'eth0' }, // another node's pods
+    { dst: '10.244.0.0/16', dev: 'vx' }, // wider than the pod CIDR
+    { dst: '10.244.1.0/24', dev: 'kt0' }, // excluded device
+    { dst: '10.244.1.64/26', dev: 'vc' }, // a narrower block inside counts
+  ];
+
+  it('finds devices with routes inside the pod CIDR, excluding uplink and TUN', () => {
+    expect(podIfacesFromRoutes(routes, pod, ['eth0', 'kt0', 'lo'])).toEqual(['va', 'vb', 'vc']);
+  });
+});
