@@ -1,0 +1,183 @@
+// The manifests-directory source: a directory of Service/EndpointSlice YAML, reloaded when it
+// changes, fed to the change trackers object by object.
+//
+// fs.watch is fast but not reliable everywhere (network and overlay filesystems, editors that
+// replace the directory, inotify limits), so a slow poll of the files' size and mtime backs it
+// up; bursts of events (an editor writes a temp file, renames, chmods) are debounced into one
+// reload. A reload is all-or-nothing: if any file is invalid, nothing is applied, the last good
+// state stays in force, and the error (file, object, field) goes to onError.
+
+import { type FSWatcher, statSync, watch } from 'node:fs';
+import { loadManifests, manifestFiles } from '../manifests/load.ts';
+import type { ClusterState, EndpointSlice, Service } from '../model.ts';
+import { type Clock, systemClock, type TimerHandle } from './clock.ts';
+import { namespacedName } from './tracker.ts';
+
+/** Where updates go: a ChangeTracker satisfies this. */
+export interface UpdateSink {
+  services: { update(prev: Service | null, cur: Service | null): boolean };
+  endpointSlices: { update(prev: EndpointSlice | null, cur: EndpointSlice | null): boolean };
+}
+
+export interface DirSourceOptions {
+  dir: string;
+  sink: UpdateSink;
+  /** a reload left changes pending: ask for a sync (runner.run()) */
+  onChange?: () => void;
+  /** the first good load is in (runner.setInitialized for both sources) */
+  onSynced?: () => void;
+  /** a reload failed; the previous state stays. ManifestError carries file, object, field. */
+  onError?: (err: Error) => void;
+  /** a reload succeeded (for logs) */
+  onReload?: (info: { services: number; slices: number; changed: boolean }) => void;
+  load?: (dir: string) => ClusterState;
+  clock?: Clock;
+  /** events within this window make one reload */
+  debounceMs?: number;
+  /** poll period for the fallback; 0 disables polling */
+  pollIntervalMs?: number;
+  /** use fs.watch (default true) */
+  watch?: boolean;
+}
+
+export class ManifestDirSource {
+  /** the last state that loaded without error */
+  services = new Map<string, Service>();
+  slices = new Map<string, EndpointSlice>();
+  lastError: Error | undefined;
+  loaded = false;
+  reloads = 0;
+
+  private readonly o: DirSourceOptions;
+  private readonly clock: Clock;
+  private readonly load: (dir: string) => ClusterState;
+  private watcher: FSWatcher | undefined;
+  private debounce: TimerHandle | undefined;
+  private poll: TimerHandle | undefined;
+  private signature = '';
+  private stopped = false;
+
+  constructor(opts: DirSourceOptions) {
+    this.o = opts;
+    this.clock = opts.clock ?? systemClock;
+    this.load = opts.load ?? ((dir) => loadManifests(dir));
+  }
+
+  /** Loads once now, then watches. Returns whether the first load succeeded. */
+  start(): boolean {
+    this.stopped = false;
+    const ok = this.reload();
+    if (this.o.watch !== false) this.startWatch();
+    this.schedulePoll();
+    return ok;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.watcher?.close();
+    this.watcher = undefined;
+    if (this.debounce !== undefined) this.clock.clearTimeout(this.debounce);
+    if (this.poll !== undefined) this.clock.clearTimeout(this.poll);
+    this.debounce = undefined;
+    this.poll = undefined;
+  }
+
+  /** Loads the directory and feeds the differences to the sink; false (and onError) if invalid. */
+  reload(): boolean {
+    this.signature = this.currentSignature();
+    let state: ClusterState;
+    try {
+      state = this.load(this.o.dir);
+    } catch (err) {
+      this.lastError = err instanceof Error ? err : new Error(String(err));
+      this.o.onError?.(this.lastError);
+      return false;
+    }
+    this.lastError = undefined;
+    this.reloads++;
+    const changed = this.apply(state);
+    this.o.onReload?.({ services: this.services.size, slices: this.slices.size, changed });
+    if (!this.loaded) {
+      this.loaded = true;
+      this.o.onSynced?.();
+    }
+    if (changed) this.o.onChange?.();
+    return true;
+  }
+
+  private apply(state: ClusterState): boolean {
+    const svcs = byName(state.services);
+    const slices = byName(state.slices);
+    let pending = false;
+    pending = diff(this.services, svcs, (p, c) => this.o.sink.services.update(p, c)) || pending;
+    pending =
+      diff(this.slices, slices, (p, c) => this.o.sink.endpointSlices.update(p, c)) || pending;
+    this.services = svcs;
+    this.slices = slices;
+    return pending;
+  }
+
+  /** Debounced reload request (fs.watch events, tests). */
+  requestReload(): void {
+    if (this.stopped) return;
+    if (this.debounce !== undefined) this.clock.clearTimeout(this.debounce);
+    this.debounce = this.clock.setTimeout(() => {
+      this.debounce = undefined;
+      this.reload();
+    }, this.o.debounceMs ?? 100);
+  }
+
+  private startWatch(): void {
+    try {
+      this.watcher = watch(this.o.dir, { persistent: false }, () => this.requestReload());
+      this.watcher.on('error', () => {
+        // The directory went away or was replaced; the poll notices and re-arms the watch.
+        this.watcher?.close();
+        this.watcher = undefined;
+      });
+    } catch {
+      this.watcher = undefined;
+    }
+  }
+
+  private schedulePoll(): void {
+    const every = this.o.pollIntervalMs ?? 2000;
+    if (this.stopped || every <= 0) return;
+    this.poll = this.clock.setTimeout(() => {
+      this.poll = undefined;
+      if (this.o.watch !== false && !this.watcher) this.startWatch();
+      if (this.currentSignature() !== this.signature) this.requestReload();
+      this.schedulePoll();
+    }, every);
+  }
+
+  /** Names, sizes and mtimes of the manifest files: changes when any file does. */
+  private currentSignature(): string {
+    try {
+      return manifestFiles(this.o.dir)
+        .map((f) => {
+          const st = statSync(f);
+          return `${f}\0${st.size}\0${st.mtimeMs}`;
+        })
+        .join('\n');
+    } catch (err) {
+      return `error ${(err as Error).message}`;
+    }
+  }
+}
+
+function byName<T extends { namespace: string; name: string }>(objs: T[]): Map<string, T> {
+  return new Map(objs.map((o) => [namespacedName(o), o]));
+}
+
+/** Feeds add/update/delete for every name in either map; returns whether changes are pending. */
+function diff<T>(
+  before: Map<string, T>,
+  after: Map<string, T>,
+  update: (prev: T | null, cur: T | null) => boolean,
+): boolean {
+  let pending = false;
+  for (const [name, cur] of after) pending = update(before.get(name) ?? null, cur) || pending;
+  for (const [name, prev] of before) if (!after.has(name)) pending = update(prev, null) || pending;
+  return pending;
+}
