@@ -73,7 +73,7 @@ export function replayPcap(
     const len = Math.min(reader.ipLen, SCRATCH_LEN);
     scratch.set(input.subarray(reader.ipOff, reader.ipOff + len));
     const before = opts.onPacket ? summarizeIpv4(scratch, 0, len) : '';
-    const tuple = opts.onPacket ? origTuple(scratch, len) : null;
+    const src = opts.onPacket ? flowSource(scratch, len) : null;
     // The datapath's clock is integral milliseconds; sub-millisecond order is kept by the file.
     const verdict = dpProcess(dp, scratch, 0, len, Math.floor(reader.timeMs()));
     verdicts[verdict]++;
@@ -84,7 +84,7 @@ export function replayPcap(
     }
     if (opts.onPacket) {
       opts.onPacket(
-        traceEntry(dp, reader, before, verdict, tuple, verdict === V_REPLY ? dp.out : scratch, len),
+        traceEntry(dp, reader, before, verdict, src, verdict === V_REPLY ? dp.out : scratch, len),
       );
     }
   }
@@ -98,13 +98,28 @@ export function replayPcap(
   };
 }
 
-/** Source address and port as they came in: tells replies from originals in the trace. */
-function origTuple(b: Uint8Array, len: number): { saddr: number; sport: number } | null {
+export interface FlowSource {
+  saddr: number;
+  /** source port, or the echo id for ICMP echo (conntrack keys echo flows by id) */
+  sport: number;
+}
+
+/** Source address and port of a packet as it came in: tells replies from originals. */
+export function flowSource(b: Uint8Array, len: number): FlowSource | null {
   if (len < 20) return null;
   const saddr = ((b[12] << 24) | (b[13] << 16) | (b[14] << 8) | b[15]) >>> 0;
   const l4 = (b[0] & 0x0f) * 4;
-  const sport = l4 + 2 <= len ? (b[l4] << 8) | b[l4 + 1] : 0;
+  const portAt = b[9] === 1 ? l4 + 4 : l4;
+  const sport = portAt + 2 <= len ? (b[portAt] << 8) | b[portAt + 1] : 0;
   return { saddr, sport };
+}
+
+/** The last packet's conntrack state, from the datapath's trace fields and its source. */
+export function ctStateOf(dp: Datapath, src: FlowSource | null): CtState {
+  const i = dp.lastCtIdx;
+  if (i < 0 || src === null) return '-';
+  if (dp.lastCtNew) return 'new';
+  return src.saddr === dp.ct.saddr(i) && src.sport === dp.ct.sport(i) ? 'established' : 'reply';
 }
 
 function traceEntry(
@@ -112,7 +127,7 @@ function traceEntry(
   r: PcapReader,
   input: string,
   verdict: number,
-  tuple: { saddr: number; sport: number } | null,
+  src: FlowSource | null,
   outBuf: Uint8Array,
   inLen: number,
 ): ReplayEntry {
@@ -124,17 +139,10 @@ function traceEntry(
     input,
     verdict,
     reason: dp.lastReason,
-    ct: ctState(dp, tuple),
+    ct: ctStateOf(dp, src),
     backend: backendOf(dp),
     output: verdict === V_DROP ? '' : summarizeIpv4(outBuf, 0, outLen),
   };
-}
-
-function ctState(dp: Datapath, tuple: { saddr: number; sport: number } | null): CtState {
-  const i = dp.lastCtIdx;
-  if (i < 0 || tuple === null) return '-';
-  if (dp.lastCtNew) return 'new';
-  return tuple.saddr === dp.ct.saddr(i) && tuple.sport === dp.ct.sport(i) ? 'established' : 'reply';
 }
 
 function backendOf(dp: Datapath): string {
