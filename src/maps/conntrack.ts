@@ -124,14 +124,18 @@ export class ConntrackMap {
 
   /** Home hash of a wire tuple in either index (tests use it to build colliding tuples). */
   hashTuple(proto: number, saddr: number, daddr: number, sport: number, dport: number): number {
-    return hash4(this.seed, saddr >>> 0, daddr >>> 0, ((sport << 16) | dport) >>> 0, proto);
+    const ports = (((sport & 0xffff) << 16) | (dport & 0xffff)) >>> 0;
+    return hash4(this.seed, saddr >>> 0, daddr >>> 0, ports, proto & 0xff);
   }
 
   /** Entry of the flow whose original (client -> VIP) tuple this is, or -1. */
   lookupOrig(proto: number, saddr: number, daddr: number, sport: number, dport: number): number {
+    // Inputs are masked to their stored widths everywhere (lookups, create, rebind), so a
+    // key always hashes the way it is stored and out-of-range input cannot strand a slot.
+    proto &= 0xff;
     saddr >>>= 0;
     daddr >>>= 0;
-    const ports = ((sport << 16) | dport) >>> 0;
+    const ports = (((sport & 0xffff) << 16) | (dport & 0xffff)) >>> 0;
     const c = this.c;
     const slots = this.origIndex.slots;
     const mask = this.origIndex.mask;
@@ -152,8 +156,11 @@ export class ConntrackMap {
 
   /** Entry of the flow whose reply (backend -> client) tuple this is, or -1. */
   lookupReply(proto: number, saddr: number, daddr: number, sport: number, dport: number): number {
+    proto &= 0xff;
     saddr >>>= 0;
     daddr >>>= 0;
+    sport &= 0xffff;
+    dport &= 0xffff;
     const c = this.c;
     const slots = this.replyIndex.slots;
     const mask = this.replyIndex.mask;
@@ -190,6 +197,10 @@ export class ConntrackMap {
     revNat: number,
     expires: number,
   ): number {
+    proto &= 0xff;
+    sport &= 0xffff;
+    dport &= 0xffff;
+    bport &= 0xffff;
     if (this.lookupOrig(proto, saddr, daddr, sport, dport) >= 0) return CT_EXISTS;
     if (this.lookupReply(proto, baddr, saddr, bport, sport) >= 0) return CT_CLASH;
     const e = this.pool.alloc();
@@ -223,6 +234,7 @@ export class ConntrackMap {
     if (!this.pool.isLive(i)) return false;
     const c = this.c;
     baddr >>>= 0;
+    bport &= 0xffff;
     if (c.baddr[i] !== baddr || c.bport[i] !== bport) {
       const sport = c.ports[i] >>> 16;
       if (this.lookupReply(c.proto[i], baddr, c.saddr[i], bport, sport) >= 0) return false;

@@ -380,6 +380,19 @@ describe('ConntrackMap', () => {
     expect(ct.size).toBe(1);
   });
 
+  it('masks out-of-range tuple fields consistently, so delete leaves no stranded index slot', () => {
+    const ct = new ConntrackMap(8);
+    const i = ct.create(TCP + 256, CLIENT, VIP, 70000, 80, BACKEND, 65536 + 8080, 1, 1, 10);
+    expect([ct.proto(i), ct.sport(i), ct.bport(i)]).toEqual([TCP, 70000 & 0xffff, 8080]);
+    expect(ct.lookupOrig(TCP, CLIENT, VIP, 70000 & 0xffff, 80)).toBe(i);
+    expect(ct.lookupReply(TCP, BACKEND, CLIENT, 8080, 70000 & 0xffff)).toBe(i);
+    expect(ct.rebind(i, BACKEND2, 65536 + 9090, 2)).toBe(true);
+    expect(ct.lookupReply(TCP, BACKEND2, CLIENT, 9090, 70000 & 0xffff)).toBe(i);
+    ct.delete(i);
+    expect(ct.origIndex.slots.every((v) => v === 0)).toBe(true);
+    expect(ct.replyIndex.slots.every((v) => v === 0)).toBe(true);
+  });
+
   it('clear() forgets every flow in both directions', () => {
     const ct = new ConntrackMap(8);
     for (let p = 0; p < 8; p++) ct.create(TCP, CLIENT, VIP, p, 80, BACKEND, 8080, 1, 1, 1);
