@@ -105,13 +105,19 @@ export class ServiceMap {
 
   /** Home hash of a key (tests use it to build colliding keys). */
   hashKey(vip: number, port: number, proto: number, slot: number): number {
-    return hash3(this.seed, vip >>> 0, ((port << 16) | slot) >>> 0, proto);
+    return hash3(
+      this.seed,
+      vip >>> 0,
+      (((port & 0xffff) << 16) | (slot & 0xffff)) >>> 0,
+      proto & 0xff,
+    );
   }
 
   /** Entry index of (vip, port, proto, slot), or -1. Fast path: no allocation, no throw. */
   lookup(vip: number, port: number, proto: number, slot: number): number {
     vip >>>= 0;
-    const ps = ((port << 16) | slot) >>> 0;
+    proto &= 0xff; // fields masked to their stored widths, so an oversized slot cannot spill into the port
+    const ps = (((port & 0xffff) << 16) | (slot & 0xffff)) >>> 0;
     const slots = this.index.slots;
     const mask = this.index.mask;
     for (let i = hash3(this.seed, vip, ps, proto) & mask; ; i = (i + 1) & mask) {
