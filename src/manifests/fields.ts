@@ -96,9 +96,13 @@ export class ObjectReader {
     const m = this.map(v, field) ?? {};
     const out: Record<string, string> = {};
     for (const [k, val] of Object.entries(m)) {
-      const s = this.str(val, `${field}["${k}"]`);
-      if (s === undefined) this.wrongType(`${field}["${k}"]`, 'a string', val);
-      out[k] = s;
+      const path = `${field}["${k}"]`;
+      if (typeof val !== 'string') {
+        // YAML reads `8080`, `true`, `1.0` as numbers and booleans; Kubernetes wants strings here.
+        const hint = typeof val === 'number' || typeof val === 'boolean' ? ' (quote it)' : '';
+        this.fail('MANIFEST_WRONG_TYPE', path, `must be a string, got ${typeName(val)}${hint}`);
+      }
+      out[k] = val;
     }
     return out;
   }

@@ -442,6 +442,17 @@ const BAD: Bad[] = [
     reason: /"x"/,
   },
   {
+    what: 'unquoted number as an annotation',
+    text: svc(
+      `  clusterIP: 10.96.0.1\n${PORTS}`,
+      '{ name: web, namespace: shop, annotations: { prometheus.io/port: 8080 } }',
+    ),
+    code: 'MANIFEST_WRONG_TYPE',
+    object: SVC,
+    field: 'metadata.annotations["prometheus.io/port"]',
+    reason: /must be a string, got number 8080 \(quote it\)/,
+  },
+  {
     what: 'missing name',
     text: svc(`  clusterIP: 10.96.0.1\n${PORTS}`, '{ namespace: shop }'),
     code: 'MANIFEST_MISSING_FIELD',
