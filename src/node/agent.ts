@@ -6,6 +6,8 @@
 //   watchdog + state file, then steering (steering.ts), each change recorded for undo first
 //   control socket (the ready signal), conntrack GC, pod interface rescan
 //   SIGTERM/SIGINT ─▶ stop(): socket closed, steering undone last-first, TUN closed
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { createDatapath, type Datapath } from '../datapath/datapath.ts';
@@ -38,7 +40,9 @@ async function prepareNode(opts: AgentOptions, log: Logger): Promise<TunDevice> 
   if (await ctlAlive(opts.ctlSocket)) {
     throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
   }
-  const recovered = await recoverState(statePathFor(opts.ctlSocket));
+  const statePath = statePathFor(opts.ctlSocket);
+  mkdirSync(dirname(statePath), { recursive: true });
+  const recovered = await recoverState(statePath);
   const swept = sweepStaleFilters();
   if (recovered || swept.length > 0)
     log.warn({ recovered, swept }, 'cleaned up after a previous run');
@@ -87,7 +91,13 @@ export class NodeAgent {
     const dp = createDatapath();
     dpLoadServices(dp, ports, { nodeName: opts.nodeName });
     const tun = await prepareNode(opts, log);
-    const agent = new NodeAgent(opts, net, log, dp, tun, ports);
+    let agent: NodeAgent;
+    try {
+      agent = new NodeAgent(opts, net, log, dp, tun, ports);
+    } catch (err) {
+      tun.close();
+      throw err;
+    }
     try {
       agent.steering.install(opts.podIfaces ?? discoverPodIfaces(net.podCidr, agent.exclude()));
       log.info({ commands: agent.steering.applied }, 'steering installed');
@@ -97,7 +107,8 @@ export class NodeAgent {
       throw err;
     }
     agent.startTimers();
-    log.info(agent.status(), 'kubetun node agent ready');
+    const { node: _node, ...summary } = agent.status(); // pino's base already names the node
+    log.info({ ...summary, sysctls: agent.steering.sysctls }, 'kubetun node agent ready');
     return agent;
   }
 

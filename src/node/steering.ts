@@ -25,9 +25,10 @@
 // Every change is recorded as an undo argv in an UndoLog *before* the agent moves on, so that a
 // clean exit, the fail-open watchdog and a restart after a crash all remove exactly what was
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
+import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { run, runJson, tryRun } from './sh.ts';
-import { sysctlRead, sysctlWrite, sysctlWriteArgv } from './sysctl.ts';
+import { sysctlPath, sysctlRead, sysctlWrite, sysctlWriteArgv } from './sysctl.ts';
 
 export const TC_PREF_POD = 7700;
 export const TC_PREF_UPLINK = 7701;
@@ -130,6 +131,11 @@ export class Steering {
       [`net/ipv4/conf/${tun}/rp_filter`, '0', false],
       [`net/ipv4/conf/${tun}/accept_local`, '1', false],
     ];
+    // The kernel's own IPv6 chatter (router solicitations, MLD) out of the TUN would only be
+    // read and dropped as DROP_BAD_VERSION: keep the TUN IPv4-only.
+    if (existsSync(sysctlPath(`net/ipv6/conf/${tun}/disable_ipv6`))) {
+      wanted.push([`net/ipv6/conf/${tun}/disable_ipv6`, '1', false]);
+    }
     for (const [key, value, restore] of wanted) {
       const prev = sysctlRead(key);
       this.sysctls.push({ key, prev, value });

@@ -1,0 +1,268 @@
+// Root test: `kubetun run` in a node namespace with a client pod and two backend pods (topo.ts).
+//
+//   client 10.244.1.10 ──vc──┐                ┌── route 10.96.0.0/16 dev kt0 (node → VIP)
+//   be1    10.244.1.11 ──vb1─┼─ tc redirect ─▶ kt0 ◀─▶ kubetun (DNAT / revNAT / reject)
+//   be2    10.244.1.12 ──vb2─┘                └── written back: routed to the pods
+//
+// Service web 10.96.0.10:80 → be1/be2:8080; service empty 10.96.0.20:80 has no endpoints.
+// Each steering piece is switched off while the agent runs to show what breaks without it.
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ctlRequest } from '../../src/node/ctl.ts';
+import type { CtEntry } from '../../src/node/inspect.ts';
+import { PODS, Topo, VIP, VIP_EMPTY } from './topo.ts';
+
+const t = new Topo();
+const SYSCTLS = ['net.ipv4.ip_forward', 'net.ipv4.conf.all.rp_filter'];
+let before: Record<string, string>;
+let agent: ChildProcess;
+
+interface Status {
+  node: string;
+  pid: number;
+  packets: number;
+  services: number;
+  podIfaces: string[];
+  watchdogPid: number;
+}
+
+const sysctl = (key: string) => t.must('node', ['sysctl', '-n', key]).trim();
+const setSysctl = (key: string, v: string) => t.must('node', ['sysctl', '-qw', `${key}=${v}`]);
+const status = async () => (await ctlRequest(t.socket, { cmd: 'status' })) as Status;
+const counters = async () =>
+  ((await ctlRequest(t.socket, { cmd: 'counters' })) as { counters: Record<string, number> })
+    .counters;
+const viaVip = (from = 'client') => t.curl(from, `http://${VIP}/`, 2);
+const REDIRECT = ['protocol', 'ip', 'u32', 'match', 'u32', '0', '0'];
+const MIRRED = ['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'];
+
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+async function waitFor(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (cond()) return;
+    await sleep(50);
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+function exited(p: ChildProcess): Promise<number | null> {
+  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve(p.exitCode);
+  return new Promise((resolve) => p.once('exit', (code) => resolve(code)));
+}
+
+/** Everything kubetun may leave behind in the node namespace, as text to compare. */
+function nodeFootprint() {
+  const filters = ['vc', 'vb1', 'vb2', 'eth0'].map((d) =>
+    t.must('node', ['tc', 'filter', 'show', 'dev', d, 'ingress']),
+  );
+  return {
+    clsact: t.must('node', ['tc', 'qdisc', 'show']).includes('clsact'),
+    filters: filters.join('').trim(),
+    tun: t.exec('node', ['ip', 'link', 'show', 'kt0']).status === 0,
+    svcRoute: t.must('node', ['ip', 'route', 'show', '10.96.0.0/16']).trim(),
+    sysctls: Object.fromEntries(SYSCTLS.map((k) => [k, sysctl(k)])),
+  };
+}
+
+/** Switch something off, show the VIP fails, switch it back on, show the VIP works again. */
+function breaksWithout(off: () => void, on: () => void, from = 'client'): void {
+  off();
+  let r: ReturnType<typeof viaVip>;
+  try {
+    r = viaVip(from);
+  } finally {
+    on();
+  }
+  expect(r.status).not.toBe(0);
+  expect(viaVip(from).out).toMatch(/^be[12]$/);
+}
+
+beforeAll(async () => {
+  await t.setup();
+  before = Object.fromEntries(SYSCTLS.map((k) => [k, sysctl(k)]));
+  agent = await t.startAgent();
+});
+
+afterAll(() => t.teardown());
+
+describe('kubetun run', () => {
+  it('answers status on its control socket once ready, with the pod interfaces it hooked', async () => {
+    const s = await status();
+    expect(s.node).toBe('node1');
+    expect(s.pid).toBe(agent.pid);
+    expect(s.services).toBe(2);
+    expect(s.podIfaces).toEqual(['vb1', 'vb2', 'vc']);
+  });
+
+  it('takes a client pod to a backend through the ClusterIP and tracks the flow', async () => {
+    const bodies = new Set<string>();
+    for (let i = 0; i < 6; i++) {
+      const r = viaVip();
+      expect(r.status).toBe(0);
+      bodies.add(r.out);
+    }
+    for (const b of bodies) expect(['be1', 'be2']).toContain(b);
+    const { entries } = (await ctlRequest(t.socket, { cmd: 'ct' })) as { entries: CtEntry[] };
+    const mine = entries.filter((e) => e.orig.src === '10.244.1.10' && e.orig.dst === VIP);
+    expect(mine.length).toBeGreaterThanOrEqual(6);
+    for (const e of mine) {
+      expect(e.proto).toBe('TCP');
+      expect(e.orig.dport).toBe(80);
+      expect(['10.244.1.11', '10.244.1.12']).toContain(e.reply.src);
+      expect(e.reply).toMatchObject({ dst: '10.244.1.10', sport: 8080, dport: e.orig.sport });
+      expect(e.packets).toBeGreaterThan(0);
+    }
+    expect((await counters()).TX_REVNAT).toBeGreaterThan(0);
+  });
+
+  it('serves node-originated traffic to a VIP (service route, source = node IP)', () => {
+    expect(viaVip('node').out).toMatch(/^be[12]$/);
+  });
+
+  it('drops ping to a VIP: no answer, counted as DROP_ECHO_TO_VIP', async () => {
+    const n = (await counters()).DROP_ECHO_TO_VIP;
+    expect(t.exec('client', ['ping', '-c', '1', '-W', '1', VIP]).status).toBe(1);
+    expect((await counters()).DROP_ECHO_TO_VIP).toBe(n + 1);
+  });
+
+  it('refuses a service without endpoints at once (ICMP port unreachable, curl exit 7)', async () => {
+    const n = (await counters()).REPLY_REJECT_NO_ENDPOINTS;
+    const r = t.curl('client', `http://${VIP_EMPTY}/`, 5);
+    expect(r.status).toBe(7); // "couldn't connect"; a timeout would be 28
+    expect((await counters()).REPLY_REJECT_NO_ENDPOINTS).toBe(n + 1);
+  });
+
+  describe('without each piece of steering, ClusterIP traffic breaks', () => {
+    it('rp_filter=0 on the TUN (DNATed packets re-enter on kt0, their source routes via vc)', () => {
+      const key = 'net.ipv4.conf.kt0.rp_filter';
+      breaksWithout(
+        () => setSysctl(key, '1'),
+        () => setSysctl(key, '0'),
+      );
+    });
+
+    it('rp_filter=0 on all (the effective value is max(all, kt0))', () => {
+      const key = 'net.ipv4.conf.all.rp_filter';
+      breaksWithout(
+        () => setSysctl(key, '1'),
+        () => setSysctl(key, '0'),
+      );
+    });
+
+    it('accept_local=1 on the TUN (node → VIP comes back with the node IP as source)', () => {
+      const key = 'net.ipv4.conf.kt0.accept_local';
+      breaksWithout(
+        () => setSysctl(key, '0'),
+        () => setSysctl(key, '1'),
+        'node',
+      );
+    });
+
+    it('ip_forward=1 (written-back packets are forwarded from kt0 to the pod veths)', () => {
+      breaksWithout(
+        () => setSysctl('net.ipv4.ip_forward', '0'),
+        () => setSysctl('net.ipv4.ip_forward', '1'),
+      );
+    });
+
+    it('the pod-veth tc redirect (replies of local backends must be reverse-NATed)', () => {
+      const backends = PODS.filter((p) => p.name !== 'client').map((p) => p.veth);
+      breaksWithout(
+        () => {
+          for (const d of backends)
+            t.must('node', ['tc', 'filter', 'del', 'dev', d, 'ingress', 'pref', '7700']);
+        },
+        () => {
+          for (const d of backends) {
+            t.must('node', [
+              'tc',
+              'filter',
+              'add',
+              'dev',
+              d,
+              'ingress',
+              'pref',
+              '7700',
+              ...REDIRECT,
+              ...MIRRED,
+            ]);
+          }
+        },
+      );
+    });
+  });
+
+  it('on SIGTERM removes exactly what it installed and restores the sysctls', async () => {
+    const { watchdogPid } = await status();
+    expect(nodeFootprint().tun).toBe(true);
+    agent.kill('SIGTERM');
+    expect(await exited(agent)).toBe(0);
+    expect(nodeFootprint()).toEqual({
+      clsact: false,
+      filters: '',
+      tun: false,
+      svcRoute: '',
+      sysctls: before,
+    });
+    expect(existsSync(t.socket)).toBe(false);
+    expect(existsSync(t.state)).toBe(false);
+    await waitFor(() => !running(watchdogPid), 'the disarmed watchdog to exit');
+  });
+});
+
+describe('kubetun run failure mode: fail open', () => {
+  const direct = () => t.curl('client', 'http://10.244.1.11:8080/', 2);
+
+  it('when the agent is killed, its watchdog removes the steering: pods still talk, VIPs do not', async () => {
+    agent = await t.startAgent();
+    const { watchdogPid } = await status();
+    expect(viaVip().out).toMatch(/^be[12]$/);
+    agent.kill('SIGKILL');
+    await exited(agent);
+    await waitFor(() => !running(watchdogPid), 'the watchdog to undo the steering');
+    expect(nodeFootprint()).toEqual({
+      clsact: false,
+      filters: '',
+      tun: false,
+      svcRoute: '',
+      sysctls: before,
+    });
+    expect(direct().out).toBe('be1');
+    expect(viaVip().status).not.toBe(0);
+  });
+
+  it('after a crash that also took the watchdog, a restart cleans the leftovers first', async () => {
+    agent = await t.startAgent();
+    const { watchdogPid } = await status();
+    process.kill(watchdogPid, 'SIGKILL');
+    agent.kill('SIGKILL');
+    await exited(agent);
+    // Left behind: redirects into a TUN that is gone, so even pod-to-pod traffic is lost.
+    expect(nodeFootprint().filters).toContain('pref 7700');
+    expect(direct().status).not.toBe(0);
+    agent = await t.startAgent();
+    expect(viaVip().out).toMatch(/^be[12]$/);
+    expect(direct().out).toBe('be1');
+    agent.kill('SIGTERM');
+    expect(await exited(agent)).toBe(0);
+    // all.rp_filter comes back to the value from before the FIRST run: the restart took the
+    // original from the crashed run's state file, not the 0 that run had left.
+    expect(nodeFootprint()).toEqual({
+      clsact: false,
+      filters: '',
+      tun: false,
+      svcRoute: '',
+      sysctls: before,
+    });
+  });
+});
