@@ -1,0 +1,85 @@
+// Stale UDP cleanup on the real conntrack map:
+//
+//   client 10.244.9.9 ──UDP──▶ 10.96.0.10:53 ──DNAT──▶ 10.244.1.5:53  (still serving: kept)
+//                                            └─DNAT──▶ 10.244.2.7:53  (pod gone: deleted)
+//   client ──TCP──▶ 10.96.0.10:53 ─▶ 10.244.2.7:53                     (TCP: kept)
+//   client ──UDP──▶ 10.96.0.99:53 ─▶ 10.244.3.3:53                     (service deleted: deleted)
+//   client ──UDP──▶ 10.96.0.77:53 ─▶ 10.244.4.4:53                     (unknown to the sync: kept)
+import { describe, expect, it } from 'vitest';
+import { reconcileUdpConntrack } from '../../src/control/conntrack-reconcile.ts';
+import { ChangeTracker } from '../../src/control/tracker.ts';
+import { ConntrackMap } from '../../src/maps/conntrack.ts';
+import { ipv4ToU32 as ip } from '../../src/wire/addr.ts';
+import { ep, port, slice, svc } from './fixtures.ts';
+
+const dnsPort = [{ name: 'dns', protocol: 'UDP' as const, port: 53 }];
+
+function flow(
+  ct: ConntrackMap,
+  proto: number,
+  sport: number,
+  vip: string,
+  backend: string,
+): number {
+  return ct.create(proto, ip('10.244.9.9'), ip(vip), sport, 53, ip(backend), 53, 1, 1, 1000);
+}
+
+describe('reconcileUdpConntrack', () => {
+  it('deletes UDP flows to endpoints that stopped serving and to removed service addresses, nothing else', () => {
+    const t = new ChangeTracker();
+    const old = svc('old', { clusterIPs: ['10.96.0.99'], ports: [port('dns', 'UDP', 53)] });
+    t.services.update(null, svc('dns', { ports: [port('dns', 'UDP', 53)] }));
+    t.services.update(null, old);
+    t.endpointSlices.update(
+      null,
+      slice('dns-a', 'dns', [ep('10.244.1.5'), ep('10.244.2.7')], dnsPort),
+    );
+    t.checkout();
+
+    const ct = new ConntrackMap(1024);
+    const keep = flow(ct, 17, 1001, '10.96.0.10', '10.244.1.5');
+    const gone = flow(ct, 17, 1002, '10.96.0.10', '10.244.2.7');
+    const tcp = flow(ct, 6, 1003, '10.96.0.10', '10.244.2.7');
+    const deletedSvc = flow(ct, 17, 1004, '10.96.0.99', '10.244.3.3');
+    const unknown = flow(ct, 17, 1005, '10.96.0.77', '10.244.4.4');
+
+    t.endpointSlices.update(
+      slice('dns-a', 'dns', [ep('10.244.1.5'), ep('10.244.2.7')], dnsPort),
+      slice('dns-a', 'dns', [ep('10.244.1.5')], dnsPort),
+    );
+    t.services.update(old, null);
+    const ch = t.checkout();
+    expect(ch.udpConntrackCleanup).toBe(true);
+
+    expect(reconcileUdpConntrack(ct, t, ch)).toBe(2);
+    expect(ct.isLive(keep)).toBe(true);
+    expect(ct.isLive(gone)).toBe(false);
+    expect(ct.isLive(tcp)).toBe(true);
+    expect(ct.isLive(deletedSvc)).toBe(false);
+    expect(ct.isLive(unknown)).toBe(true);
+    expect(ct.size).toBe(3);
+  });
+
+  it('keeps flows to a terminating endpoint that is still serving', () => {
+    const t = new ChangeTracker();
+    t.services.update(null, svc('dns', { ports: [port('dns', 'UDP', 53)] }));
+    t.endpointSlices.update(
+      null,
+      slice('dns-a', 'dns', [ep('10.244.1.5'), ep('10.244.2.7')], dnsPort),
+    );
+    t.checkout();
+    const ct = new ConntrackMap(64);
+    const draining = flow(ct, 17, 1001, '10.96.0.10', '10.244.2.7');
+    t.endpointSlices.update(
+      slice('dns-a', 'dns', [ep('10.244.1.5'), ep('10.244.2.7')], dnsPort),
+      slice(
+        'dns-a',
+        'dns',
+        [ep('10.244.1.5'), ep('10.244.2.7', {}, { ready: false, terminating: true })],
+        dnsPort,
+      ),
+    );
+    expect(reconcileUdpConntrack(ct, t, t.checkout())).toBe(0);
+    expect(ct.isLive(draining)).toBe(true);
+  });
+});
