@@ -22,6 +22,7 @@ interface Result {
   udp?: { dst: string; dport: number; payload: string };
   stats: Record<string, number>;
   linkGone: boolean;
+  queues: { multiQueue: number; singleQueueSecond: string };
 }
 
 let result: Result;
@@ -78,6 +79,10 @@ describe('TunDevice in a network namespace', () => {
   it('close() deletes the device and lets the process exit on its own', () => {
     expect(result.linkGone).toBe(true);
     expect(status).toBe(0);
+  });
+
+  it('opens several queues of one device with multiQueue, and only one without', () => {
+    expect(result.queues).toEqual({ multiQueue: 2, singleQueueSecond: 'EBUSY' });
   });
 
   it('rejects an over-long interface name before touching the kernel', () => {
