@@ -195,7 +195,13 @@ export async function labDown(
     const r = shTry(['ip', 'netns', 'del', ns]);
     if (!r.ok) throw new LabError(`ip netns del ${ns}: ${r.err.trim()}`);
   }
-  for (const p of state?.processes ?? []) if (p.ctlSocket) rmSync(p.ctlSocket, { force: true });
+  for (const p of state?.processes ?? []) {
+    if (!p.ctlSocket) continue;
+    // The socket, and the undo file `kubetun run` keeps beside it (node/failure.ts): the
+    // namespace it would undo is gone, so a later run must not find it.
+    rmSync(p.ctlSocket, { force: true });
+    rmSync(`${p.ctlSocket.replace(/\.sock$/, '')}.state.json`, { force: true });
+  }
   rmSync(STATE_FILE, { force: true });
   say(present.length + stopped > 0 ? 'lab is down' : 'no lab to take down');
   return { namespaces: present, processes: stopped };

@@ -1,12 +1,23 @@
-// The namespace lab, end to end (root): lab up builds the default topology, pods reach each other
-// across nodes by host-gw routes, status/exec report it, a second up is a no-op, up repairs a
-// broken lab, and lab down leaves no namespace, link or process behind — also after a crash.
+// The namespace lab, end to end (root), with kubetun as the data plane on both nodes: lab up
+// builds the default topology, pods reach each other across nodes by host-gw routes, the
+// ClusterIPs answer from every backend (same node and across nodes) for TCP and UDP, ping to a
+// VIP is dropped and counted, a service without endpoints refuses at once, 100 MB cross the VIP
+// intact, the curl-vs-ping demo shows its evidence, status/exec report the lab, a second up is a
+// no-op, up repairs a broken lab, and lab down leaves no namespace, link or process behind —
+// also after a crash.
 //
 //   kt-underlay br0 ── kt-node1 (pod-a, pod-b) ── kt-node2 (pod-c, pod-d) ── kt-client
+//   web   10.96.0.10:80/TCP  -> pod-a, pod-b (node1), pod-c (node2)  :8080
+//   dns   10.96.0.53:53/UDP  -> pod-b (node1), pod-d (node2)         :5353
+//   empty 10.96.0.30:80/TCP  -> no endpoints
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { patternChunks } from '../../lab/servers/pattern.mjs';
+import { labCtl } from '../../src/lab/ctl.ts';
+import { curlVsPing } from '../../src/lab/demo/curl-vs-ping.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import { isAlive, procStartTime } from '../../src/lab/procs.ts';
 import { type LabState, readState, STATE_FILE } from '../../src/lab/state.ts';
@@ -43,23 +54,73 @@ function labNetns(): string[] {
     .filter((n) => n.startsWith('kt-'));
 }
 
+const WEB_VIP = '10.96.0.10';
+const WEB_URL = `http://${WEB_VIP}:80/`;
+const DNS_VIP = '10.96.0.53';
+const DNS_PORT = 53;
+const EMPTY_URL = 'http://10.96.0.30:80/';
+const web = 'web';
+const dns = 'dns';
+const webBackends = ['pod-a', 'pod-b', 'pod-c'];
+const dnsBackends = ['pod-b', 'pod-d'];
+/** New flows per client and service: the chance that uniform selection misses one of 3
+ * backends in 40 tries is 3 * (2/3)^40 ≈ 3e-7. */
+const TRIES = 40;
+
+/** n curls from one namespace, each a new connection; the body of each answer. */
+function curlMany(ns: string, url: string, n: number): string[] {
+  const script = `for i in $(seq ${n}); do curl -sS -m 1 '${url}' || echo "curl exit $?"; done`;
+  const r = spawnSync('ip', ['netns', 'exec', ns, 'sh', '-c', script], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  return r.stdout.trim().split('\n');
+}
+
+/** n UDP queries, each from a new socket (a new flow). */
+function udpMany(ns: string, ip: string, port: number, n: number): string[] {
+  const r = spawnSync(
+    'ip',
+    ['netns', 'exec', ns, 'node', UDPQ, ip, String(port), String(n), '1000'],
+    { encoding: 'utf8', timeout: 120_000 },
+  );
+  return r.stdout.trim().split('\n');
+}
+
+/** The pods that answered, sorted; failures ("curl exit 28", "timeout") kept as they are. */
+function answerSet(answers: string[]): string[] {
+  return [
+    ...new Set(answers.map((a) => (a.split(' ')[0]!.startsWith('pod-') ? a.split(' ')[0]! : a))),
+  ].sort();
+}
+
+function agentSocket(node: string): string {
+  return state.processes.find((p) => p.role === 'kubetun' && p.name === node)!.ctlSocket!;
+}
+
+async function counters(sock: string): Promise<Record<string, number>> {
+  return (await labCtl<{ counters: Record<string, number> }>(sock, { cmd: 'counters' })).counters;
+}
+
 let state: LabState;
 
 beforeAll(async () => {
   await labDown({ topology: TOPOLOGY });
-  state = await labUp({ topology: TOPOLOGY, mode: 'none' });
+  state = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
 });
 
 afterAll(async () => {
   await labDown({ topology: TOPOLOGY });
 });
 
-describe('lab (mode none: routing only)', () => {
-  it('creates every namespace of the topology and records a live server per pod', () => {
+describe('lab with kubetun on every node', () => {
+  it('creates every namespace of the topology and records a live server per pod and kubetun per node', () => {
     expect(labNetns().sort()).toEqual(labNamespaces(t).sort());
     const servers = state.processes.filter((p) => p.role === 'server');
     expect(servers.map((s) => s.name).sort()).toEqual(pods.map((p) => p.name).sort());
-    for (const s of servers) expect(isAlive(s)).toBe(true);
+    const agents = state.processes.filter((p) => p.role === 'kubetun');
+    expect(agents.map((s) => s.name)).toEqual(t.nodes.map((n) => n.name));
+    for (const p of state.processes) expect(isAlive(p)).toBe(true);
   });
 
   it('routes HTTP from every pod to every pod, same node and across nodes', () => {
@@ -96,12 +157,122 @@ describe('lab (mode none: routing only)', () => {
     }
   });
 
+  it('answers the TCP and UDP ClusterIPs from every backend, for every pod that is no backend', () => {
+    // Same-node and cross-node backends both: pod-d sees pod-c (node2) and pod-a, pod-b (node1);
+    // pod-a and pod-c see pod-b (node1) and pod-d (node2).
+    for (const [svc, backends] of [
+      [web, webBackends],
+      [dns, dnsBackends],
+    ] as const) {
+      for (const from of pods.filter((p) => !backends.includes(p.name))) {
+        const answers =
+          svc === web
+            ? curlMany(from.ns, WEB_URL, TRIES)
+            : udpMany(from.ns, DNS_VIP, DNS_PORT, TRIES);
+        expect({ from: from.name, answers: answerSet(answers) }).toEqual({
+          from: from.name,
+          answers: backends,
+        });
+      }
+    }
+  });
+
+  it('answers the ClusterIPs from every backend for a backend pod too, itself included (hairpin)', () => {
+    for (const [svc, backends] of [
+      [web, webBackends],
+      [dns, dnsBackends],
+    ] as const) {
+      for (const from of pods.filter((p) => backends.includes(p.name))) {
+        const answers =
+          svc === web
+            ? curlMany(from.ns, WEB_URL, TRIES)
+            : udpMany(from.ns, DNS_VIP, DNS_PORT, TRIES);
+        expect({ from: from.name, answers: answerSet(answers) }).toEqual({
+          from: from.name,
+          answers: backends,
+        });
+      }
+    }
+  });
+
+  it("drops ping to a ClusterIP from every pod and counts it as DROP_ECHO_TO_VIP on the pod's node", async () => {
+    for (const from of pods) {
+      const sock = agentSocket(from.node);
+      const before = (await counters(sock)).DROP_ECHO_TO_VIP!;
+      const r = inNs(from.ns, ['ping', '-n', '-c', '2', '-i', '0.2', '-W', '1', WEB_VIP]);
+      expect(r.out).toContain('2 packets transmitted, 0 received, 100% packet loss');
+      expect((await counters(sock)).DROP_ECHO_TO_VIP! - before).toBe(2);
+    }
+  });
+
+  it('refuses a connection to a service without endpoints at once (exit 7, not a timeout)', () => {
+    for (const from of pods) {
+      const r = spawnSync('ip', ['netns', 'exec', from.ns, 'curl', '-sS', '-m', '10', EMPTY_URL], {
+        encoding: 'utf8',
+      });
+      // 7: "Couldn't connect" (the ICMP port unreachable turned into ECONNREFUSED); 28 would be a timeout.
+      expect({ from: from.name, status: r.status }).toEqual({ from: from.name, status: 7 });
+    }
+  });
+
+  it('carries 100 MB through the ClusterIP with the right sha256', () => {
+    const n = 100 * 1024 * 1024;
+    const h = createHash('sha256');
+    for (const chunk of patternChunks(n)) h.update(chunk);
+    const from = pods.find((p) => p.name === 'pod-d')!;
+    const r = spawnSync(
+      'ip',
+      [
+        'netns',
+        'exec',
+        from.ns,
+        'sh',
+        '-c',
+        `curl -sS -m 100 '${WEB_URL}bytes?n=${n}' | sha256sum`,
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
+    expect(r.stdout.split(' ')[0]).toBe(h.digest('hex'));
+  }, 150_000);
+
+  it('shows the curl-vs-ping evidence: conntrack tuples, tcpdump on both veths, the echo drop counter', async () => {
+    const lines: string[] = [];
+    const r = await curlVsPing({ topology: TOPOLOGY, out: (l) => lines.push(l) });
+    expect([r.vipHttpCode, r.vipPingSent, r.vipPingReceived]).toEqual([200, 3, 0]);
+    expect([r.directHttpCode, r.directPingReceived]).toEqual([200, 3]);
+    const b = r.backend!;
+    expect(r.ct!.orig).toMatchObject({ src: r.client.ip, dst: WEB_VIP, dport: 80 });
+    expect(r.ct!.reply).toMatchObject({
+      src: b.ip,
+      sport: 8080,
+      dst: r.client.ip,
+      dport: r.ct!.orig.sport,
+    });
+    const sport = r.ct!.orig.sport;
+    expect(
+      r.clientCapture.some((l) => l.includes(`${r.client.ip}.${sport} > ${WEB_VIP}.80: Flags [S]`)),
+    ).toBe(true);
+    expect(
+      r.backendCapture.some((l) => l.includes(`${r.client.ip}.${sport} > ${b.ip}.8080: Flags [S]`)),
+    ).toBe(true);
+    expect(
+      r.clientCapture.filter((l) => l.includes(`> ${WEB_VIP}: ICMP echo request`)),
+    ).toHaveLength(3);
+    expect(r.clientCapture.some((l) => l.includes('ICMP echo reply'))).toBe(false);
+    expect(r.echoDropsAfter - r.echoDropsBefore).toBe(3);
+    expect(lines.join('\n')).toContain('DROP_ECHO_TO_VIP');
+  });
+
   it('reports nodes, pods, services and the mode in status --json', () => {
     const r = kubetun(['lab', 'status', '--json']);
     expect(r.status).toBe(0);
     const s = JSON.parse(r.out) as LabStatus;
     expect(s.up).toBe(true);
-    expect(s.mode).toBe('none');
+    expect(s.mode).toBe('kubetun');
+    expect(s.nodes.map((n) => n.kubetun?.alive)).toEqual([true, true]);
     expect(s.pods.map((p) => [p.name, p.node, p.ns, p.ip])).toEqual(
       pods.map((p) => [p.name, p.node, p.ns, p.ip]),
     );
@@ -136,7 +307,7 @@ describe('lab (mode none: routing only)', () => {
   });
 
   it('does nothing on a second lab up of a healthy lab', async () => {
-    const again = await labUp({ topology: TOPOLOGY, mode: 'none' });
+    const again = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
     expect(again.processes.map((p) => p.pid)).toEqual(state.processes.map((p) => p.pid));
   });
 
@@ -144,7 +315,7 @@ describe('lab (mode none: routing only)', () => {
     const victim = state.processes.find((p) => p.name === 'pod-c')!;
     process.kill(victim.pid, 'SIGKILL');
     while (isAlive(victim)) await new Promise((r) => setTimeout(r, 20));
-    state = await labUp({ topology: TOPOLOGY, mode: 'none' });
+    state = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
     const fresh = state.processes.find((p) => p.name === 'pod-c')!;
     expect(fresh.pid).not.toBe(victim.pid);
     expect(
@@ -162,6 +333,8 @@ describe('lab (mode none: routing only)', () => {
     await new Promise((r) => setTimeout(r, 200));
     const recorded = readState()!.processes;
     process.kill(recorded[0]!.pid, 'SIGKILL');
+    const agent = recorded.find((p) => p.role === 'kubetun')!;
+    process.kill(agent.pid, 'SIGKILL');
 
     const r = kubetun(['lab', 'down']);
     expect(r.status).toBe(0);
@@ -169,6 +342,7 @@ describe('lab (mode none: routing only)', () => {
     for (const p of recorded) expect(isAlive(p)).toBe(false);
     expect(procStartTime(stray.pid!)).toBeUndefined(); // gone, or a zombie not yet reaped by us
     expect(existsSync(STATE_FILE)).toBe(false);
+    expect(existsSync(agent.ctlSocket!)).toBe(false);
     const links = execFileSync('ip', ['-o', 'link'], { encoding: 'utf8' });
     expect(links).not.toMatch(/\b(veth-pod-[a-d]|u-node\d|u-client)\b/);
     expect(kubetun(['lab', 'down']).err).toContain('no lab to take down');

@@ -4,6 +4,7 @@
 //
 //   pod-d ──veth-pod-d──▶ node2 kubetun: SYN to 10.96.0.10:80 matches a service → DNAT → pod-c
 //   pod-d ──veth-pod-d──▶ node2 kubetun: ICMP echo to 10.96.0.10 matches nothing → dropped
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DROP_ECHO_TO_VIP, REASON_NAMES } from '../../datapath/reasons.ts';
 import { labCtl } from '../ctl.ts';
@@ -138,16 +139,16 @@ async function startCaptures(
   backends: LabPod[],
 ): Promise<Map<string, LabProcess>> {
   const caps = new Map<string, LabProcess>();
+  mkdirSync(LOG_DIR, { recursive: true });
   for (const p of [client, ...backends]) {
     if (caps.has(p.name)) continue;
     const node = t.nodes.find((n) => n.name === p.node)!;
     const filter =
       p === client ? `host ${client.ip} and (tcp or icmp)` : `tcp and host ${client.ip}`;
     const argv = ['tcpdump', '-n', '-l', '-i', p.hostIf, filter];
-    caps.set(
-      p.name,
-      startInNs('capture', p.name, node.ns, argv, `${LOG_DIR}/demo-tcpdump-${p.hostIf}.log`),
-    );
+    const log = `${LOG_DIR}/demo-tcpdump-${p.hostIf}.log`;
+    writeFileSync(log, ''); // this run's packets only
+    caps.set(p.name, startInNs('capture', p.name, node.ns, argv, log));
   }
   try {
     await Promise.all([...caps.values()].map((c) => waitForLog(c, /listening on/, 10_000)));
@@ -158,10 +159,12 @@ async function startCaptures(
   return caps;
 }
 
+/** tcpdump's packet lines, without TCP options and window (noise for this story). */
 function packetLines(cap: LabProcess): string[] {
   return readLog(cap.log)
     .split('\n')
-    .filter((l) => / IP /.test(l));
+    .filter((l) => / IP /.test(l))
+    .map((l) => l.replace(/, win \d+/, '').replace(/, options \[[^\]]*\]/, ''));
 }
 
 interface CurlResult {
@@ -235,7 +238,7 @@ function printReport(
   out(`1. curl the ClusterIP:   $ curl http://${r.vip}:${r.port}/`);
   out(
     r.vipHttpCode === 200
-      ? `   HTTP 200, answered by ${r.backend ? where(r.backend) : raw.vipCurl.body}`
+      ? `   HTTP 200, answered by ${r.backend ? where(r.backend) : raw.vipCurl.body.trim()}`
       : `   FAILED (curl exit ${raw.vipCurl.exit}): ${raw.vipCurl.err}`,
   );
   out(`2. ping the ClusterIP:   $ ping -c ${PINGS} ${r.vip}`);
@@ -245,7 +248,7 @@ function printReport(
   );
   out(
     r.directHttpCode === 200
-      ? `   HTTP 200, ${raw.directCurl.body}`
+      ? `   HTTP 200, ${raw.directCurl.body.trim()}`
       : `   FAILED (curl exit ${raw.directCurl.exit}): ${raw.directCurl.err}`,
   );
   out(`   ${raw.directPing.summary}`);
