@@ -7,13 +7,20 @@ import { REASON_NAMES } from '../datapath/reasons.ts';
 import { VERDICT_NAMES } from '../datapath/verdict.ts';
 import { KubetunError } from '../manifests/errors.ts';
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
-import { formatReplayEntry, type ReplayResult, replayPcap } from '../pcap/replay.ts';
+import {
+  formatReplayEntry,
+  type ReplayEntry,
+  type ReplayResult,
+  replayPcap,
+} from '../pcap/replay.ts';
 
 export interface ReplayFilesOptions {
   manifests: string;
   input: string;
   output: string;
   trace?: boolean;
+  /** trace as JSON lines (one object per packet) instead of text */
+  json?: boolean;
   nodeName?: string;
   seed?: number;
   /** where trace lines go (stdout by default) */
@@ -36,7 +43,9 @@ export function replayFiles(o: ReplayFilesOptions): ReplayResult {
     nodeName: o.nodeName,
     name: o.input,
     datapath: o.seed === undefined ? undefined : { seed: o.seed },
-    onPacket: o.trace ? (e) => print(formatReplayEntry(e)) : undefined,
+    onPacket: o.trace
+      ? (e) => print(o.json ? replayEntryJson(e) : formatReplayEntry(e))
+      : undefined,
   });
   try {
     writeFileSync(o.output, result.pcap);
@@ -47,6 +56,15 @@ export function replayFiles(o: ReplayFilesOptions): ReplayResult {
     );
   }
   return result;
+}
+
+/** A trace entry for programs: the numbers and their names. */
+export function replayEntryJson(e: ReplayEntry): string {
+  return JSON.stringify({
+    ...e,
+    verdictName: VERDICT_NAMES[e.verdict],
+    reasonName: REASON_NAMES[e.reason],
+  });
 }
 
 /** "8 packets in, 7 out (TX 6, REPLY 1, DROP 1); DROP_ECHO_TO_VIP 1, TX_DNAT 2, …" */
@@ -72,6 +90,7 @@ export function register(program: Command): void {
     )
     .requiredOption('--out <file>', 'output capture (pcap, raw IP)')
     .option('--trace', 'print one line per packet: verdict, reason, conntrack state, backend')
+    .option('--json', 'with --trace: one JSON object per packet')
     .option(
       '--node-name <name>',
       "this node's name (local endpoints, internalTrafficPolicy: Local)",
@@ -83,6 +102,7 @@ export function register(program: Command): void {
         in: string;
         out: string;
         trace?: boolean;
+        json?: boolean;
         nodeName?: string;
         seed?: number;
       }) => {

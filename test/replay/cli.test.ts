@@ -50,6 +50,30 @@ describe('kubetun replay', () => {
     );
   });
 
+  it('traces as JSON lines with --json', () => {
+    const args = [
+      '--manifests',
+      'test/fixtures/cluster',
+      '--in',
+      join(dir, 'in.pcap'),
+      '--out',
+      join(dir, 'j.pcap'),
+    ];
+    const r = kubetun('replay', ...args, '--trace', '--json');
+    expect(r.status).toBe(0);
+    const first = JSON.parse(r.stdout.split('\n')[0]);
+    expect(first).toMatchObject({
+      n: 1,
+      tsSec: 1700000000,
+      tsNsec: 1000,
+      verdictName: 'TX',
+      reasonName: 'TX_DNAT_NEW',
+      ct: 'new',
+      backend: '10.244.1.5:8080',
+      output: 'TCP 10.244.0.5:40000 > 10.244.1.5:8080 [S] len 0',
+    });
+  });
+
   it('prints no trace without --trace', () => {
     const r = kubetun(
       'replay',
