@@ -1,27 +1,13 @@
-// Talking to a node's kubetun over its control socket. The client itself is the data plane's
+// Talking to a node's kubetun over its control socket. The client is the data plane's own
 // (src/node/ctl.ts); this wrapper adds a deadline so a wedged agent cannot hang lab commands.
 import { setTimeout as sleep } from 'node:timers/promises';
-
-type CtlRequest = (socketPath: string, req: Record<string, unknown>) => Promise<unknown>;
-
-let client: CtlRequest | undefined;
-
-async function ctlClient(): Promise<CtlRequest> {
-  if (!client) {
-    // Loaded on first use: lab commands that never talk to kubetun (mode none) must not need it.
-    const path = '../node/ctl.ts';
-    const mod = (await import(path)) as { ctlRequest: CtlRequest };
-    client = mod.ctlRequest;
-  }
-  return client;
-}
+import { ctlRequest } from '../node/ctl.ts';
 
 export async function labCtl<T = Record<string, unknown>>(
   socket: string,
   req: Record<string, unknown>,
   timeoutMs = 3000,
 ): Promise<T> {
-  const request = await ctlClient();
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -30,7 +16,10 @@ export async function labCtl<T = Record<string, unknown>>(
     );
   });
   try {
-    return (await Promise.race([request(socket, req), deadline])) as T;
+    const res = (await Promise.race([ctlRequest(socket, req), deadline])) as T & { error?: string };
+    if (typeof res?.error === 'string')
+      throw new Error(`${socket}: ${JSON.stringify(req)}: ${res.error}`);
+    return res;
   } finally {
     clearTimeout(timer);
   }

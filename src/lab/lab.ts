@@ -47,6 +47,7 @@ export async function labUp(opts: UpOptions = {}): Promise<LabState> {
     prev &&
     prev.phase === 'up' &&
     prev.topologyFile === t.file &&
+    prev.topologyHash === t.hash &&
     prev.mode === mode &&
     labHealthy(prev)
   ) {
@@ -61,6 +62,7 @@ export async function labUp(opts: UpOptions = {}): Promise<LabState> {
   const state: LabState = {
     version: 1,
     topologyFile: t.file,
+    topologyHash: t.hash,
     mode,
     phase: 'building',
     createdAt: new Date().toISOString(),

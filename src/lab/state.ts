@@ -31,6 +31,8 @@ export interface LabProcess {
 export interface LabState {
   version: 1;
   topologyFile: string;
+  /** sha256 of the topology file's text: an edited topology means a rebuild, not a no-op */
+  topologyHash: string;
   mode: LabMode;
   /** 'building' until lab up finished; a crash leaves it there */
   phase: 'building' | 'up';

@@ -1,6 +1,7 @@
 // The lab topology: a small YAML file (nodes, their pods, pod CIDRs, node IPs, external clients)
 // turned into a fully derived plan of names and addresses. Everything the lab creates is named
 // here, once, so `lab up`, `lab down`, `lab status` and the demos agree on it.
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -47,6 +48,8 @@ export interface LabClient {
 
 export interface Topology {
   file: string;
+  /** sha256 of the file's text */
+  hash: string;
   name: string;
   /** absolute path of the manifests directory */
   manifests: string;
@@ -100,6 +103,7 @@ export function parseTopology(text: string, file: string): Topology {
   const servers = isObj(root.servers) ? root.servers : {};
   const topo: Topology = {
     file,
+    hash: createHash('sha256').update(text).digest('hex'),
     name: typeof root.name === 'string' ? root.name : 'kubetun-lab',
     manifests: resolve(dirname(file), f.str(root, 'topology', 'manifests')),
     clusterCidr,
