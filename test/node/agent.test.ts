@@ -7,12 +7,13 @@
 // Service web 10.96.0.10:80 → be1/be2:8080; service empty 10.96.0.20:80 has no endpoints.
 // Each steering piece is switched off while the agent runs to show what breaks without it.
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ctlRequest } from '../../src/node/ctl.ts';
 import type { CtEntry } from '../../src/node/inspect.ts';
-import { PODS, Topo, VIP, VIP_EMPTY } from './topo.ts';
+import { PODS, REMOTE_POD_IP, Topo, VIP, VIP_EMPTY, VIP_FAR } from './topo.ts';
 
 const t = new Topo();
 const SYSCTLS = ['net.ipv4.ip_forward', 'net.ipv4.conf.all.rp_filter'];
@@ -34,7 +35,7 @@ const status = async () => (await ctlRequest(t.socket, { cmd: 'status' })) as St
 const counters = async () =>
   ((await ctlRequest(t.socket, { cmd: 'counters' })) as { counters: Record<string, number> })
     .counters;
-const viaVip = (from = 'client') => t.curl(from, `http://${VIP}/`, 2);
+const viaVip = (from = 'client', vip = VIP) => t.curl(from, `http://${vip}/`, 2);
 const REDIRECT = ['protocol', 'ip', 'u32', 'match', 'u32', '0', '0'];
 const MIRRED = ['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'];
 
@@ -62,29 +63,30 @@ function exited(p: ChildProcess): Promise<number | null> {
 
 /** Everything kubetun may leave behind in the node namespace, as text to compare. */
 function nodeFootprint() {
-  const filters = ['vc', 'vb1', 'vb2', 'eth0'].map((d) =>
-    t.must('node', ['tc', 'filter', 'show', 'dev', d, 'ingress']),
-  );
+  const links = (JSON.parse(t.must('node', ['ip', '-j', 'link', 'show'])) as { ifname: string }[])
+    .map((l) => l.ifname)
+    .filter((n) => n !== 'kt0');
+  const filters = links.map((d) => t.must('node', ['tc', 'filter', 'show', 'dev', d, 'ingress']));
   return {
     clsact: t.must('node', ['tc', 'qdisc', 'show']).includes('clsact'),
     filters: filters.join('').trim(),
-    tun: t.exec('node', ['ip', 'link', 'show', 'kt0']).status === 0,
+    tun: links.length < JSON.parse(t.must('node', ['ip', '-j', 'link', 'show'])).length,
     svcRoute: t.must('node', ['ip', 'route', 'show', '10.96.0.0/16']).trim(),
     sysctls: Object.fromEntries(SYSCTLS.map((k) => [k, sysctl(k)])),
   };
 }
 
 /** Switch something off, show the VIP fails, switch it back on, show the VIP works again. */
-function breaksWithout(off: () => void, on: () => void, from = 'client'): void {
+function breaksWithout(off: () => void, on: () => void, from = 'client', vip = VIP): void {
   off();
   let r: ReturnType<typeof viaVip>;
   try {
-    r = viaVip(from);
+    r = viaVip(from, vip);
   } finally {
     on();
   }
   expect(r.status).not.toBe(0);
-  expect(viaVip(from).out).toMatch(/^be[12]$/);
+  expect(viaVip(from, vip).out).toMatch(vip === VIP_FAR ? /^remote$/ : /^be[12]$/);
 }
 
 beforeAll(async () => {
@@ -100,7 +102,7 @@ describe('kubetun run', () => {
     const s = await status();
     expect(s.node).toBe('node1');
     expect(s.pid).toBe(agent.pid);
-    expect(s.services).toBe(2);
+    expect(s.services).toBe(3);
     expect(s.podIfaces).toEqual(['vb1', 'vb2', 'vc']);
   });
 
@@ -129,6 +131,13 @@ describe('kubetun run', () => {
     expect(viaVip('node').out).toMatch(/^be[12]$/);
   });
 
+  it('reverse-NATs replies of a backend on another node, arriving on the uplink', async () => {
+    const r = viaVip('client', VIP_FAR);
+    expect(r).toMatchObject({ status: 0, out: 'remote' });
+    const { entries } = (await ctlRequest(t.socket, { cmd: 'ct' })) as { entries: CtEntry[] };
+    expect(entries.some((e) => e.orig.dst === VIP_FAR && e.reply.src === REMOTE_POD_IP)).toBe(true);
+  });
+
   it('drops ping to a VIP: no answer, counted as DROP_ECHO_TO_VIP', async () => {
     const n = (await counters()).DROP_ECHO_TO_VIP;
     expect(t.exec('client', ['ping', '-c', '1', '-W', '1', VIP]).status).toBe(1);
@@ -143,6 +152,27 @@ describe('kubetun run', () => {
   });
 
   describe('without each piece of steering, ClusterIP traffic breaks', () => {
+    it('the uplink tc redirect for the pod CIDR (replies of remote backends)', () => {
+      const filter = [
+        'tc',
+        'filter',
+        'add',
+        'dev',
+        'eth0',
+        'ingress',
+        'pref',
+        '7701',
+        'protocol',
+        'ip',
+      ];
+      breaksWithout(
+        () => t.must('node', ['tc', 'filter', 'del', 'dev', 'eth0', 'ingress', 'pref', '7701']),
+        () => t.must('node', [...filter, 'u32', 'match', 'ip', 'dst', '10.244.1.0/24', ...MIRRED]),
+        'client',
+        VIP_FAR,
+      );
+    });
+
     it('rp_filter=0 on the TUN (DNATed packets re-enter on kt0, their source routes via vc)', () => {
       const key = 'net.ipv4.conf.kt0.rp_filter';
       breaksWithout(
@@ -200,6 +230,38 @@ describe('kubetun run', () => {
         },
       );
     });
+  });
+
+  it('hooks a pod interface that appears after startup', async () => {
+    t.addPod({ name: 'be3', veth: 'vb3', ip: '10.244.1.13' });
+    await waitFor(
+      () => t.must('node', ['tc', 'filter', 'show', 'dev', 'vb3', 'ingress']).includes('kt0'),
+      'vb3 hooked',
+    );
+    expect((await status()).podIfaces).toEqual(['vb1', 'vb2', 'vb3', 'vc']);
+    expect(viaVip('be3').out).toMatch(/^be[12]$/);
+  });
+
+  it('reloads manifests on request, keeping the last good state when they are bad', async () => {
+    const bad = join(t.manifests, 'zz-bad.yaml');
+    writeFileSync(bad, 'apiVersion: v1\nkind: Service\nmetadata: {namespace: default}\nspec: {}\n');
+    const r = (await ctlRequest(t.socket, { cmd: 'reload' })) as { error?: string };
+    expect(r.error).toContain('zz-bad.yaml');
+    expect(viaVip().out).toMatch(/^be[12]$/);
+    rmSync(bad);
+    const late = [
+      'apiVersion: v1\nkind: Service\nmetadata: {name: late, namespace: default}',
+      'spec: {clusterIP: 10.96.0.40, ports: [{port: 80, targetPort: 8080}]}\n---',
+      'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice',
+      'metadata: {name: late-1, namespace: default, labels: {kubernetes.io/service-name: late}}',
+      'addressType: IPv4\nports: [{port: 8080, protocol: TCP}]',
+      'endpoints: [{addresses: [10.244.1.12], conditions: {ready: true}}]\n',
+    ].join('\n');
+    expect(viaVip('client', '10.96.0.40').status).not.toBe(0);
+    writeFileSync(join(t.manifests, 'late.yaml'), late);
+    expect(await ctlRequest(t.socket, { cmd: 'reload' })).toEqual({ services: 4, servicePorts: 4 });
+    expect(viaVip('client', '10.96.0.40').out).toBe('be2');
+    expect((await status()).services).toBe(4);
   });
 
   it('on SIGTERM removes exactly what it installed and restores the sysctls', async () => {

@@ -4,8 +4,10 @@
 //   ns client (10.244.1.10) ─eth0══vc─┐
 //   ns be1    (10.244.1.11) ─eth0══vb1┼─ ns node: 10.244.1.1/32 + proxy_arp on each v*,
 //   ns be2    (10.244.1.12) ─eth0══vb2┘           <pod ip>/32 dev v*, uplink eth0 10.250.0.2/24
+//                                                    ║ 10.244.2.0/24 via 10.250.0.3
+//   ns remote ("another node": eth0 10.250.0.3, pod address 10.244.2.10 on lo) ═╝
 //
-// Backends run a tiny HTTP server on :8080 answering their own name. Everything is removed by
+// Backends (be1, be2, remote) run a tiny HTTP server on :8080 answering their own name. Everything is removed by
 // teardown(): processes by PID, then namespaces.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,6 +21,9 @@ export const NODE_IP = '10.250.0.2';
 export const GW = '10.244.1.1';
 export const VIP = '10.96.0.10';
 export const VIP_EMPTY = '10.96.0.20';
+export const VIP_FAR = '10.96.0.30';
+export const REMOTE_NODE_IP = '10.250.0.3';
+export const REMOTE_POD_IP = '10.244.2.10';
 export const PODS = [
   { name: 'client', veth: 'vc', ip: '10.244.1.10' },
   { name: 'be1', veth: 'vb1', ip: '10.244.1.11' },
@@ -51,6 +56,22 @@ spec:
   clusterIP: ${VIP_EMPTY}
   selector: {app: nothing}
   ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: far, namespace: default}
+spec:
+  clusterIP: ${VIP_FAR}
+  selector: {app: far}
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: far-1, namespace: default, labels: {kubernetes.io/service-name: far}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+  - {addresses: [${REMOTE_POD_IP}], conditions: {ready: true}, nodeName: node2}
 `;
 
 const SERVER = `require('http').createServer((q, s) => s.end(process.argv[1]))
@@ -69,6 +90,7 @@ export class Topo {
   readonly socket = join(this.dir, 'run', 'node1.sock');
   readonly state = join(this.dir, 'run', 'node1.state.json');
   private readonly procs: ChildProcess[] = [];
+  private readonly namespaces: string[] = [];
   private agentRuns = 0;
 
   ns(name: string): string {
@@ -92,34 +114,81 @@ export class Topo {
   }
 
   async setup(): Promise<void> {
-    for (const n of ['node', ...PODS.map((p) => p.name)])
-      execFileSync('ip', ['netns', 'add', this.ns(n)]);
+    this.addNs('node');
     const node = (...a: string[]) => this.must('node', a);
     node('ip', 'link', 'set', 'lo', 'up');
     // Like a real node before kubetun: routing pods already, strict reverse-path filtering.
     node('sysctl', '-qw', 'net.ipv4.ip_forward=1', 'net.ipv4.conf.all.rp_filter=1');
-    // The uplink: this kernel has no dummy driver, so a veth pair whose peer stays unused.
-    node('ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0peer');
-    node('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0');
-    node('ip', 'link', 'set', 'eth0peer', 'up');
-    node('ip', 'link', 'set', 'eth0', 'up');
-    for (const p of PODS) {
-      const podNs = this.ns(p.name);
-      node('ip', 'link', 'add', p.veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', podNs);
-      node('ip', 'addr', 'add', `${GW}/32`, 'dev', p.veth);
-      node('sysctl', '-qw', `net.ipv4.conf.${p.veth}.proxy_arp=1`);
-      node('sysctl', '-qw', `net.ipv4.neigh.${p.veth}.proxy_delay=0`);
-      node('ip', 'link', 'set', p.veth, 'up');
-      node('ip', 'route', 'add', `${p.ip}/32`, 'dev', p.veth);
-      const pod = (...a: string[]) => this.must(p.name, a);
-      pod('ip', 'link', 'set', 'lo', 'up');
-      pod('ip', 'addr', 'add', `${p.ip}/24`, 'dev', 'eth0');
-      pod('ip', 'link', 'set', 'eth0', 'up');
-      pod('ip', 'route', 'add', 'default', 'via', GW);
-    }
+    this.addRemote();
+    for (const p of PODS) this.addPod(p);
     mkdirSync(this.manifests);
     writeFileSync(join(this.manifests, 'web.yaml'), MANIFESTS);
-    await Promise.all(['be1', 'be2'].map((b) => this.startServer(b)));
+    await Promise.all(['be1', 'be2', 'remote'].map((b) => this.startServer(b)));
+  }
+
+  private addNs(name: string): void {
+    execFileSync('ip', ['netns', 'add', this.ns(name)]);
+    this.namespaces.push(this.ns(name));
+  }
+
+  /**
+   * The uplink eth0 (10.250.0.2) is a veth whose peer is "another node": ns remote with the
+   * underlay address 10.250.0.3 and a pod address 10.244.2.10 (host-gw routes both ways).
+   */
+  private addRemote(): void {
+    this.addNs('remote');
+    const node = (...a: string[]) => this.must('node', a);
+    const remote = (...a: string[]) => this.must('remote', a);
+    node(
+      'ip',
+      'link',
+      'add',
+      'eth0',
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'eth0',
+      'netns',
+      this.ns('remote'),
+    );
+    node('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0');
+    node('ip', 'link', 'set', 'eth0', 'up');
+    node('ip', 'route', 'add', '10.244.2.0/24', 'via', REMOTE_NODE_IP);
+    remote('ip', 'link', 'set', 'lo', 'up');
+    remote('ip', 'addr', 'add', `${REMOTE_POD_IP}/32`, 'dev', 'lo');
+    remote('ip', 'addr', 'add', `${REMOTE_NODE_IP}/24`, 'dev', 'eth0');
+    remote('ip', 'link', 'set', 'eth0', 'up');
+    remote('ip', 'route', 'add', '10.244.1.0/24', 'via', NODE_IP);
+  }
+
+  /** A pod namespace joined to the node by a veth, wired the way the lab does it. */
+  addPod(p: { name: string; veth: string; ip: string }): void {
+    this.addNs(p.name);
+    const node = (...a: string[]) => this.must('node', a);
+    node(
+      'ip',
+      'link',
+      'add',
+      p.veth,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'eth0',
+      'netns',
+      this.ns(p.name),
+    );
+    node('ip', 'addr', 'add', `${GW}/32`, 'dev', p.veth);
+    node('sysctl', '-qw', `net.ipv4.conf.${p.veth}.proxy_arp=1`);
+    node('sysctl', '-qw', `net.ipv4.neigh.${p.veth}.proxy_delay=0`);
+    node('ip', 'link', 'set', p.veth, 'up');
+    node('ip', 'route', 'add', `${p.ip}/32`, 'dev', p.veth);
+    const pod = (...a: string[]) => this.must(p.name, a);
+    pod('ip', 'link', 'set', 'lo', 'up');
+    pod('ip', 'addr', 'add', `${p.ip}/24`, 'dev', 'eth0');
+    pod('ip', 'link', 'set', 'eth0', 'up');
+    pod('ip', 'route', 'add', 'default', 'via', GW);
   }
 
   private async startServer(name: string): Promise<void> {
@@ -147,7 +216,16 @@ export class Topo {
       'run',
     ];
     const flags = ['--manifests', this.manifests, '--node-name', 'node1', '--node-ip', NODE_IP];
-    flags.push('--pod-cidr', '10.244.1.0/24', '--ctl-socket', this.socket, '--log-level', 'debug');
+    flags.push(
+      '--pod-cidr',
+      '10.244.1.0/24',
+      '--ctl-socket',
+      this.socket,
+      '--pod-rescan-ms',
+      '200',
+      '--log-level',
+      'debug',
+    );
     const p = spawn('ip', [...args, ...flags, ...extra], { stdio: ['ignore', log, log] });
     this.procs.push(p);
     let exited = false;
@@ -174,12 +252,24 @@ export class Topo {
     );
   }
 
-  teardown(): void {
-    for (const p of this.procs) {
-      if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+  /** Kills what it started (by PID) and waits for it, then deletes the namespaces. */
+  async teardown(): Promise<void> {
+    const alive = this.procs.filter((p) => p.exitCode === null && p.signalCode === null);
+    await Promise.all(
+      alive.map((p) => {
+        const gone = new Promise((r) => p.once('exit', r));
+        p.kill('SIGKILL');
+        return gone;
+      }),
+    );
+    // A namespace file is busy while any process (or mount namespace of `ip netns exec`) still
+    // holds it: retry a little rather than leak it.
+    for (const n of this.namespaces) {
+      for (let i = 0; i < 20; i++) {
+        if (spawnSync('ip', ['netns', 'del', n]).status === 0) break;
+        await sleep(100);
+      }
     }
-    for (const n of ['node', ...PODS.map((p) => p.name)])
-      spawnSync('ip', ['netns', 'del', this.ns(n)]);
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
