@@ -168,7 +168,20 @@ export class PcapReader {
     if (off < 0) return false;
     this.ipOff = off;
     this.ipLen = end - off;
+    if (this.header.linkType !== LINKTYPE_RAW && this.header.linkType !== LINKTYPE_IPV4) {
+      this.ipLen = this.withoutLinkPadding(off, this.ipLen);
+    }
     return true;
+  }
+
+  /**
+   * Ethernet pads frames to 60 bytes: a 40-byte SYN arrives with 6 bytes of zeros after it.
+   * Those bytes are the link's, not the datagram's, so cut at the IPv4 total length.
+   */
+  private withoutLinkPadding(off: number, len: number): number {
+    if (len < 4) return len;
+    const total = this.be16(off + 2);
+    return total >= 20 && total < len ? total : len;
   }
 
   /** Offset of the IPv4 payload of an Ethernet frame (VLAN tags skipped), or -1. */

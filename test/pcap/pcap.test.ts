@@ -165,6 +165,31 @@ describe('PcapReader', () => {
     expect(skipped).toBe(4);
   });
 
+  it('cuts Ethernet padding (frames are at least 60 bytes) at the IPv4 total length', () => {
+    const padded = new Uint8Array(60);
+    padded.set(ether(0x0800, P1));
+    const short = ether(0x0800, P1.subarray(0, 30)); // captured short: keep what is there
+    const f = craftPcap({
+      bigEndian: false,
+      nanos: false,
+      linkType: LINKTYPE_ETHERNET,
+      records: [
+        { tsSec: 1, frac: 0, data: padded },
+        { tsSec: 2, frac: 0, data: short },
+      ],
+    });
+    expect(P1.length).toBe(40);
+    expect(simplify(f).map((p) => p.data)).toEqual([[...P1], [...P1.subarray(0, 30)]]);
+    // raw IP has no link padding: trailing bytes are the datagram's problem, passed on as captured
+    const raw = craftPcap({
+      bigEndian: false,
+      nanos: false,
+      linkType: LINKTYPE_RAW,
+      records: [{ tsSec: 1, frac: 0, data: padded.subarray(14) }],
+    });
+    expect(simplify(raw)[0].data.length).toBe(46);
+  });
+
   it('reads LINKTYPE_IPV4 and skips IPv6 in LINKTYPE_RAW', () => {
     const v4 = craftPcap({
       bigEndian: false,

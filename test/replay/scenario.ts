@@ -9,8 +9,8 @@
 //   client ──UDP──▶ pod 10.244.3.3     (not a service: passed unchanged)
 //   the first 12 bytes of a SYN      (malformed: dropped as truncated)
 //
-// Framed as Ethernet with an ARP frame in the middle, so the replay also proves it strips link
-// headers and skips what is not IPv4.
+// Framed as Ethernet (padded to 60 bytes, as on the wire) with an ARP frame in the middle, so the
+// replay also proves it strips link headers and padding and skips what is not IPv4.
 import { ACK, FIN, icmpEcho, PSH, SYN, tcp, udp } from '../fixtures/packets.ts';
 import { craftPcap, ether } from '../fixtures/pcap-craft.ts';
 
@@ -25,7 +25,8 @@ export const T0 = 1_700_000_000;
 const c = { src: CLIENT, sport: 40000, dst: WEB_VIP, dport: 80 };
 const b = { src: WEB_BACKEND, sport: 8080, dst: CLIENT, dport: 40000 };
 
-export const PACKETS: { what: string; data: Uint8Array | null }[] = [
+/** `short`: a record cut by the capture's snaplen, so no Ethernet padding follows it. */
+export const PACKETS: { what: string; data: Uint8Array | null; short?: boolean }[] = [
   { what: 'SYN', data: tcp({ ...c, flags: SYN, seq: 1000 }) },
   { what: 'SYN-ACK', data: tcp({ ...b, flags: SYN | ACK, seq: 5000, ack: 1001 }) },
   { what: 'ACK', data: tcp({ ...c, flags: ACK, seq: 1001, ack: 5001 }) },
@@ -64,7 +65,7 @@ export const PACKETS: { what: string; data: Uint8Array | null }[] = [
     what: 'pod to pod',
     data: udp({ src: CLIENT, sport: 7000, dst: '10.244.3.3', dport: 7000, data: 'direct' }),
   },
-  { what: 'truncated', data: tcp({ ...c, flags: SYN }).subarray(0, 12) },
+  { what: 'truncated', data: tcp({ ...c, flags: SYN }).subarray(0, 12), short: true },
 ];
 
 /** Record i is stamped T0 + i seconds + i*1000+1 µs (distinct, sub-second parts checked). */
@@ -79,7 +80,17 @@ export function scenarioPcap(): Uint8Array {
     linkType: 1,
     records: PACKETS.map((p, i) => ({
       ...tsOf(i),
-      data: p.data ? ether(0x0800, p.data) : ether(0x0806, new Uint8Array(28)),
+      data: p.short
+        ? ether(0x0800, p.data!)
+        : padded(p.data ? ether(0x0800, p.data) : ether(0x0806, new Uint8Array(28))),
     })),
   });
+}
+
+/** Ethernet frames are at least 60 bytes (without FCS): short ones carry padding after the IP datagram. */
+function padded(frame: Uint8Array): Uint8Array {
+  if (frame.length >= 60) return frame;
+  const f = new Uint8Array(60);
+  f.set(frame);
+  return f;
 }
