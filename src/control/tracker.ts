@@ -70,8 +70,12 @@ export function servicePortKeys(svc: Service | null | undefined): Map<string, st
   return out;
 }
 
-function serviceKey(svc: Service | null | undefined): string {
-  return JSON.stringify([...servicePortKeys(svc)]);
+const NO_PORTS: ReadonlyMap<string, string> = new Map();
+
+function sameKeys(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) if (b.get(k) !== v) return false;
+  return true;
 }
 
 /** The fields of a slice that can change endpoints; origin is left out. */
@@ -229,9 +233,11 @@ export interface SyncChanges {
   changeTimes: number[];
 }
 
-interface Pending<T> {
+interface Pending<T, K> {
   current: T | null;
   since: number;
+  /** comparison key of current, computed once at update() */
+  key: K;
 }
 
 interface PortRef {
@@ -267,16 +273,19 @@ export class ChangeTracker {
 
   private readonly nodeName: string | undefined;
   private readonly now: () => number;
-  private readonly svcPending = new Map<string, Pending<Service>>();
-  private readonly slicePending = new Map<string, Pending<EndpointSlice>>();
+  private readonly svcPending = new Map<string, Pending<Service, ReadonlyMap<string, string>>>();
+  private readonly slicePending = new Map<string, Pending<EndpointSlice, string>>();
   private readonly svcApplied = new Map<string, Service>();
-  private readonly svcKeys = new Map<string, string>();
+  private readonly svcKeys = new Map<string, ReadonlyMap<string, string>>();
   private readonly sliceApplied = new Map<string, EndpointSlice>();
   private readonly sliceKeys = new Map<string, string>();
   private readonly slicesBySvc = new Map<string, Set<string>>();
   private readonly portIndex = new Map<string, PortRef>();
   private readonly endpointsBySvc = new Map<string, Map<string, EndpointsEntry>>();
   private readonly endpoints = new Map<string, EndpointsEntry>();
+  /** resolve() results, dropped per changed service port, so resolveAll() stays cheap */
+  private readonly resolved = new Map<string, ResolvedServicePort>();
+  private sortedPorts: string[] | undefined;
 
   constructor(opts: ChangeTrackerOptions = {}) {
     this.nodeName = opts.nodeName;
@@ -288,8 +297,8 @@ export class ChangeTracker {
     if (!obj) return this.pendingChanges() > 0;
     this.serviceChangesTotal++;
     const name = namespacedName(obj);
-    const same = serviceKey(cur) === (this.svcKeys.get(name) ?? serviceKey(null));
-    this.track(this.svcPending, name, same, cur);
+    const key = servicePortKeys(cur);
+    this.track(this.svcPending, name, sameKeys(key, this.svcKeys.get(name) ?? NO_PORTS), cur, key);
     return this.pendingChanges() > 0;
   }
 
@@ -298,20 +307,21 @@ export class ChangeTracker {
     if (!obj) return this.pendingChanges() > 0;
     this.endpointChangesTotal++;
     const name = namespacedName(obj);
-    const same = sliceKey(cur) === (this.sliceKeys.get(name) ?? '');
-    this.track(this.slicePending, name, same, cur);
+    const key = sliceKey(cur);
+    this.track(this.slicePending, name, key === (this.sliceKeys.get(name) ?? ''), cur, key);
     return this.pendingChanges() > 0;
   }
 
-  private track<T>(
-    pending: Map<string, Pending<T>>,
+  private track<T, K>(
+    pending: Map<string, Pending<T, K>>,
     name: string,
     same: boolean,
     cur: T | null,
+    key: K,
   ): void {
     const old = pending.get(name);
     if (same) pending.delete(name);
-    else pending.set(name, { current: cur, since: old ? old.since : this.now() });
+    else pending.set(name, { current: cur, since: old ? old.since : this.now(), key });
   }
 
   /** The pending {previous, current} of one Service, previous being the applied state. */
@@ -355,6 +365,7 @@ export class ChangeTracker {
     this.applyServices(ch, changed, deleted);
     this.applySlices(ch, changed);
     for (const spn of changed) {
+      this.resolved.delete(spn);
       if (!this.portIndex.has(spn) && !deleted.has(spn)) changed.delete(spn);
     }
     ch.changedServicePorts = [...changed].sort();
@@ -377,8 +388,8 @@ export class ChangeTracker {
       ch.serviceChanges++;
       ch.changeTimes.push(p.since);
       const oldSvc = this.svcApplied.get(name) ?? null;
-      const before = servicePortKeys(oldSvc);
-      const after = servicePortKeys(p.current);
+      const before = this.svcKeys.get(name) ?? NO_PORTS;
+      const after = p.key;
       for (const [spn, key] of after) if (before.get(spn) !== key) changed.add(spn);
       for (const spn of before.keys()) {
         if (after.has(spn)) continue;
@@ -395,13 +406,16 @@ export class ChangeTracker {
     name: string,
     oldSvc: Service | null,
     svc: Service | null,
-    before: Map<string, string>,
-    after: Map<string, string>,
+    before: ReadonlyMap<string, string>,
+    after: ReadonlyMap<string, string>,
   ): void {
+    if (before.size !== after.size || [...after.keys()].some((spn) => !before.has(spn))) {
+      this.sortedPorts = undefined;
+    }
     if (oldSvc) for (const spn of before.keys()) this.portIndex.delete(spn);
     if (svc) {
       this.svcApplied.set(name, svc);
-      this.svcKeys.set(name, serviceKey(svc));
+      this.svcKeys.set(name, after);
       for (const port of svc.ports) {
         const spn = servicePortName(svc, port);
         if (after.has(spn)) this.portIndex.set(spn, { service: svc, port });
@@ -430,7 +444,7 @@ export class ChangeTracker {
         if (set) set.add(name);
         else this.slicesBySvc.set(svc, new Set([name]));
         this.sliceApplied.set(name, p.current);
-        this.sliceKeys.set(name, sliceKey(p.current));
+        this.sliceKeys.set(name, p.key);
       } else {
         this.sliceApplied.delete(name);
         this.sliceKeys.delete(name);
@@ -465,15 +479,23 @@ export class ChangeTracker {
 
   /** The applied state of one service port, ready for the map loader; undefined if none. */
   resolve(spn: string): ResolvedServicePort | undefined {
+    const hit = this.resolved.get(spn);
+    if (hit) return hit;
     const ref = this.portIndex.get(spn);
     if (!ref) return undefined;
     const endpoints = this.endpoints.get(endpointsKey(spn, ref.port.protocol))?.endpoints ?? [];
-    return { service: ref.service, port: ref.port, servicePortName: spn, endpoints };
+    const r = { service: ref.service, port: ref.port, servicePortName: spn, endpoints };
+    this.resolved.set(spn, r);
+    return r;
   }
 
-  /** Every applied service port (for a full sync), sorted by service port name. */
+  /**
+   * Every applied service port (for a full sync), sorted by service port name. The objects are
+   * shared with later calls until their port changes: treat them as read-only.
+   */
   resolveAll(): ResolvedServicePort[] {
-    return [...this.portIndex.keys()].sort().map((spn) => this.resolve(spn)!);
+    this.sortedPorts ??= [...this.portIndex.keys()].sort();
+    return this.sortedPorts.map((spn) => this.resolve(spn)!);
   }
 
   /** Applied objects, for sources that diff snapshots and for inspection. */
@@ -519,8 +541,8 @@ function staleUdpServiceAddrs(
   ch: SyncChanges,
   oldSvc: Service | null,
   svc: Service | null,
-  before: Map<string, string>,
-  after: Map<string, string>,
+  before: ReadonlyMap<string, string>,
+  after: ReadonlyMap<string, string>,
 ): void {
   for (const spn of before.keys()) {
     const oldPort = portByName(oldSvc, spn);

@@ -170,6 +170,27 @@ describe('ChangeTracker: what changed', () => {
   });
 });
 
+describe('ChangeTracker: resolveAll between checkouts', () => {
+  it('reflects changed endpoints, added and deleted ports after each checkout, not before', () => {
+    const t = loaded();
+    expect(t.resolveAll().map((r) => r.endpoints.length)).toEqual([2]);
+    t.endpointSlices.update(null, slice('dns-b', 'dns', [ep('10.244.3.3')]));
+    t.services.update(
+      null,
+      svc('web', { clusterIPs: ['10.96.0.20'], ports: [port('http', 'TCP', 80)] }),
+    );
+    expect(t.resolveAll().map((r) => r.endpoints.length)).toEqual([2]);
+    t.checkout();
+    expect(t.resolveAll().map((r) => [r.servicePortName, r.endpoints.length])).toEqual([
+      ['default/dns:dns', 3],
+      ['default/web:http', 0],
+    ]);
+    t.services.update(svc('dns'), null);
+    t.checkout();
+    expect(t.resolveAll().map((r) => r.servicePortName)).toEqual(['default/web:http']);
+  });
+});
+
 describe('ChangeTracker: UDP conntrack cleanup', () => {
   it('a UDP endpoint that stops serving is stale (the CoreDNS restart case)', () => {
     const t = loaded();
