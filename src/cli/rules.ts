@@ -17,6 +17,8 @@ export interface RulesCliOptions extends RulesOptions {
   nodePortRange?: string;
   /** also print the built-in chain jumps as shell commands (iptables mode) */
   jumps?: boolean;
+  /** ServiceCIDRs (nftables mode drops traffic to unallocated ClusterIPs in them) */
+  serviceCIDRs?: string[];
 }
 
 function parseRange(s: string): { min: number; max: number } {
@@ -67,6 +69,11 @@ export function register(program: Command): void {
     .option('--node-ip <ip...>', "this node's IPs; the first is kube-proxy's node IP", collect)
     .option('--node-zone <zone>', 'topology.kubernetes.io/zone of this node (topology hints)')
     .option('--nodeport-addresses <cidr...>', 'kube-proxy --nodeport-addresses', collect)
+    .option(
+      '--service-cidr <cidr...>',
+      'nftables mode: ServiceCIDRs (unallocated ClusterIPs are dropped)',
+      collect,
+    )
     .option('--masquerade-all', 'kube-proxy --masquerade-all')
     .option('--masquerade-bit <n>', 'kube-proxy --iptables-masquerade-bit', (v) =>
       Number.parseInt(v, 10),
@@ -91,6 +98,7 @@ export function register(program: Command): void {
           nodeIPs: opts.nodeIp as string[] | undefined,
           nodeZone: opts.nodeZone as string | undefined,
           nodePortAddresses: opts.nodeportAddresses as string[] | undefined,
+          serviceCIDRs: opts.serviceCidr as string[] | undefined,
           masqueradeAll: opts.masqueradeAll === true,
           masqueradeBit: opts.masqueradeBit as number | undefined,
           randomFully: opts.randomFully !== false,

@@ -56,3 +56,38 @@ export function fwChainName(spn: string, protocol: string): string {
 export function sepChainName(spn: string, protocol: string, endpoint: string): string {
   return `KUBE-SEP-${hash16(spn + protocol.toLowerCase() + endpoint)}`;
 }
+
+// nftables mode (pkg/proxy/nftables): chain names carry the readable service port name,
+// prefixed with 8 characters of its own hash so near-identical names stay distinguishable
+// ("ULMVA6XW-ns1/svc1/tcp/p80"), truncated to 240 characters (256 minus the longest prefix).
+const NFT_NAME_BASE_MAX = 256 - 16;
+
+export function nftHashAndTruncate(name: string): string {
+  const digest = createHash('sha256').update(name, 'utf8').digest();
+  const out = `${base32Std(digest).slice(0, 8)}-${name}`;
+  return out.length > NFT_NAME_BASE_MAX ? `${out.slice(0, NFT_NAME_BASE_MAX - 3)}...` : out;
+}
+
+/** "HASH-ns/name/proto/portName" for service, local, external and firewall chains. */
+export function nftServiceNameBase(
+  ns: string,
+  name: string,
+  portName: string,
+  protocol: string,
+): string {
+  return nftHashAndTruncate(`${ns}/${name}/${protocol.toLowerCase()}/${portName}`);
+}
+
+/** "HASH-ns/name/proto/portName__ip/port" for endpoint chains and affinity sets. */
+export function nftEndpointNameBase(
+  ns: string,
+  name: string,
+  portName: string,
+  protocol: string,
+  ip: string,
+  port: number,
+): string {
+  // Colons are not allowed in nftables names; an IPv6 endpoint uses dots instead.
+  const host = ip.replaceAll(':', '.');
+  return nftHashAndTruncate(`${ns}/${name}/${protocol.toLowerCase()}/${portName}__${host}/${port}`);
+}

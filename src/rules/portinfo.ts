@@ -22,6 +22,10 @@ export interface EndpointInfo {
 export interface PortInfo {
   /** "ns/name[:port]" */
   spn: string;
+  namespace: string;
+  name: string;
+  /** '' when the port is unnamed */
+  portName: string;
   /** lowercase: tcp, udp, sctp */
   protocol: string;
   clusterIP: string;
@@ -91,6 +95,9 @@ export function portInfo(rsp: ResolvedServicePort, nodeName?: string): PortInfo 
   }
   return {
     spn: rsp.servicePortName,
+    namespace: svc.namespace,
+    name: svc.name,
+    portName: rsp.port.name,
     protocol: rsp.port.protocol.toLowerCase(),
     clusterIP,
     port: rsp.port.port,

@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { renderRules } from '../../src/cli/rules.ts';
 import { KubetunError } from '../../src/manifests/errors.ts';
 import { checkJumps, sortDump } from './ipt-dump.ts';
+import { sortNftTransaction } from './nft-dump.ts';
 
 const fixture = new URL('./fixtures/overall', import.meta.url).pathname;
 const golden = readFileSync(new URL('./golden/overall.iptables', import.meta.url), 'utf8');
@@ -73,6 +74,20 @@ describe('kubetun rules (iptables)', () => {
   });
 });
 
+describe('kubetun rules (nftables)', () => {
+  it('reproduces TestOverallNFTablesRules from manifests', async () => {
+    const nftGolden = readFileSync(new URL('./golden/overall.nft', import.meta.url), 'utf8');
+    const out = await renderRules({
+      ...fake,
+      mode: 'nftables',
+      nodeIPs: ['192.168.0.2', '192.168.1.2'],
+      nodePortAddresses: ['192.168.0.2/32'],
+      serviceCIDRs: ['172.30.0.0/16'],
+    });
+    expect(sortNftTransaction(out)).toBe(sortNftTransaction(nftGolden));
+  });
+});
+
 describe('kubetun rules output in a real kernel', () => {
   const ns = `ktrules-${process.pid}`;
   afterAll(() => {
@@ -95,5 +110,16 @@ describe('kubetun rules output in a real kernel', () => {
     expect(saved).toContain(
       '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
     );
+  });
+
+  it('is accepted by nft -f', async () => {
+    const text = await renderRules({ ...fake, mode: 'nftables', serviceCIDRs: ['172.30.0.0/16'] });
+    const nft = (...args: string[]) =>
+      execFileSync('ip', ['netns', 'exec', ns, 'nft', ...args], { input: text, encoding: 'utf8' });
+    nft('-f', '-');
+    const listed = nft('list', 'table', 'ip', 'kube-proxy');
+    expect(listed).toContain('chain service-HVFWP5L3-ns5/svc5/tcp/p80');
+    expect(listed).toContain('numgen random mod 2 vmap');
+    expect(listed).toContain('masquerade fully-random');
   });
 });
