@@ -9,6 +9,7 @@ export interface AgentOptions {
   nodeIp: string;
   /** this node's pod CIDR (steered in from the uplink; pod interfaces are found by it) */
   podCidr: string;
+  /** validated; not used by the ClusterIP steering yet (kept for SNAT / NodePort decisions) */
   clusterCidr: string;
   serviceCidr: string;
   uplink: string;
@@ -60,6 +61,7 @@ function ifname(flag: string, s: string): string {
 
 export function validateOptions(o: AgentOptions): AgentNet {
   if (!o.manifests) throw new OptionError('manifests', 'required');
+  if (!o.nodeIp) throw new OptionError('node-ip', 'required');
   if (!o.nodeName) throw new OptionError('node-name', 'required');
   if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(o.nodeName)) {
     throw new OptionError('node-name', `not a Kubernetes node name: ${JSON.stringify(o.nodeName)}`);
@@ -82,6 +84,5 @@ export function validateOptions(o: AgentOptions): AgentNet {
     clusterCidr: checked('cluster-cidr', () => parseCidr(o.clusterCidr)),
     serviceCidr: checked('service-cidr', () => parseCidr(o.serviceCidr)),
   };
-  if (!o.nodeIp) throw new OptionError('node-ip', 'required');
   return net;
 }

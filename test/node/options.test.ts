@@ -1,4 +1,9 @@
 // `kubetun run` flag validation and pod interface discovery from routes (no root needed).
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { toOptions } from '../../src/cli/run.ts';
 import { podIfacesFromRoutes } from '../../src/node/discover.ts';
@@ -64,5 +69,58 @@ describe('pod interface discovery', () => {
 
   it('finds devices with routes inside the pod CIDR, excluding uplink and TUN', () => {
     expect(podIfacesFromRoutes(routes, pod, ['eth0', 'kt0', 'lo'])).toEqual(['va', 'vb', 'vc']);
+  });
+});
+
+describe('kubetun run with bad input', () => {
+  const main = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+  const run = (args: string[]) =>
+    spawnSync(process.execPath, ['--import', 'tsx', main, 'run', ...args], { encoding: 'utf8' });
+
+  it('stops on a bad manifest before touching the node, naming file and field', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kt-run-bad-'));
+    try {
+      writeFileSync(
+        join(dir, 'svc.yaml'),
+        'apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {clusterIP: 10.96.0.5, ports: [{port: 99999}]}\n',
+      );
+      const r = run([
+        '--manifests',
+        dir,
+        '--node-name',
+        'n1',
+        '--node-ip',
+        '10.0.0.1',
+        '--pod-cidr',
+        '10.244.1.0/24',
+        '--ctl-socket',
+        join(dir, 'n1.sock'),
+        '--tun',
+        'ktbad0',
+      ]);
+      expect(r.status).toBe(1);
+      const line = JSON.parse(r.stdout.trim().split('\n').pop()!) as { msg: string; err: string };
+      expect(line.msg).toBe('kubetun run failed to start');
+      expect(line.err).toContain('svc.yaml');
+      expect(line.err).toContain('spec.ports[0].port');
+      expect(existsSync(join(dir, 'n1.state.json'))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names the flag of a bad option', () => {
+    const r = run([
+      '--manifests',
+      '/nonexistent',
+      '--node-name',
+      'n1',
+      '--node-ip',
+      '10.0.0',
+      '--pod-cidr',
+      '10.244.1.0/24',
+    ]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain('--node-ip: ');
   });
 });
