@@ -64,7 +64,9 @@ describe('wrr (ip_vs_wrr.c)', () => {
     const r = prng(3);
     for (let t = 0; t < 300; t++) {
       const n = 1 + (r() % 6);
-      const weights = Array.from({ length: n }, () => (r() % 4 === 0 ? 0 : 1 + (r() % 12)));
+      const weights: number[] = Array.from({ length: n }, () =>
+        r() % 4 === 0 ? 0 : 1 + (r() % 12),
+      );
       if (weights.every((x) => x === 0)) weights[0] = 1;
       const total = weights.reduce((a, b) => a + b, 0);
       expect(seq(weights, 3 * total), weights.join(',')).toBe(lvsReference(weights, 3 * total));
