@@ -156,16 +156,16 @@ export function sweepStaleFilters(): string[] {
   const swept: string[] = [];
   for (const q of qdiscs) {
     if (q.kind !== 'clsact') continue;
+    const filters = runJson<{ pref?: number }>([
+      'tc',
+      '-j',
+      'filter',
+      'show',
+      'dev',
+      q.dev,
+      'ingress',
+    ]);
     for (const pref of [TC_PREF_POD, TC_PREF_UPLINK]) {
-      const filters = runJson<{ pref?: number }>([
-        'tc',
-        '-j',
-        'filter',
-        'show',
-        'dev',
-        q.dev,
-        'ingress',
-      ]);
       if (!filters.some((f) => f.pref === pref)) continue;
       tryRun(['tc', 'filter', 'del', 'dev', q.dev, 'ingress', 'pref', String(pref)]);
       swept.push(`${q.dev}/pref ${pref}`);
