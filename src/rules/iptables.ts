@@ -11,7 +11,7 @@
 
 import type { ResolvedServicePort } from '../model.ts';
 import { extChainName, fwChainName, sepChainName, svcChainName, svlChainName } from './hash.ts';
-import { cidr4Contains, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
+import { cidr4Contains, nodePortCidrs, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
 import { LineBuffer } from './linebuf.ts';
 import { type ResolvedRulesOptions, type RulesOptions, resolveRulesOptions } from './options.ts';
 import { type EndpointInfo, externallyAccessible, type PortInfo, portInfo } from './portinfo.ts';
@@ -465,7 +465,7 @@ function writePrologue(ctx: Ctx): void {
 
 /** IPs that --nodeport-addresses selects among the node's addresses (and loopback). */
 function nodePortIPs(o: ResolvedRulesOptions): string[] {
-  const cidrs = o.nodePortAddresses.map(parseCidr4Sloppy).filter((c) => c !== null);
+  const cidrs = nodePortCidrs(o.nodePortAddresses) ?? [];
   const out: string[] = [];
   for (const ip of [...o.nodeIPs, '127.0.0.1']) {
     const v = parseIpv4Sloppy(ip);
@@ -477,7 +477,7 @@ function nodePortIPs(o: ResolvedRulesOptions): string[] {
 
 function writeEpilogue(ctx: Ctx): void {
   const last = q('kubernetes service nodeports; NOTE: this must be the last rule in this chain');
-  if (ctx.o.nodePortAddresses.length === 0) {
+  if (nodePortCidrs(ctx.o.nodePortAddresses) === null) {
     const notLocalhost = ctx.localhostNodePorts ? [] : ['!', '-d', '127.0.0.0/8'];
     ctx.natRules.write(
       '-A',
@@ -539,12 +539,9 @@ function writeEpilogue(ctx: Ctx): void {
 
 function localhostAllowed(o: ResolvedRulesOptions): boolean {
   if (!o.localhostNodePorts) return false;
-  if (o.nodePortAddresses.length === 0) return true;
-  // kube-proxy turns localhost NodePorts off when --nodeport-addresses excludes 127.0.0.0/8.
-  return o.nodePortAddresses.some((s) => {
-    const c = parseCidr4Sloppy(s);
-    return c !== null && cidr4Contains(c, 0x7f000001);
-  });
+  const cidrs = nodePortCidrs(o.nodePortAddresses);
+  // kube-proxy turns localhost NodePorts off unless --nodeport-addresses has a loopback CIDR.
+  return cidrs === null || cidrs.some((c) => c.addr >>> 24 === 127);
 }
 
 /** Service ports in a stable order (kube-proxy walks a Go map: its order is unspecified). */

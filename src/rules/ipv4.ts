@@ -57,3 +57,12 @@ export function parseCidr4Sloppy(s: string): Cidr4 | null {
 export function cidr4Contains(c: Cidr4, addr: number): boolean {
   return (addr & prefixMask(c.prefix)) >>> 0 === c.addr;
 }
+
+/**
+ * kube-proxy's NodePortAddresses for the IPv4 proxier: the IPv4 CIDRs of --nodeport-addresses,
+ * or null for "every local address" (no IPv4 CIDR given, or one of them is 0.0.0.0/0).
+ */
+export function nodePortCidrs(addresses: readonly string[]): Cidr4[] | null {
+  const cidrs = addresses.map(parseCidr4Sloppy).filter((c) => c !== null);
+  return cidrs.length === 0 || cidrs.some((c) => c.prefix === 0) ? null : cidrs;
+}

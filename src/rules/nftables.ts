@@ -12,7 +12,7 @@
 
 import type { ResolvedServicePort } from '../model.ts';
 import { nftEndpointNameBase, nftServiceNameBase } from './hash.ts';
-import { cidr4Contains, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
+import { cidr4Contains, nodePortCidrs, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
 import { portInfos } from './iptables.ts';
 import { type ResolvedRulesOptions, type RulesOptions, resolveRulesOptions } from './options.ts';
 import { type EndpointInfo, externallyAccessible, type PortInfo } from './portinfo.ts';
@@ -65,8 +65,8 @@ interface NodePorts {
 }
 
 function nodePortSelection(o: ResolvedRulesOptions): NodePorts {
-  const cidrs = o.nodePortAddresses.map(parseCidr4Sloppy).filter((c) => c !== null);
-  if (cidrs.length === 0 || cidrs.some((c) => c.prefix === 0)) return { matchAll: true, ips: [] };
+  const cidrs = nodePortCidrs(o.nodePortAddresses);
+  if (cidrs === null) return { matchAll: true, ips: [] };
   const ips: string[] = [];
   for (const ip of o.nodeIPs) {
     const v = parseIpv4Sloppy(ip);

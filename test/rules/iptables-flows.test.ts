@@ -441,6 +441,21 @@ describe('TestNodePorts', () => {
       alt: true,
       firewall: false,
     },
+    // No IPv4 CIDR (or 0.0.0.0/0) means every local address, as in kube-proxy's NodePortAddresses.
+    {
+      name: 'IPv6-only nodeport-addresses',
+      localhost: true,
+      addrs: ['2001:db8::/64'],
+      alt: true,
+      firewall: true,
+    },
+    {
+      name: '0.0.0.0/0 nodeport-addresses',
+      localhost: true,
+      addrs: ['0.0.0.0/0'],
+      alt: true,
+      firewall: true,
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {
