@@ -67,7 +67,7 @@ describe('wrr (ip_vs_wrr.c)', () => {
       const weights: number[] = Array.from({ length: n }, () =>
         r() % 4 === 0 ? 0 : 1 + (r() % 12),
       );
-      if (weights.every((x) => x === 0)) weights[0] = 1;
+      if (!weights.some((x) => x > 0)) weights[0] = 1;
       const total = weights.reduce((a, b) => a + b, 0);
       expect(seq(weights, 3 * total), weights.join(',')).toBe(lvsReference(weights, 3 * total));
     }
