@@ -1,0 +1,186 @@
+// The Kubernetes API source: Services and EndpointSlices through @kubernetes/client-node
+// informers (list, then watch from the list's resourceVersion; the informer re-lists by itself
+// when the server answers 410 Gone). The informer stops on any other error, so this source
+// restarts it with exponential backoff; a restart keeps the last resourceVersion and so resumes
+// the watch without a re-list when the server still has the history.
+//
+// Like kube-proxy, both informers skip objects labelled service.kubernetes.io/service-proxy-name
+// (another proxy owns them) or service.kubernetes.io/headless. API objects go through the same
+// parsers as manifests (src/manifests), so defaults and validation are the same; an object that
+// fails them is reported and ignored, its previous version staying in force.
+
+import {
+  CoreV1Api,
+  DiscoveryV1Api,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+  makeInformer,
+} from '@kubernetes/client-node';
+import { parseEndpointSlice } from '../manifests/endpointslice.ts';
+import { ObjectReader } from '../manifests/fields.ts';
+import { parseService } from '../manifests/service.ts';
+import type { EndpointSlice, Service } from '../model.ts';
+import { type Clock, systemClock, type TimerHandle } from './clock.ts';
+import type { SourceName } from './runner.ts';
+import type { UpdateSink } from './source-dir.ts';
+
+/** kube-proxy's informer label selector (noProxyName, noHeadlessEndpoints). */
+export const KUBE_PROXY_LABEL_SELECTOR =
+  '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless';
+
+export interface K8sSourceOptions {
+  kubeConfig: KubeConfig;
+  sink: UpdateSink;
+  /** one source has listed successfully for the first time (runner.setInitialized) */
+  onSynced?: (source: SourceName) => void;
+  /** an event left changes pending (runner.run / proxier.queue) */
+  onChange?: () => void;
+  /** list/watch failures (retried) and objects rejected by the parsers (ignored) */
+  onError?: (err: unknown, source: SourceName) => void;
+  labelSelector?: string;
+  clock?: Clock;
+  /** first retry delay, doubled per consecutive failure up to backoffMaxMs */
+  backoffInitialMs?: number;
+  backoffMaxMs?: number;
+}
+
+type Json = Record<string, unknown>;
+
+/** One informer and the last good model object per namespaced name. */
+class ResourceWatch<T extends { namespace: string; name: string }> {
+  readonly objects = new Map<string, T>();
+  synced = false;
+  private readonly informer: Informer<KubernetesObject>;
+  private failedThisStart = false;
+  private failures = 0;
+  private retry: TimerHandle | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly name: SourceName,
+    private readonly o: K8sSourceOptions,
+    private readonly clock: Clock,
+    path: string,
+    list: () => Promise<{ items: KubernetesObject[]; metadata?: { resourceVersion?: string } }>,
+    private readonly convert: (obj: Json) => T,
+    private readonly update: (prev: T | null, cur: T | null) => boolean,
+  ) {
+    this.informer = makeInformer(
+      o.kubeConfig,
+      path,
+      list as never,
+      o.labelSelector ?? KUBE_PROXY_LABEL_SELECTOR,
+    );
+    this.informer.on('add', (obj) => this.onUpsert(obj));
+    this.informer.on('update', (obj) => this.onUpsert(obj));
+    this.informer.on('delete', (obj) => this.onDelete(obj));
+    this.informer.on('error', (err) => this.onFailure(err));
+  }
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    this.failedThisStart = false;
+    await this.informer.start();
+    if (this.failedThisStart || this.stopped) return;
+    this.failures = 0;
+    if (!this.synced) {
+      this.synced = true;
+      this.o.onSynced?.(this.name);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retry !== undefined) this.clock.clearTimeout(this.retry);
+    this.retry = undefined;
+    await this.informer.stop();
+  }
+
+  private onFailure(err: unknown): void {
+    this.failedThisStart = true;
+    this.o.onError?.(err, this.name);
+    if (this.stopped || this.retry !== undefined) return;
+    const first = this.o.backoffInitialMs ?? 1000;
+    const delay = Math.min(this.o.backoffMaxMs ?? 30_000, first * 2 ** this.failures);
+    this.failures++;
+    this.retry = this.clock.setTimeout(() => {
+      this.retry = undefined;
+      if (!this.stopped) void this.start();
+    }, delay);
+  }
+
+  private onUpsert(raw: KubernetesObject): void {
+    let cur: T;
+    try {
+      cur = this.convert(raw as unknown as Json);
+    } catch (err) {
+      this.o.onError?.(err, this.name);
+      return;
+    }
+    const key = `${cur.namespace}/${cur.name}`;
+    const prev = this.objects.get(key) ?? null;
+    this.objects.set(key, cur);
+    if (this.update(prev, cur)) this.o.onChange?.();
+  }
+
+  private onDelete(raw: KubernetesObject): void {
+    const key = `${raw.metadata?.namespace ?? ''}/${raw.metadata?.name ?? ''}`;
+    const prev = this.objects.get(key);
+    if (!prev) return;
+    this.objects.delete(key);
+    if (this.update(prev, null)) this.o.onChange?.();
+  }
+}
+
+/** API objects carry no file; errors name the API instead. */
+function reader(kind: string): ObjectReader {
+  return new ObjectReader('kube-apiserver', 0, kind, '');
+}
+
+export function serviceFromApi(o: Json): Service {
+  return parseService(reader('Service'), o);
+}
+
+export function endpointSliceFromApi(o: Json): EndpointSlice {
+  return parseEndpointSlice(reader('EndpointSlice'), o);
+}
+
+export class KubernetesSource {
+  readonly services: ResourceWatch<Service>;
+  readonly endpointSlices: ResourceWatch<EndpointSlice>;
+
+  constructor(opts: K8sSourceOptions) {
+    const clock = opts.clock ?? systemClock;
+    const labelSelector = opts.labelSelector ?? KUBE_PROXY_LABEL_SELECTOR;
+    const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+    const discovery = opts.kubeConfig.makeApiClient(DiscoveryV1Api);
+    this.services = new ResourceWatch<Service>(
+      'services',
+      opts,
+      clock,
+      '/api/v1/services',
+      () => core.listServiceForAllNamespaces({ labelSelector }),
+      serviceFromApi,
+      (p, c) => opts.sink.services.update(p, c),
+    );
+    this.endpointSlices = new ResourceWatch<EndpointSlice>(
+      'endpointslices',
+      opts,
+      clock,
+      '/apis/discovery.k8s.io/v1/endpointslices',
+      () => discovery.listEndpointSliceForAllNamespaces({ labelSelector }),
+      endpointSliceFromApi,
+      (p, c) => opts.sink.endpointSlices.update(p, c),
+    );
+  }
+
+  /** Starts both informers; resolves once each has tried its first list (failures retry). */
+  async start(): Promise<void> {
+    await Promise.all([this.services.start(), this.endpointSlices.start()]);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.services.stop(), this.endpointSlices.stop()]);
+  }
+}
