@@ -115,14 +115,30 @@ let state: LabState;
 
 beforeAll(async () => {
   await labDown({ topology: TOPOLOGY });
-  state = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
+  state = await labUp({ topology: TOPOLOGY, mode: 'none' });
 });
 
 afterAll(async () => {
   await labDown({ topology: TOPOLOGY });
 });
 
-describe('lab with kubetun on every node', () => {
+describe('namespace lab (mode none, then kubetun on every node)', () => {
+  it('without a data plane (mode none) routes pods but has no ClusterIP', () => {
+    expect(state.processes.filter((p) => p.role === 'kubetun')).toEqual([]);
+    expect(inNs('kt-pod-d', ['curl', '-sS', '-m', '3', 'http://10.244.1.2:8080/']).out).toBe(
+      'pod-a 10.244.1.2\n',
+    );
+    // No route to the service CIDR on the node: the pod's SYN is answered "unreachable" (exit 7).
+    expect(inNs('kt-pod-d', ['curl', '-sS', '-m', '3', WEB_URL]).status).toBe(7);
+  });
+
+  it('rebuilds a mode-none lab with kubetun on every node when asked for mode kubetun', async () => {
+    const before = state.processes.map((p) => p.pid);
+    state = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
+    expect(state.mode).toBe('kubetun');
+    expect(state.processes.filter((p) => before.includes(p.pid))).toEqual([]);
+  });
+
   it('creates every namespace of the topology and records a live server per pod and kubetun per node', () => {
     expect(labNetns().sort()).toEqual(labNamespaces(t).sort());
     const servers = state.processes.filter((p) => p.role === 'server');
