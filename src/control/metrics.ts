@@ -57,156 +57,192 @@ function setCounter<T extends string>(
   }
 }
 
-export class ProxyMetrics {
-  readonly registry: Registry;
-  readonly syncDuration: Histogram<'ip_family'>;
-  readonly syncFullDuration: Histogram<'ip_family'>;
-  readonly syncPartialDuration: Histogram<'ip_family'>;
-  readonly networkProgramming: Histogram<'ip_family'>;
-  readonly lastTimestamp: Gauge<'ip_family'>;
-  readonly lastQueuedTimestamp: Gauge<'ip_family'>;
-  readonly endpointChangesTotal: Counter;
-  readonly endpointChangesPending: Gauge;
-  readonly serviceChangesTotal: Counter;
-  readonly serviceChangesPending: Gauge;
-  readonly noLocalEndpoints: Gauge<'ip_family' | 'traffic_policy'>;
-  readonly conntrackDeleted: Counter<'ip_family'>;
-  readonly healthzTotal: Counter<'code'>;
-  readonly livezTotal: Counter<'code'>;
-  readonly datapathPackets: Counter<'reason'>;
-  readonly conntrackEntries: Gauge;
-  readonly mapFill: Gauge<'map'>;
+type Registers = Registry[];
 
-  private changes: ChangeCounts | undefined;
-  private datapath: DatapathStatsFn | undefined;
-
-  constructor(registry: Registry = new Registry()) {
-    this.registry = registry;
-    const registers = [registry];
-    const hist = (name: string, help: string, buckets: number[]) =>
-      new Histogram({ name, help, buckets, labelNames: ['ip_family'] as const, registers });
-    this.syncDuration = hist(
+function syncMetrics(registers: Registers) {
+  const hist = (name: string, help: string, buckets: number[]) =>
+    new Histogram({ name, help, buckets, labelNames: ['ip_family'] as const, registers });
+  const gauge = (name: string, help: string) =>
+    new Gauge({ name, help, labelNames: ['ip_family'] as const, registers });
+  return {
+    syncDuration: hist(
       'kubeproxy_sync_proxy_rules_duration_seconds',
       'SyncProxyRules latency in seconds',
       SYNC_BUCKETS,
-    );
-    this.syncFullDuration = hist(
+    ),
+    syncFullDuration: hist(
       'kubeproxy_sync_full_proxy_rules_duration_seconds',
       'SyncProxyRules latency in seconds for full resyncs',
       SYNC_BUCKETS,
-    );
-    this.syncPartialDuration = hist(
+    ),
+    syncPartialDuration: hist(
       'kubeproxy_sync_partial_proxy_rules_duration_seconds',
       'SyncProxyRules latency in seconds for partial resyncs',
       SYNC_BUCKETS,
-    );
-    this.networkProgramming = hist(
+    ),
+    networkProgramming: hist(
       'kubeproxy_network_programming_duration_seconds',
       'In Cluster Network Programming Latency in seconds',
       NETWORK_PROGRAMMING_BUCKETS,
-    );
-    this.lastTimestamp = new Gauge({
-      name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
-      help: 'The last time proxy rules were successfully synced',
-      labelNames: ['ip_family'] as const,
-      registers,
-    });
-    this.lastQueuedTimestamp = new Gauge({
-      name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
-      help: 'The last time a sync of proxy rules was queued',
-      labelNames: ['ip_family'] as const,
-      registers,
-    });
-    const self = this;
-    this.endpointChangesTotal = new Counter({
-      name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total',
-      help: 'Cumulative proxy rules Endpoint changes',
-      registers,
-      collect() {
-        if (self.changes) setCounter(this, self.changes.endpointChangesTotal);
-      },
-    });
-    this.endpointChangesPending = new Gauge({
-      name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
-      help: 'Pending proxy rules Endpoint changes',
+    ),
+    lastTimestamp: gauge(
+      'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
+      'The last time proxy rules were successfully synced',
+    ),
+    lastQueuedTimestamp: gauge(
+      'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
+      'The last time a sync of proxy rules was queued',
+    ),
+  };
+}
+
+/** The change counters read the tracker at scrape time. */
+function changeMetrics(registers: Registers, counts: () => ChangeCounts | undefined) {
+  const total = (name: string, help: string, pick: (c: ChangeCounts) => number) =>
+    new Counter({
+      name,
+      help,
       registers,
       collect() {
-        if (self.changes) this.set(self.changes.pendingEndpointChanges);
+        const c = counts();
+        if (c) setCounter(this, pick(c));
       },
     });
-    this.serviceChangesTotal = new Counter({
-      name: 'kubeproxy_sync_proxy_rules_service_changes_total',
-      help: 'Cumulative proxy rules Service changes',
+  const pending = (name: string, help: string, pick: (c: ChangeCounts) => number) =>
+    new Gauge({
+      name,
+      help,
       registers,
       collect() {
-        if (self.changes) setCounter(this, self.changes.serviceChangesTotal);
+        const c = counts();
+        if (c) this.set(pick(c));
       },
     });
-    this.serviceChangesPending = new Gauge({
-      name: 'kubeproxy_sync_proxy_rules_service_changes_pending',
-      help: 'Pending proxy rules Service changes',
-      registers,
-      collect() {
-        if (self.changes) this.set(self.changes.pendingServiceChanges);
-      },
-    });
-    this.noLocalEndpoints = new Gauge({
+  return {
+    endpointChangesTotal: total(
+      'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+      'Cumulative proxy rules Endpoint changes',
+      (c) => c.endpointChangesTotal,
+    ),
+    endpointChangesPending: pending(
+      'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
+      'Pending proxy rules Endpoint changes',
+      (c) => c.pendingEndpointChanges,
+    ),
+    serviceChangesTotal: total(
+      'kubeproxy_sync_proxy_rules_service_changes_total',
+      'Cumulative proxy rules Service changes',
+      (c) => c.serviceChangesTotal,
+    ),
+    serviceChangesPending: pending(
+      'kubeproxy_sync_proxy_rules_service_changes_pending',
+      'Pending proxy rules Service changes',
+      (c) => c.pendingServiceChanges,
+    ),
+  };
+}
+
+function stateMetrics(registers: Registers) {
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name, help, labelNames, registers });
+  return {
+    noLocalEndpoints: new Gauge({
       name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
       help: 'Number of services with a Local traffic policy and no endpoints',
       labelNames: ['ip_family', 'traffic_policy'] as const,
       registers,
-    });
-    this.conntrackDeleted = new Counter({
-      name: 'kubeproxy_conntrack_reconciler_deleted_entries_total',
-      help: 'Cumulative conntrack flows deleted by conntrack reconciler',
-      labelNames: ['ip_family'] as const,
-      registers,
-    });
-    this.healthzTotal = new Counter({
-      name: 'kubeproxy_proxy_healthz_total',
-      help: 'Cumulative proxy healthz HTTP status',
-      labelNames: ['code'] as const,
-      registers,
-    });
-    this.livezTotal = new Counter({
-      name: 'kubeproxy_proxy_livez_total',
-      help: 'Cumulative proxy livez HTTP status',
-      labelNames: ['code'] as const,
-      registers,
-    });
-    this.datapathPackets = new Counter({
+    }),
+    conntrackDeleted: counter(
+      'kubeproxy_conntrack_reconciler_deleted_entries_total',
+      'Cumulative conntrack flows deleted by conntrack reconciler',
+      ['ip_family'] as const,
+    ),
+    healthzTotal: counter('kubeproxy_proxy_healthz_total', 'Cumulative proxy healthz HTTP status', [
+      'code',
+    ] as const),
+    livezTotal: counter('kubeproxy_proxy_livez_total', 'Cumulative proxy livez HTTP status', [
+      'code',
+    ] as const),
+  };
+}
+
+/** kubetun's own: the datapath hook's figures, read at scrape time. */
+function datapathMetrics(registers: Registers, read: () => DatapathStats | undefined) {
+  return {
+    datapathPackets: new Counter({
       name: 'kubetun_datapath_packets_total',
       help: 'Packets handled by the kubetun datapath, by outcome reason',
       labelNames: ['reason'] as const,
       registers,
       collect() {
-        const p = self.readDatapath()?.packets;
+        const p = read()?.packets;
         if (!p) return;
         this.reset();
         for (const [reason, v] of Object.entries(p)) if (v > 0) this.inc({ reason }, v);
       },
-    });
-    this.conntrackEntries = new Gauge({
+    }),
+    conntrackEntries: new Gauge({
       name: 'kubetun_conntrack_entries',
       help: 'Live entries in the kubetun conntrack table',
       registers,
       collect() {
-        const n = self.readDatapath()?.conntrackEntries;
+        const n = read()?.conntrackEntries;
         if (n !== undefined) this.set(n);
       },
-    });
-    this.mapFill = new Gauge({
+    }),
+    mapFill: new Gauge({
       name: 'kubetun_map_fill_ratio',
       help: 'Used entries over capacity, per datapath map',
       labelNames: ['map'] as const,
       registers,
       collect() {
-        const m = self.readDatapath()?.mapFill;
+        const m = read()?.mapFill;
         if (!m) return;
         this.reset();
         for (const [map, v] of Object.entries(m)) this.set({ map }, v);
       },
-    });
+    }),
+  };
+}
+
+type Built = ReturnType<typeof syncMetrics> &
+  ReturnType<typeof changeMetrics> &
+  ReturnType<typeof stateMetrics> &
+  ReturnType<typeof datapathMetrics>;
+
+export class ProxyMetrics {
+  readonly registry: Registry;
+  // Assigned in one Object.assign from the builders above.
+  declare readonly syncDuration: Built['syncDuration'];
+  declare readonly syncFullDuration: Built['syncFullDuration'];
+  declare readonly syncPartialDuration: Built['syncPartialDuration'];
+  declare readonly networkProgramming: Built['networkProgramming'];
+  declare readonly lastTimestamp: Built['lastTimestamp'];
+  declare readonly lastQueuedTimestamp: Built['lastQueuedTimestamp'];
+  declare readonly endpointChangesTotal: Built['endpointChangesTotal'];
+  declare readonly endpointChangesPending: Built['endpointChangesPending'];
+  declare readonly serviceChangesTotal: Built['serviceChangesTotal'];
+  declare readonly serviceChangesPending: Built['serviceChangesPending'];
+  declare readonly noLocalEndpoints: Built['noLocalEndpoints'];
+  declare readonly conntrackDeleted: Built['conntrackDeleted'];
+  declare readonly healthzTotal: Built['healthzTotal'];
+  declare readonly livezTotal: Built['livezTotal'];
+  declare readonly datapathPackets: Built['datapathPackets'];
+  declare readonly conntrackEntries: Built['conntrackEntries'];
+  declare readonly mapFill: Built['mapFill'];
+  private changes: ChangeCounts | undefined;
+  private datapath: DatapathStatsFn | undefined;
+
+  constructor(registry: Registry = new Registry()) {
+    this.registry = registry;
+    const r = [registry];
+    Object.assign(
+      this,
+      syncMetrics(r),
+      changeMetrics(r, () => this.changes),
+      stateMetrics(r),
+      datapathMetrics(r, () => this.readDatapath()),
+    );
     for (const policy of ['internal', 'external'])
       this.noLocalEndpoints.set({ ...FAMILY, traffic_policy: policy }, 0);
     this.conntrackDeleted.inc(FAMILY, 0);
