@@ -170,14 +170,20 @@ function byName<T extends { namespace: string; name: string }>(objs: T[]): Map<s
   return new Map(objs.map((o) => [namespacedName(o), o]));
 }
 
-/** Feeds add/update/delete for every name in either map; returns whether changes are pending. */
+/** Feeds add/update/delete for every name that differs; returns whether changes are pending. */
 function diff<T>(
   before: Map<string, T>,
   after: Map<string, T>,
   update: (prev: T | null, cur: T | null) => boolean,
 ): boolean {
   let pending = false;
-  for (const [name, cur] of after) pending = update(before.get(name) ?? null, cur) || pending;
+  for (const [name, cur] of after) {
+    const prev = before.get(name) ?? null;
+    // An untouched object is no event at all, as with an informer: it must not count in the
+    // *_changes_total metrics on every reload.
+    if (prev !== null && JSON.stringify(prev) === JSON.stringify(cur)) continue;
+    pending = update(prev, cur) || pending;
+  }
   for (const [name, prev] of before) if (!after.has(name)) pending = update(prev, null) || pending;
   return pending;
 }

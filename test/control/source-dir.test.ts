@@ -68,10 +68,11 @@ describe('ManifestDirSource', () => {
     expect(changed).toHaveBeenCalledTimes(1);
     expect(t.checkout().changedServicePorts).toEqual(['kube-system/dns:dns']);
     expect(endpointsOf(t, 'kube-system/dns:dns')).toEqual(['10.244.1.5:53']);
-    // Reloading the same files is a no-op for the trackers.
+    // Reloading the same files is no event at all.
     expect(source.reload()).toBe(true);
     expect(synced).toHaveBeenCalledTimes(1);
     expect(t.pendingChanges()).toBe(0);
+    expect(t.serviceChangesTotal + t.endpointChangesTotal).toBe(2);
   });
 
   it('keeps the last good state on an invalid file and names file, object and field', () => {

@@ -1,0 +1,153 @@
+// One call that runs kubetun's control plane the way kube-proxy runs its own: a source
+// (manifests directory or Kubernetes API) feeding the Proxier, the metrics server on
+// 127.0.0.1:10249 and the health server on 0.0.0.0:10256. The data plane is whatever
+// `program` writes (datapathSync() for kubetun's maps).
+
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from './clock.ts';
+import { ProxyHealth, startHealthServer } from './health.ts';
+import {
+  DEFAULT_METRICS_HOST,
+  DEFAULT_METRICS_PORT,
+  type DatapathStatsFn,
+  ProxyMetrics,
+  type ServerHandle,
+  startMetricsServer,
+} from './metrics.ts';
+import { Proxier, type ProxierOptions } from './proxier.ts';
+import { ManifestDirSource } from './source-dir.ts';
+import { KubernetesSource } from './source-k8s.ts';
+
+/** The subset of pino's Logger used here. */
+export interface ControlLog {
+  info(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface Bind {
+  host: string;
+  port: number;
+}
+
+export interface ControlPlaneOptions {
+  source:
+    | { dir: string; pollIntervalMs?: number; debounceMs?: number }
+    | { kubeConfig: KubeConfig };
+  program: ProxierOptions['program'];
+  cleanupConntrack?: ProxierOptions['cleanupConntrack'];
+  datapathStats?: DatapathStatsFn;
+  nodeName?: string;
+  /** kube-proxy --iptables-sync-period (30 s); health fails after twice this */
+  syncPeriodMs?: number;
+  /** kube-proxy --iptables-min-sync-period (1 s) */
+  minSyncPeriodMs?: number;
+  /** null: no metrics server */
+  metricsBind?: Bind | null;
+  /** null: no health server */
+  healthzBind?: Bind | null;
+  clock?: Clock;
+  log?: ControlLog;
+}
+
+export interface ControlPlane {
+  proxier: Proxier;
+  metrics: ProxyMetrics;
+  health: ProxyHealth;
+  source: ManifestDirSource | KubernetesSource;
+  metricsServer?: ServerHandle;
+  healthServer?: ServerHandle;
+  stop(): Promise<void>;
+}
+
+const noLog: ControlLog = { info: () => {}, error: () => {} };
+
+function errorFields(err: unknown): object {
+  const e = err as { message?: string; file?: string; object?: string; field?: string };
+  return { err: e?.message ?? String(err), file: e?.file, object: e?.object, field: e?.field };
+}
+
+export async function startControlPlane(o: ControlPlaneOptions): Promise<ControlPlane> {
+  const log = o.log ?? noLog;
+  const syncPeriodMs = o.syncPeriodMs ?? 30_000;
+  const metrics = new ProxyMetrics();
+  metrics.setDatapathStats(o.datapathStats);
+  const health = new ProxyHealth({ clock: o.clock, healthTimeoutMs: 2 * syncPeriodMs });
+  const proxier = new Proxier({
+    program: o.program,
+    cleanupConntrack: o.cleanupConntrack,
+    nodeName: o.nodeName,
+    clock: o.clock,
+    metrics,
+    health,
+    runner: { maxIntervalMs: syncPeriodMs, minIntervalMs: o.minSyncPeriodMs ?? 1000 },
+    onError: (err) => log.error(errorFields(err), 'sync failed; retrying with a full sync'),
+    onSync: (s) => {
+      if (s.ok)
+        log.info(
+          { full: s.full, servicePorts: s.changes.changedServicePorts.length, seconds: s.seconds },
+          'synced',
+        );
+    },
+  });
+  const source = makeSource(o, proxier, log);
+  const servers: ServerHandle[] = [];
+  const cp: ControlPlane = {
+    proxier,
+    metrics,
+    health,
+    source,
+    stop: async () => {
+      proxier.stop();
+      await source.stop();
+      await Promise.all(servers.map((s) => s.close()));
+    },
+  };
+  try {
+    if (o.metricsBind !== null) {
+      const b = o.metricsBind ?? { host: DEFAULT_METRICS_HOST, port: DEFAULT_METRICS_PORT };
+      cp.metricsServer = await startMetricsServer(metrics, b);
+      servers.push(cp.metricsServer);
+    }
+    if (o.healthzBind !== null) {
+      cp.healthServer = await startHealthServer(health, { ...(o.healthzBind ?? {}), metrics });
+      servers.push(cp.healthServer);
+    }
+    if (source instanceof ManifestDirSource) source.start();
+    else await source.start();
+  } catch (err) {
+    await cp.stop();
+    throw err;
+  }
+  return cp;
+}
+
+function makeSource(
+  o: ControlPlaneOptions,
+  proxier: Proxier,
+  log: ControlLog,
+): ManifestDirSource | KubernetesSource {
+  if ('dir' in o.source) {
+    return new ManifestDirSource({
+      dir: o.source.dir,
+      sink: proxier.tracker,
+      clock: o.clock,
+      pollIntervalMs: o.source.pollIntervalMs,
+      debounceMs: o.source.debounceMs,
+      onChange: () => proxier.queue(),
+      onSynced: () => {
+        proxier.onServicesSynced();
+        proxier.onEndpointSlicesSynced();
+      },
+      onError: (err) => log.error(errorFields(err), 'manifests rejected; the previous state stays'),
+      onReload: (r) => log.info(r, 'manifests loaded'),
+    });
+  }
+  return new KubernetesSource({
+    kubeConfig: o.source.kubeConfig,
+    sink: proxier.tracker,
+    clock: o.clock,
+    onChange: () => proxier.queue(),
+    onSynced: (s) => proxier.runner.setInitialized(s),
+    onError: (err, s) => log.error({ ...errorFields(err), source: s }, 'kubernetes source error'),
+  });
+}
