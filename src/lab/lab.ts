@@ -1,7 +1,7 @@
 // Lab lifecycle: up (namespaces, links, routes, pod servers, one data plane per node), down
 // (everything up made, also after a crash), and status. The host's root namespace is never
 // touched: the underlay bridge lives in its own namespace.
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitForCtl } from './ctl.ts';
@@ -14,6 +14,7 @@ import {
   type LabMode,
   type LabProcess,
   type LabState,
+  LAB_DIR,
   LOG_DIR,
   readState,
   STATE_FILE,
@@ -35,7 +36,11 @@ export interface UpOptions {
   progress?: Progress;
 }
 
-export async function labUp(opts: UpOptions = {}): Promise<LabState> {
+export function labUp(opts: UpOptions = {}): Promise<LabState> {
+  return withLabLock(() => upUnlocked(opts));
+}
+
+async function upUnlocked(opts: UpOptions): Promise<LabState> {
   const say = opts.progress ?? quiet;
   const mode = opts.mode ?? 'kubetun';
   const t = loadTopology(opts.topology ?? DEFAULT_TOPOLOGY);
@@ -57,7 +62,7 @@ export async function labUp(opts: UpOptions = {}): Promise<LabState> {
   const leftovers = labNamespaces(t).filter((ns) => listNetns().includes(ns));
   if (prev || leftovers.length > 0) {
     say('removing the previous lab first');
-    await labDown({ topology: t.file });
+    await downUnlocked({ topology: t.file });
   }
   const state: LabState = {
     version: 1,
@@ -75,7 +80,7 @@ export async function labUp(opts: UpOptions = {}): Promise<LabState> {
     await build(t, state, say);
   } catch (err) {
     say('lab up failed; removing what was built');
-    await labDown({ topology: t.file });
+    await downUnlocked({ topology: t.file });
     throw err;
   }
   state.phase = 'up';
@@ -174,9 +179,13 @@ export interface DownResult {
  * inside a lab namespace (only the lab puts processes there), then deletes the namespaces,
  * which takes every veth, bridge and TUN with them. Safe to run any number of times.
  */
-export async function labDown(
+export function labDown(
   opts: { topology?: string; progress?: Progress } = {},
 ): Promise<DownResult> {
+  return withLabLock(() => downUnlocked(opts));
+}
+
+async function downUnlocked(opts: { topology?: string; progress?: Progress }): Promise<DownResult> {
   const say = opts.progress ?? quiet;
   const state = readState();
   let t: Topology | undefined;
@@ -230,4 +239,34 @@ export function execArgv(ns: string, cmd: string[]): string[] {
 
 export function stateFileExists(): boolean {
   return existsSync(STATE_FILE);
+}
+
+export const LOCK_FILE = join(LAB_DIR, 'lock');
+
+/**
+ * One lab command at a time: two concurrent `lab up`s would build the same namespaces. The lock
+ * file holds the owner's PID, so a lock left by a killed command is taken over, not obeyed.
+ */
+async function withLabLock<T>(fn: () => Promise<T>): Promise<T> {
+  mkdirSync(LAB_DIR, { recursive: true });
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(LOCK_FILE, `${process.pid}\n`, { flag: 'wx' });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
+      const owner = Number(readFileSync(LOCK_FILE, 'utf8').trim());
+      if (owner > 0 && owner !== process.pid && procStartTime(owner) !== undefined) {
+        throw new LabError(
+          `another lab command (pid ${owner}) is running; if it is not, remove ${LOCK_FILE}`,
+        );
+      }
+      rmSync(LOCK_FILE, { force: true });
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(LOCK_FILE, { force: true });
+  }
 }

@@ -12,13 +12,13 @@
 //   empty 10.96.0.30:80/TCP  -> no endpoints
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { patternChunks } from '../../lab/servers/pattern.mjs';
 import { labCtl } from '../../src/lab/ctl.ts';
 import { curlVsPing } from '../../src/lab/demo/curl-vs-ping.ts';
-import { labDown, labUp } from '../../src/lab/lab.ts';
+import { LOCK_FILE, labDown, labUp } from '../../src/lab/lab.ts';
 import { isAlive, procStartTime } from '../../src/lab/procs.ts';
 import { type LabState, readState, STATE_FILE } from '../../src/lab/state.ts';
 import type { LabStatus } from '../../src/lab/status.ts';
@@ -337,6 +337,18 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(
       inNs('kt-pod-a', ['curl', '-sS', '-m', '3', `http://10.244.2.2:${t.httpPort}/`]).out,
     ).toBe('pod-c 10.244.2.2\n');
+  });
+
+  it('refuses a second lab command while one runs, and takes over a lock whose owner died', async () => {
+    const other = spawn('sleep', ['30'], { stdio: 'ignore' });
+    writeFileSync(LOCK_FILE, `${other.pid}\n`);
+    await expect(labUp({ topology: TOPOLOGY, mode: 'kubetun' })).rejects.toThrow(
+      `another lab command (pid ${other.pid}) is running`,
+    );
+    other.kill('SIGKILL');
+    await new Promise((r) => other.once('exit', r));
+    expect((await labUp({ topology: TOPOLOGY, mode: 'kubetun' })).phase).toBe('up');
+    expect(existsSync(LOCK_FILE)).toBe(false);
   });
 
   it('lab down after a crash removes namespaces, links, recorded and stray processes, and state', async () => {

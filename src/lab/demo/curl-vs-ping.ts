@@ -229,17 +229,31 @@ function printReport(
   r: CurlVsPingReport,
   raw: Raw,
 ): void {
-  const c = r.client;
+  printSteps(out, t, svc, r, raw);
+  out('');
+  printEvidence(out, r, raw);
+  out('');
+  printWhy(out, r);
+}
+
+function printSteps(
+  out: (s: string) => void,
+  t: Topology,
+  svc: LabService,
+  r: CurlVsPingReport,
+  raw: Raw,
+): void {
   const where = (p: LabPod) => `${p.name} ${p.ip} on ${p.node}`;
+  const failed = (c: CurlResult) => `   FAILED (curl exit ${c.exit}): ${c.err}`;
   out(
-    `curl vs ping: service ${svc.namespace}/${svc.name} ClusterIP ${r.vip}:${r.port}, from pod ${where(c)}`,
+    `curl vs ping: service ${svc.namespace}/${svc.name} ClusterIP ${r.vip}:${r.port}, from pod ${where(r.client)}`,
   );
   out('');
   out(`1. curl the ClusterIP:   $ curl http://${r.vip}:${r.port}/`);
   out(
     r.vipHttpCode === 200
       ? `   HTTP 200, answered by ${r.backend ? where(r.backend) : raw.vipCurl.body.trim()}`
-      : `   FAILED (curl exit ${raw.vipCurl.exit}): ${raw.vipCurl.err}`,
+      : failed(raw.vipCurl),
   );
   out(`2. ping the ClusterIP:   $ ping -c ${PINGS} ${r.vip}`);
   out(`   ${raw.vipPing.summary}`);
@@ -249,19 +263,23 @@ function printReport(
   out(
     r.directHttpCode === 200
       ? `   HTTP 200, ${raw.directCurl.body.trim()}`
-      : `   FAILED (curl exit ${raw.directCurl.exit}): ${raw.directCurl.err}`,
+      : failed(raw.directCurl),
   );
   out(`   ${raw.directPing.summary}`);
-  out('');
-  out(`Evidence`);
+}
+
+function printEvidence(out: (s: string) => void, r: CurlVsPingReport, raw: Raw): void {
+  const c = r.client;
+  out('Evidence');
   out(`- kubetun's conntrack entry for the curl on ${c.node} (ctl "ct"):`);
   if (r.ct) {
     const tup = (x: CtTuple) => `${x.src}:${x.sport} -> ${x.dst}:${x.dport}`;
+    const e = r.ct;
     out(
-      `    ${String(r.ct.proto).toLowerCase()} ${r.ct.state}  expires in ${r.ct.expiresInSec}s  backend #${r.ct.backendId}  ${r.ct.packets} packets ${r.ct.bytes} bytes`,
+      `    ${String(e.proto).toLowerCase()} ${e.state}  expires in ${e.expiresInSec}s  backend #${e.backendId}  ${e.packets} packets ${e.bytes} bytes`,
     );
-    out(`    orig   ${tup(r.ct.orig)}     (what the client sent: to the VIP)`);
-    out(`    reply  ${tup(r.ct.reply)}     (what the backend sends back: from its pod IP)`);
+    out(`    orig   ${tup(e.orig)}     (what the client sent: to the VIP)`);
+    out(`    reply  ${tup(e.reply)}     (what the backend sends back: from its pod IP)`);
   } else {
     out(`    none found for ${c.ip}:${raw.vipCurl.localPort} -> ${r.vip}:${r.port}`);
   }
@@ -271,29 +289,36 @@ function printReport(
   out(`- tcpdump on ${c.node} ${c.hostIf} (client side): the client talks to the VIP ${r.vip}`);
   show(r.clientCapture.filter((l) => / [^ ]+\.\d+ > [^ ]+\.\d+: Flags/.test(l)));
   if (r.backend) {
+    const b = r.backend;
     out(
-      `- tcpdump on ${r.backend.node} ${r.backend.hostIf} (backend side): the same flow arrives for the pod IP ${r.backend.ip}`,
+      `- tcpdump on ${b.node} ${b.hostIf} (backend side): the same flow arrives for the pod IP ${b.ip}`,
     );
     show(r.backendCapture);
   }
   out(`- tcpdump on ${c.node} ${c.hostIf}: the pings to the VIP go out and nothing comes back`);
   show(r.clientCapture.filter((l) => /ICMP/.test(l)));
+  const delta = r.echoDropsAfter - r.echoDropsBefore;
   out(
-    `- kubetun counter ${ECHO_DROP_REASON} on ${c.node}: ${r.echoDropsAfter} (+${r.echoDropsAfter - r.echoDropsBefore} during this demo)`,
+    `- kubetun counter ${ECHO_DROP_REASON} on ${c.node}: ${r.echoDropsAfter} (+${delta} during this demo)`,
   );
-  out('');
+}
+
+/** The explanation, as the seed articles give it (ClusterIP as a "phantom IP"). */
+function printWhy(out: (s: string) => void, r: CurlVsPingReport): void {
   out('Why');
   out(
-    `  A ClusterIP is a "phantom IP": no interface owns ${r.vip} and no process listens on it; the data plane only`,
+    `  A ClusterIP is a "phantom IP": no interface owns ${r.vip} and no process listens on it; the`,
   );
+  out(`  data plane only has entries for the service's IP + protocol + port, so the TCP SYN to`);
   out(
-    `  has entries for the service's IP + protocol + port, so the TCP SYN to ${r.vip}:${r.port} matched one, was DNATed`,
+    `  ${r.vip}:${r.port} matched one, was DNATed to a pod and tracked in conntrack, which turns the`,
   );
-  out('  to a pod and tracked in conntrack, which turns the replies back into the VIP.');
-  out(
-    '  An ICMP echo has no port and matches no service entry — it is neither translated nor answered, just',
-  );
-  out(
-    '  dropped — so ping a pod IP, and test a service with curl or nc on its port, never with ping.',
-  );
+  out('  replies back into the VIP. An ICMP echo has no port and matches no service entry: it is');
+  out('  neither translated nor answered, just dropped. So ping a pod IP, and test a service with');
+  out('  curl or nc on its port, never with ping.');
+  out('');
+  out('Try it yourself (the lab stays up):');
+  out(`  node bin/kubetun.mjs lab exec ${r.client.name} -- curl -s http://${r.vip}:${r.port}/`);
+  out(`  node bin/kubetun.mjs lab exec ${r.client.name} -- ping -c 3 ${r.vip}`);
+  out('  node bin/kubetun.mjs lab status        node bin/kubetun.mjs lab down');
 }
