@@ -2,8 +2,10 @@
 // 1000 backends, plus the control-plane build time of each kind's state. Figures only, nothing
 // asserted. Run: npx tsx scripts/bench-sched.ts [--quick]
 //
-// Expect random, rr, wrr, sh, dh and maglev to stay flat as backends grow (O(1) per pick; wrr
-// is O(1) amortised) and lc/wlc/sed/nq to grow linearly (they scan, as the kernel does).
+// Expect random, rr, sh, dh and maglev to stay flat as backends grow (O(1) per pick), wrr to
+// stay near-flat (it steps forward from its position; long scans only with skewed weights), and
+// lc/wlc/sed to grow linearly (they scan every candidate, as the kernel does; nq stops at the
+// first idle one).
 // The heap line shows whether picking allocates: a one-off JIT cost (~1 MiB) is normal; it must
 // not grow with the number of picks (16 B per pick would be 32 MiB at 2M).
 // Contention skews the figures: run on an idle machine (the first run here had loadavg 9 on 2

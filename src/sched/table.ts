@@ -83,6 +83,8 @@ class SvcSched {
     readonly table: Uint16Array,
     /** rr: [cursor]; wrr: the mark (WRR_CL, WRR_CW, WRR_MW, WRR_DI) */
     readonly st: Int32Array,
+    /** Maglev names (control plane only) */
+    readonly names: readonly string[],
   ) {}
 }
 
@@ -96,6 +98,7 @@ const NONE = new SvcSched(
   new Int32Array(0),
   new Uint16Array(0),
   new Int32Array(WRR_WORDS),
+  [],
 );
 
 const SH_FLAGS = SH_F_PORT | SH_F_FALLBACK | SH_F_LEGACY_HASH;
@@ -118,8 +121,14 @@ export class SchedulerTable {
     this.svcs = new Array<SvcSched>(this.capacity).fill(NONE);
   }
 
-  /** Build (or rebuild) a service's scheduler. Throws naming the field; state then unchanged. */
-  set(revNat: number, kind: number, backends: readonly SchedBackend[], flags = 0): void {
+  /**
+   * Build (or rebuild) a service's scheduler. Returns false, touching nothing, when kind, flags
+   * and backends (ids, weights, Maglev names, in order) are what is already there: the kernel
+   * only reruns a scheduler's update hook when a destination changed, and a periodic full
+   * sync should not reset rr/wrr positions or rebuild Maglev tables. Throws naming the field;
+   * the old state then stays.
+   */
+  set(revNat: number, kind: number, backends: readonly SchedBackend[], flags = 0): boolean {
     const where = `SchedulerTable.set(revNat ${revNat})`;
     this.checkRev(revNat, where);
     if (!Number.isInteger(kind) || SCHED_NAMES[kind] === undefined) {
@@ -133,7 +142,13 @@ export class SchedulerTable {
     const ids = new Uint32Array(n);
     const weights = new Int32Array(n);
     readBackends(backends, ids, weights, where);
+    const names =
+      kind === SCHED_MAGLEV
+        ? backends.map((b, i) => maglevName(b, `${where}: backends[${i}]`))
+        : [];
     const old = this.svcs[revNat];
+    if (sameAs(old, kind, flags, ids, weights, names)) return false;
+    const table = this.buildTable(kind, names, weights, n, where);
     const active = new Int32Array(n);
     const inactive = new Int32Array(n);
     for (let i = 0; i < n; i++) {
@@ -143,22 +158,25 @@ export class SchedulerTable {
         inactive[i] = old.inactive[j];
       }
     }
-    const table = this.buildTable(kind, backends, weights, n, where);
-    const st = new Int32Array(WRR_WORDS);
-    if (kind === SCHED_RR) {
-      st[0] = old.kind === SCHED_RR && old.st[0] >= 0 ? indexIn(ids, n, old.ids[old.st[0]]) : -1;
-    } else if (kind === SCHED_WRR) {
-      if (old.kind === SCHED_WRR) {
-        st.set(old.st);
-        wrrUpdate(weights, n, st);
-      } else wrrInit(weights, n, st);
-    }
-    this.svcs[revNat] = new SvcSched(kind, flags, n, ids, weights, active, inactive, table, st);
+    const st = nextState(old, kind, ids, weights);
+    this.svcs[revNat] = new SvcSched(
+      kind,
+      flags,
+      n,
+      ids,
+      weights,
+      active,
+      inactive,
+      table,
+      st,
+      names,
+    );
+    return true;
   }
 
   private buildTable(
     kind: number,
-    backends: readonly SchedBackend[],
+    names: readonly string[],
     weights: Int32Array,
     n: number,
     where: string,
@@ -170,14 +188,12 @@ export class SchedulerTable {
         return shBuild(weights, n);
       case SCHED_DH:
         return dhBuild(n);
-      case SCHED_MAGLEV: {
-        const names = backends.map((b, i) => maglevName(b, `${where}: backends[${i}]`));
+      case SCHED_MAGLEV:
         try {
           return maglevBuild(names, weights, n, this.maglevTableSize, this.seed);
         } catch (e) {
           throw new Error(`${where}: ${(e as Error).message}`);
         }
-      }
       default:
         return NONE.table;
     }
@@ -349,6 +365,36 @@ function maglevName(b: SchedBackend, where: string): string {
     throw new Error(`${where}: maglev needs a name or addr, port and proto`);
   }
   return maglevBackendName(b.addr >>> 0, b.port, b.proto);
+}
+
+function sameAs(
+  old: SvcSched,
+  kind: number,
+  flags: number,
+  ids: Uint32Array,
+  weights: Int32Array,
+  names: readonly string[],
+): boolean {
+  if (old.kind !== kind || old.flags !== flags || old.n !== ids.length) return false;
+  for (let i = 0; i < old.n; i++) {
+    if (old.ids[i] !== ids[i] || old.weights[i] !== weights[i]) return false;
+  }
+  return names.every((nm, i) => old.names[i] === nm);
+}
+
+/** rr/wrr position after a rebuild: what the kernel keeps across a destination change. */
+function nextState(old: SvcSched, kind: number, ids: Uint32Array, weights: Int32Array): Int32Array {
+  const st = new Int32Array(WRR_WORDS);
+  const n = ids.length;
+  if (kind === SCHED_RR) {
+    st[0] = old.kind === SCHED_RR && old.st[0] >= 0 ? indexIn(ids, n, old.ids[old.st[0]]) : -1;
+  } else if (kind === SCHED_WRR) {
+    if (old.kind === SCHED_WRR) {
+      st.set(old.st);
+      wrrUpdate(weights, n, st);
+    } else wrrInit(weights, n, st);
+  }
+  return st;
 }
 
 function indexIn(ids: Uint32Array, n: number, id: number): number {

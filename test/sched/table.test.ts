@@ -167,6 +167,19 @@ describe('SchedulerTable rebuilds', () => {
     t.set(1, SCHED_WRR, [be(1, 4), be(2, 3), be(3, 2)]); // from another kind: a fresh mark
     expect(letters(picks(t, 1, 3))).toBe('AAB');
   });
+  it('leave an unchanged service alone (a periodic full sync must not reset positions)', () => {
+    const t = new SchedulerTable({ capacity: 16, maglevTableSize: 251 });
+    expect(t.set(1, SCHED_WRR, [be(1, 4), be(2, 3), be(3, 2)])).toBe(true);
+    expect(letters(picks(t, 1, 4))).toBe('AABA');
+    expect(t.set(1, SCHED_WRR, [be(1, 4), be(2, 3), be(3, 2)])).toBe(false);
+    expect(letters(picks(t, 1, 5))).toBe('BCABC'); // the interleaving goes on
+    expect(t.set(1, SCHED_WRR, [be(1, 4), be(2, 3), be(3, 1)])).toBe(true); // a weight changed
+    expect(t.set(1, SCHED_SH, [be(1, 4), be(2, 3), be(3, 1)])).toBe(true); // the kind changed
+    expect(t.set(1, SCHED_SH, [be(1, 4), be(2, 3), be(3, 1)], SH_F_PORT)).toBe(true); // flags
+    expect(t.set(2, SCHED_MAGLEV, [{ id: 1, name: 'a' }])).toBe(true);
+    expect(t.set(2, SCHED_MAGLEV, [{ id: 1, name: 'a' }])).toBe(false);
+    expect(t.set(2, SCHED_MAGLEV, [{ id: 1, name: 'b' }])).toBe(true); // same id, new name
+  });
 });
 
 describe('SchedulerTable validation (control plane)', () => {
