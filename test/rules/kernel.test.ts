@@ -1,11 +1,11 @@
-// The rendered iptables rules doing their job in a real kernel. Topology, all network
-// namespaces created (and removed) here, names prefixed ktr-<pid>-:
+// The rendered rules doing their job in a real kernel, once per mode (iptables-restore plus the
+// jump commands; nft -f). Topology, all network namespaces created (and removed) here, names
+// prefixed ktr-<pid>-<mode initial>-:
 //
 //   client 192.168.50.2 ──veth── 192.168.50.1 node 10.244.1.1 ──veth── 10.244.1.5 be1 :8080
 //                                              10.244.2.1 ──veth── 10.244.2.5 be2 :8080
 //
-// The node gets `kubetun rules` output (iptables-restore + jump commands), nothing else. The
-// client (and a pod) connect to the ClusterIP, the NodePort and an endpoint-less Service; each
+// The node gets the rendered rules and nothing else. The client (and a pod) connect to the ClusterIP, the NodePort and an endpoint-less Service; each
 // backend answers with its name and the source address it saw, so DNAT, load spreading,
 // masquerade (client outside the pod CIDR, hairpin) and REJECT are all observed on real packets.
 
@@ -13,11 +13,8 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_pr
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderIptables } from '../../src/rules/iptables.ts';
 import { renderJumpCommands } from '../../src/rules/jumps.ts';
+import { renderNftables } from '../../src/rules/nftables.ts';
 import { ep, makeService, makeSlice, port, resolve, slicePort } from './builders.ts';
-
-const P = `ktr-${process.pid}`;
-const NS = { client: `${P}-c`, node: `${P}-n`, be1: `${P}-b1`, be2: `${P}-b2` };
-const servers: ChildProcess[] = [];
 
 const sh = (cmd: string[], input?: string) =>
   execFileSync(cmd[0], cmd.slice(1), { input, encoding: 'utf8' });
@@ -31,7 +28,7 @@ function link(a: string, aIf: string, aIp: string, b: string, bIf: string, bIp: 
   inNs(b, 'ip', 'link', 'set', bIf, 'up');
 }
 
-function rules(): string {
+function model() {
   const services = [
     makeService('default', 'web', (s) => {
       s.type = 'NodePort';
@@ -49,71 +46,99 @@ function rules(): string {
     [ep('10.244.1.5'), ep('10.244.2.5')],
     [slicePort('http', 8080)],
   );
-  return renderIptables(resolve(services, [slice]), {
-    clusterCIDR: '10.244.0.0/16',
-    nodeName: 'node-1',
-    nodeIPs: ['192.168.50.1'],
-    nfacct: false,
-  });
+  return resolve(services, [slice]);
 }
 
-/** Connect from a namespace (the client by default); the backend's answer, or the error code. */
-function connect(ip: string, port: number, from = NS.client): string {
-  const js = `const s=require('net').connect(${port},'${ip}');let d='';s.on('data',c=>d+=c);s.on('end',()=>{console.log(d);});s.on('error',e=>console.log(e.code));s.setTimeout(3000,()=>{console.log('TIMEOUT');s.destroy();});`;
-  return inNs(from, process.execPath, '-e', js).trim();
+const opts = {
+  clusterCIDR: '10.244.0.0/16',
+  nodeName: 'node-1',
+  nodeIPs: ['192.168.50.1'],
+  nfacct: false,
+};
+
+type Names = { client: string; node: string; be1: string; be2: string };
+
+function topology(ns: Names): void {
+  for (const n of Object.values(ns)) sh(['ip', 'netns', 'add', n]);
+  for (const n of Object.values(ns)) inNs(n, 'ip', 'link', 'set', 'lo', 'up');
+  link(ns.client, 'eth0', '192.168.50.2/24', ns.node, 'c0', '192.168.50.1/24');
+  link(ns.be1, 'eth0', '10.244.1.5/24', ns.node, 'b1', '10.244.1.1/24');
+  link(ns.be2, 'eth0', '10.244.2.5/24', ns.node, 'b2', '10.244.2.1/24');
+  inNs(ns.client, 'ip', 'route', 'add', 'default', 'via', '192.168.50.1');
+  inNs(ns.be1, 'ip', 'route', 'add', 'default', 'via', '10.244.1.1');
+  inNs(ns.be2, 'ip', 'route', 'add', 'default', 'via', '10.244.2.1');
+  inNs(ns.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1');
+  // Like any node, a default route (not back out of the client's link, which would earn an
+  // ICMP redirect): without one the kernel answers "net unreachable" for an endpoint-less
+  // ClusterIP before the filter rules (and their REJECT) are ever reached.
+  inNs(ns.node, 'ip', 'route', 'add', 'default', 'via', '10.244.1.5');
 }
 
-beforeAll(() => {
-  for (const ns of Object.values(NS)) sh(['ip', 'netns', 'add', ns]);
-  for (const ns of Object.values(NS)) inNs(ns, 'ip', 'link', 'set', 'lo', 'up');
-  link(NS.client, 'eth0', '192.168.50.2/24', NS.node, 'c0', '192.168.50.1/24');
-  link(NS.be1, 'eth0', '10.244.1.5/24', NS.node, 'b1', '10.244.1.1/24');
-  link(NS.be2, 'eth0', '10.244.2.5/24', NS.node, 'b2', '10.244.2.1/24');
-  inNs(NS.client, 'ip', 'route', 'add', 'default', 'via', '192.168.50.1');
-  inNs(NS.be1, 'ip', 'route', 'add', 'default', 'via', '10.244.1.1');
-  inNs(NS.be2, 'ip', 'route', 'add', 'default', 'via', '10.244.2.1');
-  inNs(NS.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1');
-  // Like any node, a default route: without one the kernel answers "net unreachable" for an
-  // endpoint-less ClusterIP before the FORWARD chain (and its REJECT) is ever reached.
-  inNs(NS.node, 'ip', 'route', 'add', 'default', 'via', '10.244.1.5');
-  sh(['ip', 'netns', 'exec', NS.node, 'iptables-restore', '--noflush'], rules());
-  sh(['ip', 'netns', 'exec', NS.node, 'sh', '-e'], renderJumpCommands());
-  for (const [ns, name] of [
-    [NS.be1, 'be1'],
-    [NS.be2, 'be2'],
+function startServers(ns: Names, servers: ChildProcess[]): Promise<unknown[]> {
+  for (const [n, name] of [
+    [ns.be1, 'be1'],
+    [ns.be2, 'be2'],
   ]) {
     const js = `require('net').createServer(s=>s.end('${name} '+s.remoteAddress)).listen(8080,'0.0.0.0',()=>console.log('up'))`;
-    const p = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', js], {
+    const p = spawn('ip', ['netns', 'exec', n, process.execPath, '-e', js], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     servers.push(p);
   }
   return Promise.all(servers.map((p) => new Promise((ok) => p.stdout?.once('data', ok))));
-});
+}
 
-afterAll(() => {
-  for (const p of servers) if (p.pid !== undefined) spawnSync('kill', [String(p.pid)]);
-  for (const ns of Object.values(NS)) spawnSync('ip', ['netns', 'del', ns]);
-});
+/** Connect from a namespace; the backend's answer, or the error code. */
+function connect(from: string, ip: string, port: number): string {
+  const js = `const s=require('net').connect(${port},'${ip}');let d='';s.on('data',c=>d+=c);s.on('end',()=>{console.log(d);});s.on('error',e=>console.log(e.code));s.setTimeout(3000,()=>{console.log('TIMEOUT');s.destroy();});`;
+  return inNs(from, process.execPath, '-e', js).trim();
+}
 
-describe('rendered iptables rules in a real kernel', () => {
+function load(mode: 'iptables' | 'nftables', node: string): void {
+  if (mode === 'iptables') {
+    sh(
+      ['ip', 'netns', 'exec', node, 'iptables-restore', '--noflush'],
+      renderIptables(model(), opts),
+    );
+    sh(['ip', 'netns', 'exec', node, 'sh', '-e'], renderJumpCommands());
+  } else {
+    sh(['ip', 'netns', 'exec', node, 'nft', '-f', '-'], renderNftables(model(), opts));
+  }
+}
+
+describe.each(['iptables', 'nftables'] as const)('rendered %s rules in a real kernel', (mode) => {
+  const P = `ktr-${process.pid}-${mode[0]}`;
+  const ns: Names = { client: `${P}-c`, node: `${P}-n`, be1: `${P}-b1`, be2: `${P}-b2` };
+  const servers: ChildProcess[] = [];
+
+  beforeAll(() => {
+    topology(ns);
+    load(mode, ns.node);
+    return startServers(ns, servers);
+  });
+
+  afterAll(() => {
+    for (const p of servers) if (p.pid !== undefined) spawnSync('kill', [String(p.pid)]);
+    for (const n of Object.values(ns)) spawnSync('ip', ['netns', 'del', n]);
+  });
+
   it('DNATs the ClusterIP to both endpoints and masquerades an off-cluster client', () => {
     const seen = new Set<string>();
-    for (let i = 0; i < 40 && seen.size < 2; i++) seen.add(connect('10.96.0.10', 80));
+    for (let i = 0; i < 40 && seen.size < 2; i++) seen.add(connect(ns.client, '10.96.0.10', 80));
     expect([...seen].sort()).toEqual(['be1 10.244.1.1', 'be2 10.244.2.1']);
   });
 
   it('keeps a pod source address, but masquerades a pod reaching itself (hairpin)', () => {
     const seen = new Set<string>();
-    for (let i = 0; i < 40 && seen.size < 2; i++) seen.add(connect('10.96.0.10', 80, NS.be2));
+    for (let i = 0; i < 40 && seen.size < 2; i++) seen.add(connect(ns.be2, '10.96.0.10', 80));
     expect([...seen].sort()).toEqual(['be1 10.244.2.5', 'be2 10.244.2.1']);
   });
 
   it('serves the NodePort on the node address', () => {
-    expect(connect('192.168.50.1', 30080)).toMatch(/^be[12] 10\.244\.[12]\.1$/);
+    expect(connect(ns.client, '192.168.50.1', 30080)).toMatch(/^be[12] 10\.244\.[12]\.1$/);
   });
 
   it('refuses connections to a Service without endpoints at once', () => {
-    expect(connect('10.96.0.99', 80)).toBe('ECONNREFUSED');
+    expect(connect(ns.client, '10.96.0.99', 80)).toBe('ECONNREFUSED');
   });
 });
