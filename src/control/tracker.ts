@@ -229,7 +229,12 @@ export interface SyncChanges {
   /** checked-out (non no-op) changes, per kind */
   serviceChanges: number;
   endpointChanges: number;
-  /** when each checked-out change was first seen (ms), for network programming latency */
+  /**
+   * When each checked-out EndpointSlice change was first seen (ms), for network programming
+   * latency. kube-proxy takes these from the slices' last-change-trigger-time annotation, set
+   * by the endpoints controller, and likewise counts endpoint changes only; the model has no
+   * annotations on slices, so this is the time the change reached this process.
+   */
   changeTimes: number[];
 }
 
@@ -386,7 +391,6 @@ export class ChangeTracker {
   private applyServices(ch: SyncChanges, changed: Set<string>, deleted: Set<string>): void {
     for (const [name, p] of this.svcPending) {
       ch.serviceChanges++;
-      ch.changeTimes.push(p.since);
       const oldSvc = this.svcApplied.get(name) ?? null;
       const before = this.svcKeys.get(name) ?? NO_PORTS;
       const after = p.key;

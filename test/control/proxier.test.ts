@@ -81,7 +81,7 @@ describe('Proxier', () => {
       'kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family="IPv4"} 1',
     );
     expect(text).toContain(
-      'kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"} 3',
+      'kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"} 2',
     );
     expect(text).toContain(
       `kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} ${clock.now() / 1000}`,

@@ -78,15 +78,17 @@ describe('ChangeTracker: pending changes', () => {
     expect(ch.udpConntrackCleanup).toBe(false);
   });
 
-  it('reports the oldest pending change time and the change times at checkout', () => {
+  it('reports the oldest pending change time, and endpoint change times at checkout', () => {
     let now = 5000;
     const t = new ChangeTracker({ now: () => now });
     t.services.update(null, svc('dns'));
     now = 6000;
     t.services.update(svc('dns'), svc('dns', { clusterIPs: ['10.96.0.11'] }));
     t.endpointSlices.update(null, slice('dns-a', 'dns', [ep('10.244.1.5')]));
+    now = 7000;
+    t.endpointSlices.update(null, slice('dns-b', 'dns', [ep('10.244.1.6')]));
     expect(t.oldestPending()).toBe(5000);
-    expect(t.checkout().changeTimes.sort()).toEqual([5000, 6000]);
+    expect(t.checkout().changeTimes.sort()).toEqual([6000, 7000]);
     expect(t.oldestPending()).toBeUndefined();
   });
 
