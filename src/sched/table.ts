@@ -134,7 +134,8 @@ export class SchedulerTable {
     if (!Number.isInteger(kind) || SCHED_NAMES[kind] === undefined) {
       throw new Error(`${where}: unknown scheduler kind ${kind}`);
     }
-    if ((flags & ~SH_FLAGS) !== 0 || (flags !== 0 && kind !== SCHED_SH && kind !== SCHED_DH)) {
+    const allowed = kind === SCHED_SH ? SH_FLAGS : kind === SCHED_DH ? SH_F_LEGACY_HASH : 0;
+    if ((flags & ~allowed) !== 0 || !Number.isInteger(flags)) {
       throw new Error(`${where}: flags ${flags} not valid for ${SCHED_NAMES[kind]}`);
     }
     const n = backends.length;
@@ -344,6 +345,7 @@ function readBackends(
   weights: Int32Array,
   where: string,
 ): void {
+  const seen = new Set<number>();
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i];
     if (!Number.isInteger(b.id) || b.id < 1 || b.id > 0xffffffff) {
@@ -353,7 +355,8 @@ function readBackends(
     if (!Number.isInteger(w) || w < 0 || w > 0xffff) {
       throw new Error(`${where}: backends[${i}].weight must be 0..65535, got ${b.weight}`);
     }
-    if (indexIn(ids, i, b.id) >= 0) throw new Error(`${where}: backends[${i}].id ${b.id} repeated`);
+    if (seen.has(b.id)) throw new Error(`${where}: backends[${i}].id ${b.id} repeated`);
+    seen.add(b.id);
     ids[i] = b.id;
     weights[i] = w;
   }

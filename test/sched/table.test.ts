@@ -197,6 +197,7 @@ describe('SchedulerTable validation (control plane)', () => {
       [() => t.set(3, SCHED_RR, [be(1), be(1)]), /backends\[1\]\.id 1 repeated/],
       [() => t.set(3, SCHED_RR, [be(1)], SH_F_PORT), /flags 1 not valid for rr/],
       [() => t.set(3, SCHED_SH, [be(1)], 64), /flags 64 not valid for sh/],
+      [() => t.set(3, SCHED_DH, [be(1)], SH_F_PORT), /flags 1 not valid for dh/],
       [() => t.set(3, SCHED_MAGLEV, [{ id: 1 }]), /backends\[0\]: maglev needs a name/],
       [
         () =>
