@@ -53,6 +53,28 @@ export async function renderRules(o: RulesCliOptions): Promise<string> {
 
 const collect = (v: string, prev: string[] = []) => [...prev, ...v.split(',').filter(Boolean)];
 
+/** commander's parsed options -> RulesCliOptions (camel-cased flag names, --no-x defaults). */
+function cliOptions(opts: Record<string, unknown>, mode: RulesMode): RulesCliOptions {
+  return {
+    manifests: opts.manifests as string,
+    mode,
+    clusterCIDR: opts.clusterCidr as string | undefined,
+    nodeName: opts.nodeName as string | undefined,
+    nodeIPs: opts.nodeIp as string[] | undefined,
+    nodeZone: opts.nodeZone as string | undefined,
+    nodePortAddresses: opts.nodeportAddresses as string[] | undefined,
+    serviceCIDRs: opts.serviceCidr as string[] | undefined,
+    masqueradeAll: opts.masqueradeAll === true,
+    masqueradeBit: opts.masqueradeBit as number | undefined,
+    randomFully: opts.randomFully !== false,
+    localhostNodePorts: opts.localhostNodeports !== false,
+    nfacct: opts.nfacct !== false,
+    conntrackTCPLiberal: opts.conntrackTcpLiberal === true,
+    nodePortRange: opts.serviceNodePortRange as string | undefined,
+    jumps: opts.jumps === true,
+  };
+}
+
 export function register(program: Command): void {
   program
     .command('rules')
@@ -90,24 +112,7 @@ export function register(program: Command): void {
         if (mode !== 'iptables' && mode !== 'nftables') {
           throw new KubetunError('RULES_USAGE', `--mode: "${mode}" is not iptables or nftables`);
         }
-        const text = await renderRules({
-          manifests: opts.manifests as string,
-          mode,
-          clusterCIDR: opts.clusterCidr as string | undefined,
-          nodeName: opts.nodeName as string | undefined,
-          nodeIPs: opts.nodeIp as string[] | undefined,
-          nodeZone: opts.nodeZone as string | undefined,
-          nodePortAddresses: opts.nodeportAddresses as string[] | undefined,
-          serviceCIDRs: opts.serviceCidr as string[] | undefined,
-          masqueradeAll: opts.masqueradeAll === true,
-          masqueradeBit: opts.masqueradeBit as number | undefined,
-          randomFully: opts.randomFully !== false,
-          localhostNodePorts: opts.localhostNodeports !== false,
-          nfacct: opts.nfacct !== false,
-          conntrackTCPLiberal: opts.conntrackTcpLiberal === true,
-          nodePortRange: opts.serviceNodePortRange as string | undefined,
-          jumps: opts.jumps === true,
-        });
+        const text = await renderRules(cliOptions(opts, mode));
         process.stdout.write(text);
       } catch (e) {
         if (!(e instanceof KubetunError)) throw e;

@@ -212,6 +212,10 @@ function writeNodePortCaptures(ctx: Ctx, x: Plan): void {
       );
     }
   }
+}
+
+function writeHealthCheckNodePort(ctx: Ctx, x: Plan): void {
+  const { p } = x;
   if (p.healthCheckNodePort !== 0) {
     // Accepted whether or not this node has local endpoints: the LB asks, we answer 503.
     ctx.filterRules.write(
@@ -388,6 +392,7 @@ function writeService(ctx: Ctx, x: Plan): void {
   writeExternalIPCaptures(ctx, x);
   writeLoadBalancerCaptures(ctx, x);
   writeNodePortCaptures(ctx, x);
+  writeHealthCheckNodePort(ctx, x);
   writeInternalMasquerade(ctx, x);
   writeExternalChain(ctx, x);
   writeFirewallChain(ctx, x);
