@@ -60,8 +60,8 @@ export function register(program: Command): void {
     .addOption(topo())
     .option('--json', 'print JSON')
     .action((o: { topology: string; json?: boolean }) =>
-      guarded(() => {
-        const s = labStatus(o.topology);
+      guarded(async () => {
+        const s = await labStatus(o.topology);
         process.stdout.write(o.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
       }),
     );

@@ -1,4 +1,5 @@
 // `lab status`: what the lab is made of and whether each part is alive, as text or JSON.
+import { labCtl } from './ctl.ts';
 import { DEFAULT_TOPOLOGY } from './lab.ts';
 import { type LabService, readLabServices } from './manifests.ts';
 import { isAlive } from './procs.ts';
@@ -11,6 +12,9 @@ export interface ProcStatus {
   alive: boolean;
   log: string;
 }
+
+/** What the node's kubetun says about itself ({"cmd":"status"}), or why it did not answer. */
+export type AgentStatus = Record<string, unknown> & { error?: string };
 
 export interface LabStatus {
   up: boolean;
@@ -25,7 +29,7 @@ export interface LabStatus {
     podCidr: string;
     uplink: string;
     present: boolean;
-    kubetun: (ProcStatus & { ctlSocket: string }) | null;
+    kubetun: (ProcStatus & { ctlSocket: string; agent: AgentStatus | null }) | null;
   }[];
   pods: {
     name: string;
@@ -51,13 +55,32 @@ export interface LabStatus {
   }[];
 }
 
-export function labStatus(topologyFile?: string): LabStatus {
+/** The lab as recorded and as found, with each live kubetun asked for its own status. */
+export async function labStatus(topologyFile?: string): Promise<LabStatus> {
+  const s = labStatusOffline(topologyFile);
+  await Promise.all(
+    s.nodes.map(async (n) => {
+      if (!n.kubetun?.alive) return;
+      try {
+        n.kubetun.agent = await labCtl(n.kubetun.ctlSocket, { cmd: 'status' }, 2000);
+      } catch (err) {
+        n.kubetun.agent = { error: (err as Error).message };
+      }
+    }),
+  );
+  return s;
+}
+
+/** The lab as recorded and as found, without talking to any process. */
+export function labStatusOffline(topologyFile?: string): LabStatus {
   const state = readState();
   const t = loadTopology(state?.topologyFile ?? topologyFile ?? DEFAULT_TOPOLOGY);
   const present = new Set(listNetns());
   const proc = (role: LabProcess['role'], name: string) => {
     const p = state?.processes.find((x) => x.role === role && x.name === name);
-    return p ? { pid: p.pid, alive: isAlive(p), log: p.log, ctlSocket: p.ctlSocket ?? '' } : null;
+    return p
+      ? { pid: p.pid, alive: isAlive(p), log: p.log, ctlSocket: p.ctlSocket ?? '', agent: null }
+      : null;
   };
   const nodes = t.nodes.map((n) => ({
     name: n.name,
@@ -128,7 +151,9 @@ export function formatStatus(s: LabStatus): string {
   ];
   lines.push('NODE      NAMESPACE    IP             POD CIDR         KUBETUN');
   for (const n of s.nodes) {
-    const k = n.kubetun ? `pid ${n.kubetun.pid} ${n.kubetun.alive ? 'running' : 'DEAD'}` : '-';
+    const k = n.kubetun
+      ? `pid ${n.kubetun.pid} ${n.kubetun.alive ? 'running' : 'DEAD'}${agentLine(n.kubetun.agent)}`
+      : '-';
     lines.push(
       `${pad(n.name, 9)} ${pad(n.ns, 12)} ${pad(n.ip, 14)} ${pad(n.podCidr, 16)} ${k}${n.present ? '' : '  (namespace missing)'}`,
     );
@@ -153,6 +178,13 @@ export function formatStatus(s: LabStatus): string {
     }
   }
   return lines.join('\n');
+}
+
+function agentLine(a: AgentStatus | null): string {
+  if (!a) return '';
+  if (a.error) return ` (control socket: ${a.error})`;
+  const ifaces = Array.isArray(a.podIfaces) ? a.podIfaces.join(',') : '?';
+  return `, ${a.packets ?? '?'} packets, ${a.servicePorts ?? '?'} service ports, TUN ${a.tun ?? '?'}, hooks on ${ifaces}`;
 }
 
 function pad(s: string, n: number): string {

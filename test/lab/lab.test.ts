@@ -289,6 +289,10 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(s.up).toBe(true);
     expect(s.mode).toBe('kubetun');
     expect(s.nodes.map((n) => n.kubetun?.alive)).toEqual([true, true]);
+    // Each agent found its node's pod veths by the <pod ip>/32 routes lab up installs.
+    expect(s.nodes.map((n) => n.kubetun?.agent?.podIfaces)).toEqual(
+      t.nodes.map((n) => n.pods.map((p) => p.hostIf)),
+    );
     expect(s.pods.map((p) => [p.name, p.node, p.ns, p.ip])).toEqual(
       pods.map((p) => [p.name, p.node, p.ns, p.ip]),
     );

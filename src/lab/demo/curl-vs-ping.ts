@@ -14,7 +14,7 @@ import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { inNs, LabError, shTry } from '../sh.ts';
 import { LOG_DIR, type LabProcess, type LabState, readState } from '../state.ts';
 import { allPods, type LabPod, loadTopology, type Topology } from '../topology.ts';
-import { labStatus } from '../status.ts';
+import { labStatusOffline } from '../status.ts';
 
 export const ECHO_DROP_REASON = REASON_NAMES[DROP_ECHO_TO_VIP]!;
 
@@ -111,7 +111,7 @@ async function ensureLab(
   topology: string | undefined,
   progress: Progress | undefined,
 ): Promise<LabState> {
-  const s = labStatus(topology);
+  const s = labStatusOffline(topology);
   if (!s.up || s.mode !== 'kubetun') {
     progress?.(
       s.up
