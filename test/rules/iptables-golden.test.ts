@@ -61,6 +61,25 @@ describe('TestSyncProxyRulesRepeated (initial full sync)', () => {
   });
 });
 
+describe('TestSyncProxyRulesRepeated (final forced full resync)', () => {
+  it('renders svc1 and the two-endpoint svc3', () => {
+    // kube-proxy's expected dump also carries "-X" lines deleting the chains of services it
+    // had programmed before; a render from scratch has nothing to delete, so they are left out.
+    const services = [1, 3].map((n) =>
+      makeService(`ns${n}`, `svc${n}`, (s) => {
+        s.clusterIPs = [`172.30.0.4${n}`];
+        s.ports = [port({ name: 'p80', port: 80 })];
+      }),
+    );
+    const slices = [
+      makeSlice('ns1', 'svc1', [ep('10.0.1.1')], [slicePort('p80', 80)]),
+      makeSlice('ns3', 'svc3', [ep('10.0.3.2'), ep('10.0.3.3')], [slicePort('p80', 80)]),
+    ];
+    const out = renderIptables(resolve(services, slices), fakeProxierOptions);
+    expect(sortDump(out)).toBe(golden('repeated-final.iptables'));
+  });
+});
+
 describe('TestBadIPs', () => {
   it('canonicalizes sloppy addresses and CIDRs', () => {
     const services = [
