@@ -89,7 +89,7 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
         );
     },
   });
-  const source = makeSource(o, proxier, log);
+  const source = makeSource(o, proxier, health, log);
   const servers: ServerHandle[] = [];
   const cp: ControlPlane = {
     proxier,
@@ -124,6 +124,7 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
 function makeSource(
   o: ControlPlaneOptions,
   proxier: Proxier,
+  health: ProxyHealth,
   log: ControlLog,
 ): ManifestDirSource | KubernetesSource {
   if ('dir' in o.source) {
@@ -148,6 +149,8 @@ function makeSource(
     clock: o.clock,
     onChange: () => proxier.queue(),
     onSynced: (s) => proxier.runner.setInitialized(s),
+    nodeName: o.nodeName,
+    onNode: (n) => health.syncNode(n),
     onError: (err, s) => log.error({ ...errorFields(err), source: s }, 'kubernetes source error'),
   });
 }

@@ -15,13 +15,16 @@ import {
   type Informer,
   type KubeConfig,
   type KubernetesObject,
+  ListWatch,
   makeInformer,
+  Watch,
 } from '@kubernetes/client-node';
 import { parseEndpointSlice } from '../manifests/endpointslice.ts';
 import { ObjectReader } from '../manifests/fields.ts';
 import { parseService } from '../manifests/service.ts';
 import type { EndpointSlice, Service } from '../model.ts';
 import { type Clock, systemClock, type TimerHandle } from './clock.ts';
+import type { NodeLike } from './health.ts';
 import type { SourceName } from './runner.ts';
 import type { UpdateSink } from './source-dir.ts';
 
@@ -37,7 +40,11 @@ export interface K8sSourceOptions {
   /** an event left changes pending (runner.run / proxier.queue) */
   onChange?: () => void;
   /** list/watch failures (retried) and objects rejected by the parsers (ignored) */
-  onError?: (err: unknown, source: SourceName) => void;
+  onError?: (err: unknown, source: WatchName) => void;
+  /** watch this Node and report it (health.syncNode), as kube-proxy does for nodeEligible */
+  nodeName?: string;
+  /** the Node changed; after its deletion, called with a deletionTimestamp set */
+  onNode?: (node: NodeLike) => void;
   labelSelector?: string;
   clock?: Clock;
   /** first retry delay, doubled per consecutive failure up to backoffMaxMs */
@@ -46,32 +53,26 @@ export interface K8sSourceOptions {
 }
 
 type Json = Record<string, unknown>;
+export type WatchName = SourceName | 'node';
+type ListFn = () => Promise<{ items: KubernetesObject[]; metadata?: { resourceVersion?: string } }>;
 
 /** One informer and the last good model object per namespaced name. */
 class ResourceWatch<T extends { namespace: string; name: string }> {
   readonly objects = new Map<string, T>();
   synced = false;
-  private readonly informer: Informer<KubernetesObject>;
   private failedThisStart = false;
   private failures = 0;
   private retry: TimerHandle | undefined;
   private stopped = false;
 
   constructor(
-    private readonly name: SourceName,
+    private readonly name: WatchName,
     private readonly o: K8sSourceOptions,
     private readonly clock: Clock,
-    path: string,
-    list: () => Promise<{ items: KubernetesObject[]; metadata?: { resourceVersion?: string } }>,
+    private readonly informer: Informer<KubernetesObject>,
     private readonly convert: (obj: Json) => T,
     private readonly update: (prev: T | null, cur: T | null) => boolean,
   ) {
-    this.informer = makeInformer(
-      o.kubeConfig,
-      path,
-      list as never,
-      o.labelSelector ?? KUBE_PROXY_LABEL_SELECTOR,
-    );
     this.informer.on('add', (obj) => this.onUpsert(obj));
     this.informer.on('update', (obj) => this.onUpsert(obj));
     this.informer.on('delete', (obj) => this.onDelete(obj));
@@ -86,7 +87,7 @@ class ResourceWatch<T extends { namespace: string; name: string }> {
     this.failures = 0;
     if (!this.synced) {
       this.synced = true;
-      this.o.onSynced?.(this.name);
+      if (this.name !== 'node') this.o.onSynced?.(this.name);
     }
   }
 
@@ -146,21 +147,41 @@ export function endpointSliceFromApi(o: Json): EndpointSlice {
   return parseEndpointSlice(reader('EndpointSlice'), o);
 }
 
+/** The Node's fields that decide health eligibility, keyed like the other objects. */
+interface NodeInfo extends NodeLike {
+  namespace: string;
+  name: string;
+}
+
+function nodeFromApi(o: Json): NodeInfo {
+  const meta = (o.metadata ?? {}) as { name?: string; deletionTimestamp?: string | Date | null };
+  const spec = (o.spec ?? {}) as { taints?: { key: string }[] | null };
+  return {
+    namespace: '',
+    name: meta.name ?? '',
+    deletionTimestamp: meta.deletionTimestamp ?? undefined,
+    taints: spec.taints ?? [],
+  };
+}
+
 export class KubernetesSource {
   readonly services: ResourceWatch<Service>;
   readonly endpointSlices: ResourceWatch<EndpointSlice>;
+  readonly node: ResourceWatch<NodeInfo> | undefined;
 
   constructor(opts: K8sSourceOptions) {
     const clock = opts.clock ?? systemClock;
     const labelSelector = opts.labelSelector ?? KUBE_PROXY_LABEL_SELECTOR;
-    const core = opts.kubeConfig.makeApiClient(CoreV1Api);
-    const discovery = opts.kubeConfig.makeApiClient(DiscoveryV1Api);
+    const kc = opts.kubeConfig;
+    const core = kc.makeApiClient(CoreV1Api);
+    const discovery = kc.makeApiClient(DiscoveryV1Api);
+    const informer = (path: string, list: ListFn) =>
+      makeInformer(kc, path, list as never, labelSelector);
     this.services = new ResourceWatch<Service>(
       'services',
       opts,
       clock,
-      '/api/v1/services',
-      () => core.listServiceForAllNamespaces({ labelSelector }),
+      informer('/api/v1/services', () => core.listServiceForAllNamespaces({ labelSelector })),
       serviceFromApi,
       (p, c) => opts.sink.services.update(p, c),
     );
@@ -168,19 +189,45 @@ export class KubernetesSource {
       'endpointslices',
       opts,
       clock,
-      '/apis/discovery.k8s.io/v1/endpointslices',
-      () => discovery.listEndpointSliceForAllNamespaces({ labelSelector }),
+      informer('/apis/discovery.k8s.io/v1/endpointslices', () =>
+        discovery.listEndpointSliceForAllNamespaces({ labelSelector }),
+      ),
       endpointSliceFromApi,
       (p, c) => opts.sink.endpointSlices.update(p, c),
     );
+    if (opts.nodeName !== undefined) this.node = nodeWatch(opts, clock, core, opts.nodeName);
   }
 
-  /** Starts both informers; resolves once each has tried its first list (failures retry). */
+  /** Starts the informers; resolves once each has tried its first list (failures retry). */
   async start(): Promise<void> {
-    await Promise.all([this.services.start(), this.endpointSlices.start()]);
+    await Promise.all([this.services.start(), this.endpointSlices.start(), this.node?.start()]);
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.services.stop(), this.endpointSlices.stop()]);
+    await Promise.all([this.services.stop(), this.endpointSlices.stop(), this.node?.stop()]);
   }
+}
+
+/** kube-proxy's NodeEligibleHandler: this one Node, by field selector. */
+function nodeWatch(
+  opts: K8sSourceOptions,
+  clock: Clock,
+  core: CoreV1Api,
+  nodeName: string,
+): ResourceWatch<NodeInfo> {
+  const fieldSelector = `metadata.name=${nodeName}`;
+  const list = () => core.listNode({ fieldSelector });
+  const lw = new ListWatch(
+    '/api/v1/nodes',
+    new Watch(opts.kubeConfig),
+    list as never,
+    false,
+    undefined,
+    fieldSelector,
+  );
+  return new ResourceWatch<NodeInfo>('node', opts, clock, lw, nodeFromApi, (prev, cur) => {
+    // A deleted Node is as ineligible as one being deleted.
+    opts.onNode?.(cur ?? { ...prev, deletionTimestamp: prev?.deletionTimestamp ?? new Date(0) });
+    return false;
+  });
 }

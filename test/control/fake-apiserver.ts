@@ -9,7 +9,9 @@
 //        N older than the compacted history → one ERROR event {Status, code 410, reason
 //        Expired} and the stream ends, as kube-apiserver does (or an HTTP 410 response when
 //        `goneAsHttpStatus` is set, the other form clients must handle)
-//   labelSelector: "key", "!key", "key=value", "key!=value", comma-separated
+//   GET /api/v1/nodes                             → NodeList (cluster-scoped: namespace "")
+//   labelSelector: "key", "!key", "key=value", "key!=value", comma-separated;
+//   fieldSelector: metadata.name=..., metadata.namespace=... (what informers use)
 //
 // One resourceVersion counter for all kinds (as etcd's revision). failNext(n) makes the next n
 // requests answer 500, closeWatches() ends every open stream (a server-side timeout).
@@ -26,13 +28,23 @@ type Obj = {
   };
 } & Record<string, unknown>;
 
-export type Kind = 'Service' | 'EndpointSlice';
+export type Kind = 'Service' | 'EndpointSlice' | 'Node';
 
 const PATHS: Record<string, Kind> = {
   '/api/v1/services': 'Service',
   '/apis/discovery.k8s.io/v1/endpointslices': 'EndpointSlice',
+  '/api/v1/nodes': 'Node',
 };
-const API_VERSION: Record<Kind, string> = { Service: 'v1', EndpointSlice: 'discovery.k8s.io/v1' };
+const API_VERSION: Record<Kind, string> = {
+  Service: 'v1',
+  EndpointSlice: 'discovery.k8s.io/v1',
+  Node: 'v1',
+};
+
+interface Selector {
+  label: string;
+  field: string;
+}
 
 interface Event {
   rv: number;
@@ -43,7 +55,7 @@ interface Event {
 
 interface Watcher {
   kind: Kind;
-  selector: string;
+  selector: Selector;
   bookmarks: boolean;
   res: http.ServerResponse;
 }
@@ -58,6 +70,7 @@ export class FakeApiServer {
   private readonly objects: Record<Kind, Map<string, Obj>> = {
     Service: new Map(),
     EndpointSlice: new Map(),
+    Node: new Map(),
   };
   private history: Event[] = [];
   private readonly watchers = new Set<Watcher>();
@@ -161,12 +174,15 @@ export class FakeApiServer {
       status(res, 404, 'NotFound', `no route ${url.pathname}`);
       return;
     }
-    const selector = url.searchParams.get('labelSelector') ?? '';
+    const selector = {
+      label: url.searchParams.get('labelSelector') ?? '',
+      field: url.searchParams.get('fieldSelector') ?? '',
+    };
     if (url.searchParams.get('watch') === 'true') this.watch(kind, selector, url, res);
     else this.list(kind, selector, res);
   }
 
-  private list(kind: Kind, selector: string, res: http.ServerResponse): void {
+  private list(kind: Kind, selector: Selector, res: http.ServerResponse): void {
     this.lists++;
     const items = [...this.objects[kind].values()]
       .filter((o) => matches(selector, o))
@@ -180,7 +196,7 @@ export class FakeApiServer {
     res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
   }
 
-  private watch(kind: Kind, selector: string, url: URL, res: http.ServerResponse): void {
+  private watch(kind: Kind, selector: Selector, url: URL, res: http.ServerResponse): void {
     this.watches++;
     const from = Number(url.searchParams.get('resourceVersion') || this.rv);
     if (from < this.compactedRv) {
@@ -232,9 +248,16 @@ function status(res: http.ServerResponse, code: number, reason: string, message:
   res.writeHead(code, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
 }
 
-/** Equality-based and existence label selectors. */
-export function matches(selector: string, obj: Obj): boolean {
-  const labels = obj.metadata.labels ?? {};
+export function matches(sel: Selector, obj: Obj): boolean {
+  const fields = {
+    'metadata.name': obj.metadata.name,
+    'metadata.namespace': obj.metadata.namespace,
+  };
+  return termsMatch(sel.label, obj.metadata.labels ?? {}) && termsMatch(sel.field, fields);
+}
+
+/** Equality-based and existence selectors over a string map (labels, or selectable fields). */
+function termsMatch(selector: string, labels: Record<string, string>): boolean {
   return selector
     .split(',')
     .map((s) => s.trim())

@@ -1,6 +1,7 @@
 // The Kubernetes API source against the fake list/watch server, with the real client library.
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { ProxyHealth } from '../../src/control/health.ts';
 import { KubernetesSource } from '../../src/control/source-k8s.ts';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { FakeApiServer } from './fake-apiserver.ts';
@@ -169,5 +170,40 @@ describe('FakeApiServer', () => {
     expect(events.map((e) => e.type)).toEqual(['ADDED', 'BOOKMARK']);
     expect(events[1].object.metadata.resourceVersion).toBe(String(api.rv));
     await reader.cancel();
+  });
+});
+
+describe('KubernetesSource: this node', () => {
+  it('reports the Node so health can drain a node being deleted', async () => {
+    api.upsert('Node', { metadata: { name: 'n1', namespace: '' }, spec: {} });
+    api.upsert('Node', { metadata: { name: 'n2', namespace: '' }, spec: {} });
+    const health = new ProxyHealth();
+    const seen: string[] = [];
+    source = new KubernetesSource({
+      kubeConfig: kubeConfig(),
+      sink: new ChangeTracker(),
+      nodeName: 'n1',
+      onNode: (n) => {
+        seen.push((n as { name?: string }).name ?? '?');
+        health.syncNode(n);
+      },
+    });
+    await source.start();
+    expect(seen).toEqual(['n1']);
+    expect(health.nodeEligible).toBe(true);
+    api.upsert('Node', {
+      metadata: { name: 'n2', namespace: '' },
+      spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] },
+    });
+    api.upsert('Node', {
+      metadata: { name: 'n1', namespace: '' },
+      spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] },
+    });
+    await wait(() => expect(health.nodeEligible).toBe(false));
+    expect(seen).toEqual(['n1', 'n1']);
+    api.upsert('Node', { metadata: { name: 'n1', namespace: '' }, spec: { taints: [] } });
+    await wait(() => expect(health.nodeEligible).toBe(true));
+    api.remove('Node', '', 'n1');
+    await wait(() => expect(health.nodeEligible).toBe(false));
   });
 });
