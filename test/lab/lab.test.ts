@@ -12,7 +12,8 @@
 //   empty 10.96.0.30:80/TCP  -> no endpoints
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { patternChunks } from '../../lab/servers/pattern.mjs';
@@ -341,6 +342,22 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(
       inNs('kt-pod-a', ['curl', '-sS', '-m', '3', `http://10.244.2.2:${t.httpPort}/`]).out,
     ).toBe('pod-c 10.244.2.2\n');
+  });
+
+  it('refuses a topology that does not match the manifests, before touching the running lab', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kt-lab-'));
+    const file = join(dir, 'topology.yaml');
+    const text = readFileSync(TOPOLOGY, 'utf8')
+      .replace('manifests: manifests', `manifests: ${join(ROOT, 'lab/manifests')}`)
+      .replace('{ name: pod-c, ip: 10.244.2.2 }', '{ name: pod-c, ip: 10.244.2.9 }');
+    writeFileSync(file, text);
+    const pids = readState()!.processes.map((p) => p.pid);
+    await expect(labUp({ topology: file, mode: 'kubetun' })).rejects.toThrow(
+      /default\/web port TCP\/80: endpoint 10\.244\.2\.2: no pod/,
+    );
+    rmSync(dir, { recursive: true });
+    expect(readState()!.processes.map((p) => p.pid)).toEqual(pids);
+    expect(readState()!.processes.every((p) => isAlive(p))).toBe(true);
   });
 
   it('refuses a second lab command while one runs, and takes over a lock whose owner died', async () => {
