@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   base32Std,
+  nftEndpointNameBase,
+  nftServiceNameBase,
   extChainName,
   fwChainName,
   portProtoHash,
@@ -56,5 +58,63 @@ describe('kube-proxy chain names (vectors from pkg/proxy/iptables/proxier_test.g
   it('distinguishes protocols and named ports', () => {
     expect(portProtoHash('ns1/svc1:p80', 'udp')).not.toBe(portProtoHash('ns1/svc1:p80', 'tcp'));
     expect(portProtoHash('ns1/svc1', 'tcp')).not.toBe(portProtoHash('ns1/svc1:', 'tcp'));
+  });
+});
+
+describe('nftables chain name bases (vectors from pkg/proxy/nftables/proxier_test.go)', () => {
+  const ns = 'very-long-namespace-name-abcdefghijklmnopqrstuvwxyz0123456789xx';
+  const svc = 'very-long-service-name-why-would-you-even-do-this-i-mean-really';
+  const port = 'port-443-providing-the-hypertext-transmission-protocol-with-tls';
+
+  it('service chains: hash of the readable name, then the name', () => {
+    expect(nftServiceNameBase('testing', 'service', 'http', 'tcp')).toBe(
+      'P4ZYZVCF-testing/service/tcp/http',
+    );
+    expect(nftServiceNameBase('testing', 'service', 'https', 'tcp')).toBe(
+      'LZBRENCP-testing/service/tcp/https',
+    );
+    expect(nftServiceNameBase(ns, svc, port, 'sctp')).toBe(`KR6NACJP-${ns}/${svc}/sctp/${port}`);
+    expect(nftServiceNameBase('ns1', 'svc1', 'p80', 'tcp')).toBe('ULMVA6XW-ns1/svc1/tcp/p80');
+  });
+
+  it('endpoint chains, IPv6 colons as dots, truncated to 240 characters', () => {
+    expect(nftEndpointNameBase('testing', 'service', 'http', 'tcp', '10.180.0.1', 80)).toBe(
+      'JO2XBXZR-testing/service/tcp/http__10.180.0.1/80',
+    );
+    expect(nftEndpointNameBase('testing', 'service', 'http', 'tcp', '10.180.0.2', 80)).toBe(
+      '5S6H3H22-testing/service/tcp/http__10.180.0.2/80',
+    );
+    expect(
+      nftEndpointNameBase(
+        'testing',
+        'service',
+        'http',
+        'tcp',
+        'fd80:abcd:12::a1b2:c3d4:e5f6:9999',
+        80,
+      ),
+    ).toBe('U7E2ET36-testing/service/tcp/http__fd80.abcd.12..a1b2.c3d4.e5f6.9999/80');
+    expect(nftEndpointNameBase(ns, svc, port, 'sctp', '1234:5678:9abc:def0::abc:1234', 443)).toBe(
+      `5YS7AFEA-${ns}/${svc}/sctp/${port}__1234.5678.9abc.def0..abc.1234/443`,
+    );
+    const t1 = nftEndpointNameBase(
+      ns,
+      svc,
+      port,
+      'sctp',
+      '1234:5678:9abc:def0::abcd:1234:5678',
+      443,
+    );
+    const t2 = nftEndpointNameBase(
+      ns,
+      svc,
+      port,
+      'sctp',
+      '1234:5678:9abc:def0::abcd:1234:8765',
+      443,
+    );
+    expect(t1).toBe(`CI6C53Q3-${ns}/${svc}/sctp/${port}__1234.5678.9abc.def0..abcd.1234...`);
+    expect(t2).toBe(`2FLXFK6X-${ns}/${svc}/sctp/${port}__1234.5678.9abc.def0..abcd.1234...`);
+    expect(t1).toHaveLength(240);
   });
 });

@@ -1,4 +1,4 @@
-// kube-proxy's TestSyncProxyRulesRepeated (nftables): after each sync its fake table holds the
+// kube-proxy's TestBadIPs (nftables) and TestSyncProxyRulesRepeated (nftables): after each sync its fake table holds the
 // whole ruleset, and the states with no stale chains left over are what a full render of the
 // same Services must produce. (The in-between states, where flushed chains of a deleted
 // service or a changed endpoint linger until they age out, are artifacts of incremental syncs
@@ -108,6 +108,45 @@ describe('TestSyncProxyRulesRepeated (nftables), settled states', () => {
       [svc(1, 80), svc(3, 80), svc(4, 80)],
       [...s1, slice(3, 80, '10.0.3.1'), slice(4, 80, '10.0.4.1')],
       svc1 + svc3 + svc4,
+    );
+  });
+});
+
+describe('TestBadIPs (nftables)', () => {
+  it('canonicalizes sloppy addresses and CIDRs', () => {
+    const services = [
+      makeService('ns1', 'svc1', (s) => {
+        s.type = 'LoadBalancer';
+        s.clusterIPs = ['172.30.0.041'];
+        s.ports = [port({ name: 'p80', port: 80, nodePort: 3001 })];
+        s.loadBalancerIPs = ['1.2.3.004'];
+        s.externalIPs = ['192.168.099.022'];
+        s.loadBalancerSourceRanges = ['203.0.113.000/025'];
+      }),
+    ];
+    const slices = [makeSlice('ns1', 'svc1', [ep('10.180.00.001')], [slicePort('p80', 80)])];
+    check(
+      services,
+      slices,
+      `
+add chain ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80
+add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 ip daddr 172.30.0.41 ip saddr != 10.0.0.0/8 jump mark-for-masquerade
+add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 numgen random mod 1 vmap { 0 : goto endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80 }
+add chain ip kube-proxy external-ULMVA6XW-ns1/svc1/tcp/p80
+add rule ip kube-proxy external-ULMVA6XW-ns1/svc1/tcp/p80 jump mark-for-masquerade
+add rule ip kube-proxy external-ULMVA6XW-ns1/svc1/tcp/p80 goto service-ULMVA6XW-ns1/svc1/tcp/p80
+add chain ip kube-proxy endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80
+add rule ip kube-proxy endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80 ip saddr 10.180.0.1 jump mark-for-masquerade
+add rule ip kube-proxy endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80 meta l4proto tcp dnat to 10.180.0.1:80
+add chain ip kube-proxy firewall-ULMVA6XW-ns1/svc1/tcp/p80
+add rule ip kube-proxy firewall-ULMVA6XW-ns1/svc1/tcp/p80 ip saddr != { 203.0.113.0/25 } drop
+add element ip kube-proxy cluster-ips { 172.30.0.41 }
+add element ip kube-proxy service-ips { 172.30.0.41 . tcp . 80 : goto service-ULMVA6XW-ns1/svc1/tcp/p80 }
+add element ip kube-proxy service-ips { 192.168.99.22 . tcp . 80 : goto external-ULMVA6XW-ns1/svc1/tcp/p80 }
+add element ip kube-proxy service-ips { 1.2.3.4 . tcp . 80 : goto external-ULMVA6XW-ns1/svc1/tcp/p80 }
+add element ip kube-proxy service-nodeports { tcp . 3001 : goto external-ULMVA6XW-ns1/svc1/tcp/p80 }
+add element ip kube-proxy firewall-ips { 1.2.3.4 . tcp . 80 : goto firewall-ULMVA6XW-ns1/svc1/tcp/p80 }
+`,
     );
   });
 });
