@@ -13,7 +13,8 @@ export interface Clock {
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
+    // Node fires delays above 2^31-1 ms at once; cap them (the caller re-checks when woken).
+    const t = setTimeout(fn, Math.min(Math.max(0, ms), 0x7fffffff));
     // A pending resync must not keep a finished process (or a test worker) alive.
     t.unref?.();
     return t;

@@ -31,7 +31,7 @@ export interface RunnerOptions {
   clock?: Clock;
   /** kube-proxy minSyncPeriod: 1 s */
   minIntervalMs?: number;
-  /** kube-proxy syncPeriod: 30 s; a sync runs at least this often */
+  /** kube-proxy syncPeriod: 30 s; a sync runs at least this often (0 or Infinity: never) */
   maxIntervalMs?: number;
   /** syncs allowed back to back before minInterval applies: 2 */
   burst?: number;
@@ -167,7 +167,13 @@ export class SyncRunner {
   private dueReason(now: number): SyncReason | undefined {
     if (this.pending) return 'requested';
     if (this.retryAt !== undefined && now >= this.retryAt) return 'retry';
-    if (this.lastRunAt !== undefined && now >= this.lastRunAt + this.maxInterval) return 'periodic';
+    if (
+      this.lastRunAt !== undefined &&
+      this.maxInterval > 0 &&
+      now >= this.lastRunAt + this.maxInterval
+    ) {
+      return 'periodic';
+    }
     return undefined;
   }
 
@@ -242,8 +248,11 @@ export class SyncRunner {
       this.arm(now);
       return;
     }
-    let at = this.lastRunAt === undefined ? now : this.lastRunAt + this.maxInterval;
-    if (this.retryAt !== undefined) at = Math.min(at, this.retryAt);
-    this.arm(at);
+    const periodic =
+      this.lastRunAt !== undefined && this.maxInterval > 0 && Number.isFinite(this.maxInterval)
+        ? this.lastRunAt + this.maxInterval
+        : Number.POSITIVE_INFINITY;
+    const at = Math.min(periodic, this.retryAt ?? Number.POSITIVE_INFINITY);
+    if (Number.isFinite(at)) this.arm(at);
   }
 }

@@ -206,3 +206,16 @@ describe('SyncRunner: async syncs and stop', () => {
     expect(clock.pending).toBe(0);
   });
 });
+
+describe('SyncRunner: no periodic sync', () => {
+  it('with maxInterval Infinity only requests run, and no timer is left armed', () => {
+    const { clock, calls, runner } = ready({ maxIntervalMs: Number.POSITIVE_INFINITY });
+    expect(calls).toHaveLength(1);
+    expect(clock.pending).toBe(0);
+    runner.run();
+    clock.advance(0);
+    expect(calls).toHaveLength(2);
+    clock.advance(3_600_000);
+    expect(calls).toHaveLength(2);
+  });
+});
