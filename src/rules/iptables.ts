@@ -14,7 +14,7 @@ import { extChainName, fwChainName, sepChainName, svcChainName, svlChainName } f
 import { cidr4Contains, nodePortCidrs, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
 import { LineBuffer } from './linebuf.ts';
 import { type ResolvedRulesOptions, type RulesOptions, resolveRulesOptions } from './options.ts';
-import { type EndpointInfo, externallyAccessible, type PortInfo, portInfo } from './portinfo.ts';
+import { type EndpointInfo, externallyAccessible, type PortInfo, portInfos } from './portinfo.ts';
 import { computeProbability } from './probability.ts';
 import { type Categorized, categorizeEndpoints } from './topology.ts';
 
@@ -547,13 +547,6 @@ function localhostAllowed(o: ResolvedRulesOptions): boolean {
   const cidrs = nodePortCidrs(o.nodePortAddresses);
   // kube-proxy turns localhost NodePorts off unless --nodeport-addresses has a loopback CIDR.
   return cidrs === null || cidrs.some((c) => c.addr >>> 24 === 127);
-}
-
-/** Service ports in a stable order (kube-proxy walks a Go map: its order is unspecified). */
-export function portInfos(ports: readonly ResolvedServicePort[], nodeName?: string): PortInfo[] {
-  const infos = ports.map((r) => portInfo(r, nodeName)).filter((p) => p !== null);
-  const key = (p: PortInfo) => `${p.spn}\u0000${p.protocol}`;
-  return infos.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
 }
 
 /** Render `iptables-restore` input as kube-proxy's iptables proxier writes it (full sync). */

@@ -13,9 +13,8 @@
 import type { ResolvedServicePort } from '../model.ts';
 import { nftEndpointNameBase, nftServiceNameBase } from './hash.ts';
 import { cidr4Contains, nodePortCidrs, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
-import { portInfos } from './iptables.ts';
 import { type ResolvedRulesOptions, type RulesOptions, resolveRulesOptions } from './options.ts';
-import { type EndpointInfo, externallyAccessible, type PortInfo } from './portinfo.ts';
+import { type EndpointInfo, externallyAccessible, type PortInfo, portInfos } from './portinfo.ts';
 import { type Categorized, categorizeEndpoints } from './topology.ts';
 
 const T = 'ip kube-proxy';

@@ -126,3 +126,10 @@ export function usesClusterEndpoints(p: PortInfo): boolean {
 export function usesLocalEndpoints(p: PortInfo): boolean {
   return p.internalPolicyLocal || (p.externalPolicyLocal && externallyAccessible(p));
 }
+
+/** Service ports in a stable order (kube-proxy walks a Go map: its order is unspecified). */
+export function portInfos(ports: readonly ResolvedServicePort[], nodeName?: string): PortInfo[] {
+  const infos = ports.map((r) => portInfo(r, nodeName)).filter((p) => p !== null);
+  const key = (p: PortInfo) => `${p.spn}\u0000${p.protocol}`;
+  return infos.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+}
