@@ -1,0 +1,495 @@
+// Benchmark of the ClusterIP program (dpProcess) on one core: packets per second for packets of
+// established flows (DNAT and reverse NAT) and for new flows, with 10 to 100k services; bytes
+// per conntrack flow and RSS with 1M flows; JS heap growth and GC count over a long mixed run
+// (the "no allocation per packet" check). Prints a table; asserts nothing.
+//
+//   npm run bench:datapath [-- --quick]
+//
+// The heap check needs global.gc: without it the script re-runs itself under
+// `node --expose-gc --import tsx` (so the plain `tsx scripts/bench-datapath.ts` works too).
+
+import { spawnSync } from 'node:child_process';
+import { cpus, loadavg } from 'node:os';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { createDatapath, type Datapath } from '../src/datapath/datapath.ts';
+import { dpLoadServices } from '../src/datapath/load.ts';
+import { dpProcess } from '../src/datapath/program.ts';
+import { REASON_COUNT, REASON_NAMES } from '../src/datapath/reasons.ts';
+import { SVC_F_WILDCARD } from '../src/maps/services.ts';
+import type { ResolvedServicePort, Service } from '../src/model.ts';
+import { ipv4FillCsum } from '../src/wire/ipv4.ts';
+import { l4RewriteSrcPort, ipv4RewriteSrc } from '../src/wire/rewrite.ts';
+import { l4FillCsum } from '../src/wire/checksum.ts';
+
+const gcFn = (globalThis as { gc?: () => void }).gc;
+if (!gcFn && process.env.KUBETUN_BENCH_CHILD !== '1') {
+  const script = fileURLToPath(import.meta.url);
+  const r = spawnSync(
+    process.execPath,
+    ['--expose-gc', '--import', 'tsx', script, ...process.argv.slice(2)],
+    { stdio: 'inherit', env: { ...process.env, KUBETUN_BENCH_CHILD: '1' } },
+  );
+  process.exit(r.status ?? 1);
+}
+
+const QUICK = process.argv.includes('--quick');
+const SCALES = [10, 1_000, 10_000, 100_000];
+/** tracked flows for the established-flow runs (same at every scale: only services vary) */
+const FLOWS = 65_536;
+const EST_PACKETS = QUICK ? 2_000_000 : 8_000_000;
+/** new flows per batch (the conntrack is cleared between batches, untimed) */
+const NEW_BATCH = QUICK ? 131_072 : 262_144;
+const NEW_PACKETS = QUICK ? 500_000 : 2_000_000;
+const CT_FILL = QUICK ? 200_000 : 1_000_000;
+const MIX_PACKETS = QUICK ? 2_000_000 : 10_000_000;
+const STRIDE = 64; // bytes per packet slot in the packet buffers
+const PKT = 40; // IPv4 + TCP, no options
+const BACKENDS_PER_SVC = 3;
+const NOW = 1_700_000_000_000;
+
+const VIP_BASE = 0x0a600000; // 10.96.0.0
+const BE_BASE = 0x0af40000; // 10.244.0.0
+const CLIENT_BASE = 0x0a010000; // 10.1.0.0
+
+// ---- output ----------------------------------------------------------------------------------
+
+function progress(msg: string): void {
+  process.stderr.write(`  … ${msg}\n`);
+}
+function mpps(packets: number, ns: number): number {
+  return (packets / ns) * 1e3;
+}
+function fmt(n: number, digits = 2): string {
+  return n.toFixed(digits);
+}
+function mib(bytes: number): string {
+  return `${(bytes / 1048576).toFixed(1)} MiB`;
+}
+
+// ---- packets ---------------------------------------------------------------------------------
+
+function w16(b: Uint8Array, at: number, v: number): void {
+  b[at] = v >>> 8;
+  b[at + 1] = v;
+}
+function w32(b: Uint8Array, at: number, v: number): void {
+  w16(b, at, v >>> 16);
+  w16(b, at + 2, v & 0xffff);
+}
+
+/** A 40-byte IPv4/TCP packet with valid checksums at b[off..off+40). */
+function writeTcp(
+  b: Uint8Array,
+  off: number,
+  src: number,
+  dst: number,
+  sport: number,
+  dport: number,
+  flags: number,
+): void {
+  b.fill(0, off, off + PKT);
+  b[off] = 0x45;
+  w16(b, off + 2, PKT);
+  b[off + 8] = 64;
+  b[off + 9] = 6;
+  w32(b, off + 12, src);
+  w32(b, off + 16, dst);
+  w16(b, off + 20, sport);
+  w16(b, off + 22, dport);
+  w32(b, off + 24, 1000);
+  b[off + 32] = 5 << 4;
+  b[off + 33] = flags;
+  w16(b, off + 34, 64240);
+  ipv4FillCsum(b, off);
+  l4FillCsum(b, off);
+}
+
+const SYN = 2;
+const ACK = 16;
+
+function clientOf(f: number): number {
+  return (CLIENT_BASE + (f >>> 14)) >>> 0;
+}
+function sportOf(f: number): number {
+  return 1024 + (f & 0x3fff);
+}
+function vipOf(i: number): number {
+  return (VIP_BASE + i) >>> 0;
+}
+function beOf(i: number, k: number): number {
+  return (BE_BASE + i * BACKENDS_PER_SVC + k) >>> 0;
+}
+
+/** A buffer of n packet slots followed by n pristine copies (restored before each run). */
+interface PacketSet {
+  buf: Uint8Array;
+  /** the same memory as 32-bit words: restoring a packet is 10 word copies (copyWithin costs a
+   * ~300 ns builtin call per packet, more than the program itself) */
+  words: Uint32Array;
+  n: number;
+}
+
+function packetSet(n: number, write: (b: Uint8Array, off: number, f: number) => void): PacketSet {
+  // Slot k carries flow perm[k]: the buffer is walked in order, like a batch read from the TUN
+  // (hot in cache), while consecutive packets belong to unrelated flows, as on a real link.
+  const perm = new Uint32Array(n);
+  for (let i = 0; i < n; i++) perm[i] = i;
+  let s = 0x9e3779b9;
+  for (let i = n - 1; i > 0; i--) {
+    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) | 0;
+    const j = (s >>> 0) % (i + 1);
+    const t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  const buf = new Uint8Array(2 * n * STRIDE);
+  for (let k = 0; k < n; k++) write(buf, k * STRIDE, perm[k]);
+  buf.copyWithin(n * STRIDE, 0, n * STRIDE);
+  return { buf, words: new Uint32Array(buf.buffer), n };
+}
+
+// ---- services ----------------------------------------------------------------------------------
+
+/** Seed `count` services straight into the maps (VIP i:80/TCP, 3 backends each), Cilium order. */
+function seedServices(dp: Datapath, count: number): void {
+  for (let i = 0; i < count; i++) {
+    const vip = vipOf(i);
+    for (let k = 0; k < BACKENDS_PER_SVC; k++) {
+      const id = i * BACKENDS_PER_SVC + k + 1;
+      dp.be.upsert(id, beOf(i, k), 8080, 6, 0, 0);
+      dp.svc.upsertSlot(vip, 80, 6, k + 1, id);
+    }
+    dp.svc.upsertMaster(vip, 80, 6, BACKENDS_PER_SVC, (i % 65535) + 1, 0, 0, 0);
+    dp.svc.upsertMaster(vip, 0, 0, 0, 0, SVC_F_WILDCARD, 0, 0);
+  }
+}
+
+function datapathFor(services: number, ctCapacity: number): Datapath {
+  const dp = createDatapath({
+    svcCapacity: services * (BACKENDS_PER_SVC + 2) + 16,
+    beCapacity: services * BACKENDS_PER_SVC + 16,
+    ctCapacity,
+    seed: 1,
+  });
+  seedServices(dp, services);
+  return dp;
+}
+
+// ---- timed loops (kept free of allocation) ---------------------------------------------------
+
+/** Process every packet of `ps` in its order, restoring each from its pristine copy first. */
+function runSet(dp: Datapath, ps: PacketSet, rounds: number, now: number): number {
+  const { buf, words, n } = ps;
+  const pristine = (n * STRIDE) >>> 2;
+  let tx = 0;
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < n; k++) {
+      const off = k * STRIDE;
+      const w = off >>> 2;
+      for (let j = 0; j < PKT >>> 2; j++) words[w + j] = words[pristine + w + j];
+      if (dpProcess(dp, buf, off, PKT, now) === 1) tx++;
+    }
+  }
+  return tx;
+}
+
+/** The same loop without dpProcess: the harness cost to subtract. */
+function runCopyOnly(ps: PacketSet, rounds: number): number {
+  const { buf, words, n } = ps;
+  const pristine = (n * STRIDE) >>> 2;
+  let x = 0;
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < n; k++) {
+      const off = k * STRIDE;
+      const w = off >>> 2;
+      for (let j = 0; j < PKT >>> 2; j++) words[w + j] = words[pristine + w + j];
+      x += buf[off + 19];
+    }
+  }
+  return x;
+}
+
+/**
+ * CPU time of this process (user + system), not wall time: "per core" means per CPU-second,
+ * and it keeps the figures honest on a shared machine where wall time includes other tenants.
+ * (Nothing else runs in the process during a timed loop: no allocation, so no GC threads.)
+ */
+function timeIt(fn: () => number): { ns: number; wallNs: number; result: number } {
+  const c0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  const result = fn();
+  const wallNs = Number(process.hrtime.bigint() - t0);
+  const c = process.cpuUsage(c0);
+  return { ns: (c.user + c.system) * 1000, wallNs, result };
+}
+
+// ---- phases ----------------------------------------------------------------------------------
+
+interface ScaleRow {
+  services: number;
+  dnat: number;
+  revnat: number;
+  newFlows: number;
+  harnessNs: number;
+}
+
+function benchScale(services: number): ScaleRow {
+  progress(`${services} services: seeding maps`);
+  const dp = datapathFor(services, 1 << 20);
+  // Flow f: client (10.1.x.y, port) -> VIP (f % services):80.
+  const orig = packetSet(FLOWS, (b, off, f) =>
+    writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, ACK),
+  );
+  const syns = packetSet(FLOWS, (b, off, f) =>
+    writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, SYN),
+  );
+  runSet(dp, syns, 1, NOW); // create the flows
+  // Replies come from whichever backend each flow was given.
+  const reply = packetSet(FLOWS, (b, off, f) => {
+    const i = dp.ct.lookupOrig(6, clientOf(f), vipOf(f % services), sportOf(f), 80);
+    writeTcp(b, off, dp.ct.baddr(i), clientOf(f), 8080, sportOf(f), ACK);
+  });
+  const rounds = Math.max(1, Math.round(EST_PACKETS / FLOWS));
+  progress(`${services} services: ${rounds * FLOWS} established packets each way`);
+  runSet(dp, orig, 2, NOW); // warm up
+  runSet(dp, reply, 2, NOW);
+  const harness = timeIt(() => runCopyOnly(orig, rounds));
+  const d = timeIt(() => runSet(dp, orig, rounds, NOW));
+  const r = timeIt(() => runSet(dp, reply, rounds, NOW));
+  checkAll(dp, 'TX_DNAT', d.result, rounds * FLOWS);
+  checkAll(dp, 'TX_REVNAT', r.result, rounds * FLOWS);
+  const harnessNs = harness.ns / (rounds * FLOWS);
+  const newFlows = benchNewFlows(services);
+  return {
+    services,
+    dnat: mpps(rounds * FLOWS, d.ns - harness.ns),
+    revnat: mpps(rounds * FLOWS, r.ns - harness.ns),
+    newFlows,
+    harnessNs,
+  };
+}
+
+function checkAll(dp: Datapath, what: string, got: number, want: number): void {
+  if (got !== want) {
+    const counts = REASON_NAMES.map((n, i) => `${n}=${dp.counters[i]}`).filter(
+      (s) => !s.endsWith('=0'),
+    );
+    throw new Error(`bench: expected ${want} × ${what}, got ${got} (${counts.join(' ')})`);
+  }
+}
+
+function benchNewFlows(services: number): number {
+  const dp = datapathFor(services, NEW_BATCH * 2);
+  const ps = packetSet(NEW_BATCH, (b, off, f) =>
+    writeTcp(b, off, clientOf(f), vipOf((f * 7919) % services), sportOf(f), 80, SYN),
+  );
+  const batches = Math.max(1, Math.round(NEW_PACKETS / NEW_BATCH));
+  progress(`${services} services: ${batches * NEW_BATCH} new flows`);
+  runSet(dp, ps, 1, NOW); // warm up
+  let ns = 0;
+  const harness = timeIt(() => runCopyOnly(ps, batches));
+  for (let k = 0; k < batches; k++) {
+    dp.ct.clear();
+    const t = timeIt(() => runSet(dp, ps, 1, NOW));
+    checkAll(dp, 'TX_DNAT_NEW', t.result, NEW_BATCH);
+    ns += t.ns;
+  }
+  return mpps(batches * NEW_BATCH, ns - harness.ns);
+}
+
+/** 1M flows in a conntrack sized for them: bytes per flow and what the process grows by. */
+function benchCtMemory(): { bytesPerFlow: number; rssDelta: number; rss: number; flows: number } {
+  gcFn?.();
+  const rss0 = process.memoryUsage().rss;
+  const dp = datapathFor(1000, CT_FILL);
+  const one = new Uint8Array(2 * STRIDE);
+  writeTcp(one, STRIDE, clientOf(0), vipOf(0), 1024, 80, SYN);
+  progress(`filling conntrack with ${CT_FILL} flows`);
+  for (let f = 0; f < CT_FILL; f++) {
+    one.copyWithin(0, STRIDE, STRIDE + PKT);
+    ipv4RewriteSrc(one, 0, clientOf(f));
+    l4RewriteSrcPort(one, 0, sportOf(f));
+    if (dpProcess(dp, one, 0, PKT, NOW) !== 1)
+      throw new Error(`bench: flow ${f} not created (${REASON_NAMES[dp.lastReason]})`);
+  }
+  const rss = process.memoryUsage().rss;
+  return {
+    bytesPerFlow: dp.ct.bytesPerFlow(),
+    rssDelta: (rss - rss0) / CT_FILL,
+    rss,
+    flows: dp.ct.size,
+  };
+}
+
+/**
+ * A long mixed run (established both ways, new flows, rejects, pass, ping, malformed) with the
+ * heap measured before and after and GCs counted during it: a per-packet allocation shows up
+ * as young-generation growth and scavenges.
+ */
+async function benchHeap(): Promise<HeapResult> {
+  const services = 1000;
+  const dp = datapathFor(services, 1 << 21);
+  const ps = packetSet(FLOWS, writeMixed);
+  dp.cfg.icmpRatePerSec = 0; // measure the reject path, not the limiter
+  runSet(dp, ps, 8, NOW); // warm up: every path optimised before the heap is watched
+  const rounds = Math.max(4, Math.round(MIX_PACKETS / FLOWS / 4) * 4);
+  let gcs = 0;
+  const obs = new PerformanceObserver((list) => {
+    // Scavenges only: they are what per-packet allocation causes (gc() forces major ones).
+    for (const e of list.getEntries()) {
+      const kind = (e as unknown as { detail?: { kind?: number } }).detail?.kind;
+      if (kind === constants.NODE_PERFORMANCE_GC_MINOR) gcs++;
+    }
+  });
+  obs.observe({ entryTypes: ['gc'] });
+  progress(`mixed run of ${rounds * FLOWS} packets in 4 segments, heap watched`);
+  const heap = new Float64Array(5);
+  gcFn?.();
+  heap[0] = process.memoryUsage().heapUsed;
+  const c0 = process.cpuUsage();
+  for (let seg = 1; seg <= 4; seg++) {
+    runSet(dp, ps, rounds / 4, NOW);
+    heap[seg] = process.memoryUsage().heapUsed;
+  }
+  const cpu = process.cpuUsage(c0);
+  gcFn?.();
+  const retained = process.memoryUsage().heapUsed - heap[0];
+  // GC entries are delivered asynchronously: let them arrive, then discount the one forced above.
+  await new Promise((r) => setTimeout(r, 20));
+  obs.disconnect();
+  const mix: string[] = [];
+  for (let r = 0; r < REASON_COUNT; r++) if (dp.counters[r] > 0) mix.push(REASON_NAMES[r]);
+  progress(`mix: ${mix.join(', ')}`);
+  return {
+    packets: rounds * FLOWS,
+    growth: [1, 2, 3, 4].map((k) => heap[k] - heap[k - 1]),
+    retained,
+    gcs,
+    mpps: (rounds * FLOWS) / (cpu.user + cpu.system),
+  };
+}
+
+interface HeapResult {
+  packets: number;
+  /** heapUsed growth per quarter of the run, no GC forced in between */
+  growth: number[];
+  retained: number;
+  gcs: number;
+  mpps: number;
+}
+
+/** Packet f of the mixed run: established, stray reply, unknown port, pass, ping, bad csum. */
+function writeMixed(b: Uint8Array, off: number, f: number): void {
+  const k = f % 8;
+  const c = clientOf(f);
+  const vip = vipOf(f % 1000);
+  if (k <= 2) {
+    writeTcp(b, off, c, vip, sportOf(f), 80, ACK); // established after the first round
+  } else if (k === 3) {
+    writeTcp(b, off, beOf(f % 1000, 0), c, 8080, sportOf(f), ACK); // reply of no flow: pass
+  } else if (k === 4) {
+    writeTcp(b, off, c, vip, sportOf(f), 443, SYN); // unknown port: reject
+  } else if (k === 5) {
+    writeTcp(b, off, c, 0x0af40101, sportOf(f), 80, ACK); // not a service: pass
+  } else if (k === 6) {
+    writeTcp(b, off, c, vip, sportOf(f), 80, ACK);
+    b[off + 9] = 1; // turned into an ICMP echo request to the VIP: dropped
+    b[off + 20] = 8;
+    ipv4FillCsum(b, off);
+  } else {
+    writeTcp(b, off, c, vip, sportOf(f), 80, ACK);
+    b[off + 10] ^= 0xff; // bad IPv4 header checksum: dropped
+  }
+}
+
+/** Control-plane cost: dpLoadServices of n services from the model, then an identical resync. */
+function benchLoad(n: number): { full: number; resync: number } {
+  const dp = createDatapath({ svcCapacity: n * 5 + 16, beCapacity: n * 3 + 16 });
+  const ports: ResolvedServicePort[] = [];
+  for (let i = 0; i < n; i++) {
+    const svc: Service = {
+      namespace: 'bench',
+      name: `svc-${i}`,
+      type: 'ClusterIP',
+      clusterIPs: [`10.96.${(i >>> 8) & 255}.${i & 255}`],
+      ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 0 }],
+      sessionAffinity: 'None',
+      affinityTimeoutSeconds: 10800,
+      externalTrafficPolicy: 'Cluster',
+      internalTrafficPolicy: 'Cluster',
+      externalIPs: [],
+      loadBalancerIPs: [],
+      loadBalancerSourceRanges: [],
+      healthCheckNodePort: 0,
+      annotations: {},
+      labels: {},
+    };
+    const endpoints = [0, 1, 2].map((k) => ({
+      ip: `10.${244 + k}.${(i >>> 8) & 255}.${i & 255}`,
+      port: 8080,
+      ready: true,
+      serving: true,
+      terminating: false,
+    }));
+    ports.push({
+      service: svc,
+      port: svc.ports[0],
+      servicePortName: `bench/svc-${i}:http`,
+      endpoints,
+    });
+  }
+  progress(`dpLoadServices with ${n} services`);
+  dpLoadServices(createDatapath({ svcCapacity: n * 5 + 16, beCapacity: n * 3 + 16 }), ports); // JIT warm-up
+  const t0 = process.hrtime.bigint();
+  dpLoadServices(dp, ports);
+  const t1 = process.hrtime.bigint();
+  dpLoadServices(dp, ports);
+  const t2 = process.hrtime.bigint();
+  return { full: Number(t1 - t0) / 1e6, resync: Number(t2 - t1) / 1e6 };
+}
+
+// ---- main ------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const t0 = Date.now();
+  console.log(
+    `kubetun datapath benchmark${QUICK ? ' (--quick)' : ''}: node ${process.version}, ${cpus()[0]?.model ?? '?'}, one core`,
+  );
+  console.log('goals: >= 5 Mpps established, >= 1 Mpps new flows, <= 64 B per conntrack flow');
+  console.log(
+    `load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} on ${cpus().length} CPUs; rates are per CPU-second of this process\n`,
+  );
+  const mem = benchCtMemory();
+  const rows = SCALES.map(benchScale);
+  console.log('services | established DNAT | established revNAT | new flows (SYN) |');
+  console.log('---------|-----------------|--------------------|-----------------|');
+  for (const r of rows) {
+    console.log(
+      `${String(r.services).padStart(8)} | ${fmt(r.dnat).padStart(10)} Mpps | ${fmt(r.revnat).padStart(13)} Mpps | ${fmt(r.newFlows).padStart(10)} Mpps |`,
+    );
+  }
+  const h = rows[0].harnessNs;
+  console.log(
+    `(per-packet restore copy of the harness, ${fmt(h, 1)} ns, measured and subtracted)\n`,
+  );
+  console.log(
+    `conntrack: ${fmt(mem.bytesPerFlow, 1)} B/flow of typed arrays; ${mem.flows} flows; RSS ${mib(mem.rss)} (grew ${fmt(mem.rssDelta, 1)} B/flow incl. maps and packet scratch)`,
+  );
+  const heap = await benchHeap();
+  const g = heap.growth.map((b) => `${b >= 0 ? '+' : ''}${b}`).join(' / ');
+  // A quarter with a scavenge in it shows a drop; the largest quarter bounds the allocation.
+  const perPkt = Math.max(...heap.growth) / (heap.packets / 4);
+  console.log(
+    `heap over ${heap.packets} mixed packets (${fmt(heap.mpps)} Mpps): growth per quarter ${g} B, ${heap.retained} B retained after GC, ${heap.gcs} scavenges during the run (<= ${fmt(perPkt, 2)} B/packet)`,
+  );
+  const load = benchLoad(QUICK ? 2000 : 10_000);
+  console.log(
+    `control plane: dpLoadServices ${QUICK ? 2000 : 10_000} services x 3 endpoints: full ${fmt(load.full, 0)} ms, identical resync ${fmt(load.resync, 0)} ms`,
+  );
+  console.log(`\ntotal ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+await main();
