@@ -18,7 +18,7 @@ import { TunDevice } from '../tun/tun.ts';
 import { CtlServer, ctlAlive } from './ctl.ts';
 import { discoverPodIfaces } from './discover.ts';
 import { recoverState, removeState, statePathFor, Watchdog, writeState } from './failure.ts';
-import { agentTable, ctEntries, reasonTable } from './inspect.ts';
+import { agentTable, inspectAnswer, reasonTable } from './inspect.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
 import { type AgentNet, type AgentOptions, validateOptions } from './options.ts';
 import { Steering, sweepStaleFilters, UndoLog } from './steering.ts';
@@ -153,15 +153,16 @@ export class NodeAgent {
         return this.status();
       case 'counters':
         return this.counters();
-      case 'ct': {
-        const limit = Number(req.limit ?? 100000);
-        return { entries: ctEntries(this.dp, Math.floor(this.nowMs() / 1000), limit) };
-      }
+      case 'ct':
+      case 'ct-count':
+      case 'ct-flush':
+      case 'svc':
+        return inspectAnswer(this.dp, req, Math.floor(this.nowMs() / 1000), this.ports);
       case 'reload':
         return this.reload();
       default:
         return {
-          error: `unknown cmd ${JSON.stringify(req.cmd)}; try status, counters, ct, reload`,
+          error: `unknown cmd ${JSON.stringify(req.cmd)}; try status, counters, ct, ct-count, ct-flush, svc, reload`,
         };
     }
   }

@@ -4,6 +4,8 @@
 //   {"cmd":"status"}   -> {node, pid, uptimeSec, packets, services, ...}
 //   {"cmd":"counters"} -> {counters: {REASON_NAME: n, ...}, ...}
 //   {"cmd":"ct"}       -> {entries: [{proto, state, expiresInSec, orig, reply, backendId, ...}]}
+//   {"cmd":"ct-count"} / {"cmd":"ct-flush"} / {"cmd":"svc"}: the inspect views (`kubetun ct`,
+//                         `kubetun svc`); shapes and filters in src/node/inspect.ts
 //
 // The socket exists and answers `status` only once the agent is fully up (steering installed):
 // that is the readiness signal the lab waits for.

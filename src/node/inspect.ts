@@ -1,71 +1,264 @@
 // Answers of the control socket, built from the datapath's maps and counters (slow world).
-import { CT_F_CLOSING, CT_F_SEEN_NON_SYN, CT_F_SEEN_REPLY } from '../datapath/ct.ts';
+// The JSON shapes are in src/inspect/types.ts (the CLI formats them); filters in
+// src/inspect/ct-filter.ts.
+import { CT_F_SEEN_REPLY } from '../datapath/ct.ts';
 import type { Datapath } from '../datapath/datapath.ts';
 import { REASON_NAMES } from '../datapath/reasons.ts';
-import { u32ToIpv4 } from '../wire/addr.ts';
+import { type CtFilter, ctFilterMatch, parseCtFilter } from '../inspect/ct-filter.ts';
+import { ctAssured, ctStateName } from '../inspect/ct-state.ts';
+import type { CtEntry, SvcBackend, SvcEntry, SvcReport } from '../inspect/types.ts';
+import { BE_ACTIVE, BE_F_LOCAL, BE_QUARANTINED, BE_TERMINATING } from '../maps/backends.ts';
+import {
+  SVC_F_AFFINITY,
+  SVC_F_ETP_LOCAL,
+  SVC_F_EXTERNAL_IP,
+  SVC_F_ITP_LOCAL,
+  SVC_F_LOADBALANCER,
+  SVC_F_NODEPORT,
+  SVC_F_SOURCE_RANGE,
+  SVC_F_WILDCARD,
+} from '../maps/services.ts';
+import type { ResolvedServicePort } from '../model.ts';
+import { SCHED_NAMES } from '../sched/kinds.ts';
+import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
 import { AGENT_COUNTER_NAMES } from './loop.ts';
 
-export interface CtTuple {
-  src: string;
-  dst: string;
-  sport: number;
-  dport: number;
-}
-
-export interface CtEntry {
-  proto: string;
-  state: string;
-  expiresInSec: number;
-  orig: CtTuple;
-  reply: CtTuple;
-  backendId: number;
-  packets: number;
-  bytes: number;
-}
+export type { CtEntry, CtTuple } from '../inspect/types.ts';
+export { ctStateName } from '../inspect/ct-state.ts';
 
 const PROTO_NAMES: Record<number, string> = { 1: 'ICMP', 6: 'TCP', 17: 'UDP' };
 
-/** conntrack(8)-like state names, from the flags the datapath keeps per flow. */
-export function ctStateName(proto: number, flags: number): string {
-  if (proto === 6) {
-    if ((flags & CT_F_CLOSING) === CT_F_CLOSING) return 'CLOSE';
-    if (flags & CT_F_CLOSING) return 'FIN_WAIT';
-    if (flags & CT_F_SEEN_NON_SYN) return 'ESTABLISHED';
-    return flags & CT_F_SEEN_REPLY ? 'SYN_RECV' : 'SYN_SENT';
-  }
-  return flags & CT_F_SEEN_REPLY ? 'REPLIED' : 'UNREPLIED';
+function protoName(p: number): string {
+  return PROTO_NAMES[p] ?? String(p);
 }
 
-/** Live (unexpired) flows, at most `limit`. */
-export function ctEntries(dp: Datapath, nowSec: number, limit: number): CtEntry[] {
+/** Entry `i` of the conntrack map as JSON. */
+export function ctEntry(dp: Datapath, i: number, nowSec: number): CtEntry {
   const ct = dp.ct;
-  const out: CtEntry[] = [];
-  for (let i = ct.next(0); i >= 0 && out.length < limit; i = ct.next(i + 1)) {
-    const expires = ct.expires(i);
-    if (expires <= nowSec) continue;
-    const proto = ct.proto(i);
-    out.push({
-      proto: PROTO_NAMES[proto] ?? String(proto),
-      state: ctStateName(proto, ct.flags(i)),
-      expiresInSec: expires - nowSec,
-      orig: {
-        src: u32ToIpv4(ct.saddr(i)),
-        dst: u32ToIpv4(ct.daddr(i)),
-        sport: ct.sport(i),
-        dport: ct.dport(i),
-      },
-      reply: {
-        src: u32ToIpv4(ct.baddr(i)),
-        dst: u32ToIpv4(ct.saddr(i)),
-        sport: ct.bport(i),
-        dport: ct.sport(i),
-      },
-      backendId: ct.backendId(i),
-      packets: ct.pktsOrig(i) + ct.pktsReply(i),
-      bytes: ct.bytesOrig(i) + ct.bytesReply(i),
-    });
+  const proto = ct.proto(i);
+  const flags = ct.flags(i);
+  const client = u32ToIpv4(ct.saddr(i));
+  return {
+    proto: protoName(proto),
+    protoNum: proto,
+    state: ctStateName(proto, flags),
+    expiresInSec: ct.expires(i) - nowSec,
+    orig: {
+      src: client,
+      dst: u32ToIpv4(ct.daddr(i)),
+      sport: ct.sport(i),
+      dport: ct.dport(i),
+      packets: ct.pktsOrig(i),
+      bytes: ct.bytesOrig(i),
+    },
+    reply: {
+      src: u32ToIpv4(ct.baddr(i)),
+      dst: client,
+      sport: ct.bport(i),
+      dport: ct.sport(i),
+      packets: ct.pktsReply(i),
+      bytes: ct.bytesReply(i),
+    },
+    backendId: ct.backendId(i),
+    revNat: ct.revNat(i),
+    packets: ct.pktsOrig(i) + ct.pktsReply(i),
+    bytes: ct.bytesOrig(i) + ct.bytesReply(i),
+    seenReply: (flags & CT_F_SEEN_REPLY) !== 0,
+    assured: ctAssured(proto, flags),
+  };
+}
+
+/** Calls fn(i) for every live (unexpired) flow passing `filter`. */
+function eachFlow(dp: Datapath, nowSec: number, filter: CtFilter, fn: (i: number) => void): void {
+  const ct = dp.ct;
+  for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {
+    if (ct.expires(i) > nowSec && ctFilterMatch(filter, ct, i)) fn(i);
   }
+}
+
+/** Live (unexpired) flows passing `filter`, at most `limit`. */
+export function ctEntries(dp: Datapath, nowSec: number, limit: number, filter: CtFilter = {}) {
+  const out: CtEntry[] = [];
+  eachFlow(dp, nowSec, filter, (i) => {
+    if (out.length < limit) out.push(ctEntry(dp, i, nowSec));
+  });
   return out;
+}
+
+export function ctCount(dp: Datapath, nowSec: number, filter: CtFilter = {}): number {
+  let n = 0;
+  eachFlow(dp, nowSec, filter, () => {
+    n++;
+  });
+  return n;
+}
+
+/**
+ * Deletes the live flows passing `filter` (all of them for an empty filter), as `conntrack -D`
+ * / `-F`: the next packet of a deleted flow is a new flow (a new backend choice for a SYN;
+ * mid-stream TCP is picked up again). Returns how many were deleted.
+ */
+export function ctFlush(dp: Datapath, nowSec: number, filter: CtFilter = {}): number {
+  const doomed: number[] = [];
+  eachFlow(dp, nowSec, filter, (i) => {
+    doomed.push(i);
+  });
+  for (const i of doomed) dp.ct.delete(i);
+  return doomed.length;
+}
+
+const FLAG_NAMES: [number, string][] = [
+  [SVC_F_NODEPORT, 'nodeport'],
+  [SVC_F_EXTERNAL_IP, 'external-ip'],
+  [SVC_F_LOADBALANCER, 'loadbalancer'],
+  [SVC_F_ETP_LOCAL, 'etp-local'],
+  [SVC_F_ITP_LOCAL, 'itp-local'],
+  [SVC_F_AFFINITY, 'affinity'],
+  [SVC_F_SOURCE_RANGE, 'source-range'],
+];
+
+const BE_STATE_NAMES: Record<number, string> = {
+  [BE_ACTIVE]: 'active',
+  [BE_TERMINATING]: 'terminating',
+  [BE_QUARANTINED]: 'quarantined',
+};
+
+/** "vip:port:protoNum" -> ServicePortName, for the ports the agent loaded. */
+export function servicePortNames(ports: readonly ResolvedServicePort[]): Map<string, string> {
+  const names = new Map<string, string>();
+  const protos: Record<string, number> = { TCP: 6, UDP: 17, SCTP: 132 };
+  for (const p of ports) {
+    for (const ip of p.service.clusterIPs ?? []) {
+      if (ip.includes(':')) continue;
+      try {
+        names.set(`${ipv4ToU32(ip)}:${p.port.port}:${protos[p.port.protocol]}`, p.servicePortName);
+      } catch {
+        // an address the loader refused never reached the maps: nothing to name
+      }
+    }
+  }
+  return names;
+}
+
+/** Active (TCP ESTABLISHED) and inactive live flows per (revNat, backend id). */
+function connCounts(
+  dp: Datapath,
+  nowSec: number,
+): Map<number, { active: number; inactive: number }> {
+  const counts = new Map<number, { active: number; inactive: number }>();
+  const ct = dp.ct;
+  eachFlow(dp, nowSec, {}, (i) => {
+    const key = ct.revNat(i) * 0x1_0000_0000 + ct.backendId(i);
+    let c = counts.get(key);
+    if (!c) {
+      c = { active: 0, inactive: 0 };
+      counts.set(key, c);
+    }
+    if (ctStateName(ct.proto(i), ct.flags(i)) === 'ESTABLISHED') c.active++;
+    else c.inactive++;
+  });
+  return counts;
+}
+
+/** The service table as `ipvsadm -Ln` shows it, sorted by protocol, VIP, port. */
+export function svcReport(
+  dp: Datapath,
+  nowSec: number,
+  names: Map<string, string> = new Map(),
+): SvcReport {
+  const counts = connCounts(dp, nowSec);
+  const svc = dp.svc;
+  const services: SvcEntry[] = [];
+  for (let i = svc.next(0); i >= 0; i = svc.next(i + 1)) {
+    if (svc.slotOf(i) !== 0 || svc.flags(i) & SVC_F_WILDCARD) continue;
+    const vip = svc.vipOf(i);
+    const port = svc.portOf(i);
+    const proto = svc.protoOf(i);
+    const revNat = svc.revNat(i);
+    const backends: SvcBackend[] = [];
+    for (let s = 1; s <= svc.count(i); s++) {
+      const slot = svc.lookup(vip, port, proto, s);
+      const b = slot < 0 ? -1 : dp.be.lookup(svc.backendId(slot));
+      if (b < 0) continue; // a slot mid-update or a dangling id: nothing to show
+      const id = dp.be.idOf(b);
+      const state = dp.be.state(b);
+      const c = counts.get(revNat * 0x1_0000_0000 + id);
+      backends.push({
+        id,
+        addr: u32ToIpv4(dp.be.addr(b)),
+        port: dp.be.port(b),
+        weight: state === BE_ACTIVE ? 1 : 0,
+        state: BE_STATE_NAMES[state] ?? String(state),
+        local: (dp.be.flags(b) & BE_F_LOCAL) !== 0,
+        active: c?.active ?? 0,
+        inactive: c?.inactive ?? 0,
+      });
+    }
+    const flags = svc.flags(i);
+    const entry: SvcEntry = {
+      vip: u32ToIpv4(vip),
+      port,
+      proto: protoName(proto),
+      protoNum: proto,
+      scheduler: SCHED_NAMES[svc.scheduler(i)] ?? `sched-${svc.scheduler(i)}`,
+      flags: FLAG_NAMES.filter(([bit]) => flags & bit).map(([, n]) => n),
+      affinityTimeoutSec: flags & SVC_F_AFFINITY ? svc.affinityTimeout(i) : 0,
+      revNat,
+      backends,
+    };
+    const name = names.get(`${vip}:${port}:${proto}`);
+    if (name !== undefined) entry.name = name;
+    services.push(entry);
+  }
+  services.sort((a, b) => a.protoNum - b.protoNum || cmpAddr(a.vip, b.vip) || a.port - b.port);
+  return { connTableSize: dp.ct.capacity, services };
+}
+
+function cmpAddr(a: string, b: string): number {
+  return ipv4ToU32(a) - ipv4ToU32(b);
+}
+
+/** Largest `ct` answer by default: one JSON line, so bounded (the socket is not a bulk API). */
+export const CT_LIST_LIMIT = 100_000;
+
+/**
+ * The inspect commands of the control socket; undefined for any other command.
+ *
+ *   {"cmd":"ct", "filter"?: CtFilterSpec, "limit"?: n}  -> {entries: CtEntry[], total}
+ *   {"cmd":"ct-count", "filter"?}                        -> {count, max}
+ *   {"cmd":"ct-flush", "filter"?}                        -> {deleted}
+ *   {"cmd":"svc"}                                        -> SvcReport
+ *
+ * Filters are validated before anything is touched; a bad one is an error naming the field.
+ */
+export function inspectAnswer(
+  dp: Datapath,
+  req: Record<string, unknown>,
+  nowSec: number,
+  ports: readonly ResolvedServicePort[] = [],
+): unknown {
+  const cmd = String(req.cmd);
+  switch (cmd) {
+    case 'ct': {
+      const filter = parseCtFilter(req.filter, 'ct: filter');
+      const limit = req.limit === undefined ? CT_LIST_LIMIT : Number(req.limit);
+      if (!Number.isInteger(limit) || limit < 0)
+        throw new Error('ct: limit must be an integer >= 0');
+      const entries = ctEntries(dp, nowSec, limit, filter);
+      return { entries, total: ctCount(dp, nowSec, filter) };
+    }
+    case 'ct-count':
+      return {
+        count: ctCount(dp, nowSec, parseCtFilter(req.filter, 'ct-count: filter')),
+        max: dp.ct.capacity,
+      };
+    case 'ct-flush':
+      return { deleted: ctFlush(dp, nowSec, parseCtFilter(req.filter, 'ct-flush: filter')) };
+    case 'svc':
+      return svcReport(dp, nowSec, servicePortNames(ports));
+    default:
+      return undefined;
+  }
 }
 
 /** Every datapath reason by name, zeros included (a stable shape for scripts and diffs). */

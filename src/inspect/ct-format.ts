@@ -1,0 +1,42 @@
+// `kubetun ct list` text: one line per flow in the layout of `conntrack -L` (libnetfilter_conntrack's
+// default output with nf_conntrack_acct=1), so the lines diff against a kernel node's:
+//
+//   tcp      6 86397 ESTABLISHED src=10.244.1.3 dst=10.96.0.10 sport=43512 dport=80 packets=6 bytes=420
+//     src=10.244.2.2 dst=10.244.1.3 sport=8080 dport=43512 packets=4 bytes=512 [ASSURED] mark=0 use=1
+//
+//   (one line; wrapped here) = protocol name padded to 8, protocol number, seconds to expiry,
+//   TCP state, original tuple + counters, [UNREPLIED] if no reply yet, reply tuple + counters,
+//   [ASSURED], mark, use. ICMP tuples are "type=8 code=0 id=N" / "type=0 code=0 id=N".
+// kubetun has no packet marks and one reference per flow: mark=0 use=1 always.
+import type { CtEntry, CtTuple } from './types.ts';
+
+const ICMP_ECHO = 8;
+const ICMP_ECHO_REPLY = 0;
+
+function tuple(protoNum: number, t: CtTuple, icmpType: number): string {
+  const addrs = `src=${t.src} dst=${t.dst}`;
+  const counters = `packets=${t.packets} bytes=${t.bytes}`;
+  if (protoNum === 6 || protoNum === 17) {
+    return `${addrs} sport=${t.sport} dport=${t.dport} ${counters}`;
+  }
+  if (protoNum === 1) return `${addrs} type=${icmpType} code=0 id=${t.sport} ${counters}`;
+  return `${addrs} ${counters}`;
+}
+
+/** One `conntrack -L` line (no newline). */
+export function formatCtEntry(e: CtEntry): string {
+  const name = e.protoNum === 1 || e.protoNum === 6 || e.protoNum === 17 ? e.proto : 'unknown';
+  const parts = [`${name.toLowerCase().padEnd(8)} ${e.protoNum}`, String(e.expiresInSec)];
+  if (e.protoNum === 6) parts.push(e.state);
+  parts.push(tuple(e.protoNum, e.orig, ICMP_ECHO));
+  if (!e.seenReply) parts.push('[UNREPLIED]');
+  parts.push(tuple(e.protoNum, e.reply, ICMP_ECHO_REPLY));
+  if (e.assured) parts.push('[ASSURED]');
+  parts.push('mark=0 use=1');
+  return parts.join(' ');
+}
+
+/** conntrack's closing line on stderr, e.g. "... 3 flow entries have been shown." */
+export function ctSummary(n: number, verb: 'shown' | 'deleted'): string {
+  return `kubetun (conntrack-tools style): ${n} flow entries have been ${verb}.`;
+}

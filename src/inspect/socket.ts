@@ -1,0 +1,40 @@
+// Which agent an inspect command talks to: --socket PATH, --node NAME (the socket `kubetun run`
+// and the lab create, <dir>/NAME.sock), or the only socket in <dir> when exactly one exists.
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { KubetunError } from '../manifests/errors.ts';
+
+export const CTL_DIR_DEFAULT = '/run/kubetun';
+
+export interface SocketChoice {
+  socket?: string;
+  node?: string;
+}
+
+export function resolveSocket(o: SocketChoice, dir = CTL_DIR_DEFAULT): string {
+  if (o.socket && o.node) {
+    throw new KubetunError('INSPECT_USAGE', '--socket and --node: give one of them, not both');
+  }
+  if (o.socket) return o.socket;
+  if (o.node) {
+    if (!/^[A-Za-z0-9._-]+$/.test(o.node) || o.node.startsWith('.')) {
+      throw new KubetunError(
+        'INSPECT_USAGE',
+        `--node: ${JSON.stringify(o.node)} is not a node name`,
+      );
+    }
+    return join(dir, `${o.node}.sock`);
+  }
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.endsWith('.sock'));
+  } catch {
+    names = [];
+  }
+  if (names.length === 1) return join(dir, names[0]);
+  const found =
+    names.length === 0
+      ? `no control socket in ${dir} (is \`kubetun run\` running?)`
+      : `${names.length} control sockets in ${dir}: ${names.sort().join(', ')}`;
+  throw new KubetunError('INSPECT_USAGE', `${found}; choose one with --node NAME or --socket PATH`);
+}
