@@ -526,3 +526,88 @@ describe('nftables TestExternalTrafficPolicyLocal / Cluster', () => {
     ]);
   });
 });
+
+// The iptables tests' expectations for internal traffic policy and terminating endpoints,
+// applied to nftables mode (both proxiers share kube-proxy's CategorizeEndpoints).
+describe('nftables internalTrafficPolicy and terminating endpoints', () => {
+  const itpCases = [
+    {
+      name: 'cluster',
+      itp: 'Cluster' as const,
+      nodes: [testNodeName, 'node1', 'node2'],
+      output: '10.0.1.1:80, 10.0.1.2:80, 10.0.1.3:80',
+    },
+    {
+      name: 'local, one local',
+      itp: 'Local' as const,
+      nodes: [testNodeName, 'node1', 'node2'],
+      output: '10.0.1.1:80',
+    },
+    {
+      name: 'local, two local',
+      itp: 'Local' as const,
+      nodes: [testNodeName, testNodeName, 'node2'],
+      output: '10.0.1.1:80, 10.0.1.2:80',
+    },
+    {
+      name: 'local, none local',
+      itp: 'Local' as const,
+      nodes: ['node0', 'node1', 'node2'],
+      output: 'DROP',
+    },
+  ];
+  for (const c of itpCases) {
+    it(`internalTrafficPolicy ${c.name}`, () => {
+      const svc = makeService('ns1', 'svc1', (s) => {
+        s.clusterIPs = ['172.30.1.1'];
+        s.internalTrafficPolicy = c.itp;
+        s.ports = [port({ port: 80 })];
+      });
+      const eps = c.nodes.map((n, i) => ep(`10.0.1.${i + 1}`, { nodeName: n }));
+      const flow = {
+        name: 'pod to ClusterIP',
+        sourceIP: '10.0.0.2',
+        destIP: '172.30.1.1',
+        destPort: 80,
+      };
+      runFlows(render([svc], [makeSlice('ns1', 'svc1', eps, [slicePort('', 80)])]), [
+        { ...flow, output: c.output },
+      ]);
+      runFlows(render([svc], []), [{ ...flow, output: 'REJECT' }]);
+    });
+  }
+
+  it('ETP Local falls back to local serving+terminating endpoints, pods keep all ready ones', () => {
+    const svc = makeService('ns1', 'svc1', (s) => {
+      s.clusterIPs = ['172.30.1.1'];
+      s.type = 'LoadBalancer';
+      s.externalTrafficPolicy = 'Local';
+      s.ports = [port({ port: 80 })];
+      s.healthCheckNodePort = 30000;
+      s.loadBalancerIPs = ['1.2.3.4'];
+    });
+    const ST = { ready: false, serving: true, terminating: true };
+    const eps = [
+      ep('10.0.1.2', { ...ST, nodeName: testNodeName }),
+      ep('10.0.1.3', { ...ST, nodeName: testNodeName }),
+      ep('10.0.1.4', { ready: false, serving: false, terminating: true, nodeName: testNodeName }),
+      ep('10.0.1.5', { nodeName: 'node-1' }),
+    ];
+    runFlows(render([svc], [makeSlice('ns1', 'svc1', eps, [slicePort('', 80)])]), [
+      {
+        name: 'pod to clusterIP',
+        sourceIP: '10.0.0.2',
+        destIP: '172.30.1.1',
+        destPort: 80,
+        output: '10.0.1.5:80',
+      },
+      {
+        name: 'external to LB',
+        sourceIP: testExternalClient,
+        destIP: '1.2.3.4',
+        destPort: 80,
+        output: '10.0.1.2:80, 10.0.1.3:80',
+      },
+    ]);
+  });
+});
