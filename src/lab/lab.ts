@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitForCtl } from './ctl.ts';
+import { installKubeProxyRules } from './kube-proxy.ts';
 import { checkManifestEndpoints, readLabServices } from './manifests.ts';
 import { planLinks, planUp } from './plan.ts';
 import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
@@ -115,6 +116,11 @@ async function build(t: Topology, state: LabState, say: Progress): Promise<void>
     });
   await Promise.all(servers.map((s) => waitForLog(s, /^ready /m, 10_000)));
   if (state.mode === 'kubetun') await startKubetun(t, state, say);
+  if (state.mode === 'iptables') {
+    for (const n of t.nodes) {
+      say(`kube-proxy iptables rules on ${n.name}: ${installKubeProxyRules(t, n)} rules`);
+    }
+  }
 }
 
 async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {

@@ -11,8 +11,9 @@ export const LOG_DIR = join(LAB_DIR, 'logs');
 /** Where each node's kubetun listens for inspect commands (the name `kubetun run` is told). */
 export const CTL_DIR = '/run/kubetun';
 
-export type LabMode = 'kubetun' | 'none';
-export const LAB_MODES: readonly LabMode[] = ['kubetun', 'none'];
+/** kubetun on every node; the kernel with kube-proxy's iptables ruleset; or no data plane. */
+export type LabMode = 'kubetun' | 'iptables' | 'none';
+export const LAB_MODES: readonly LabMode[] = ['kubetun', 'iptables', 'none'];
 
 export interface LabProcess {
   role: 'server' | 'kubetun' | 'capture';

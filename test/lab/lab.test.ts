@@ -23,7 +23,7 @@ import { LOCK_FILE, labDown, labUp } from '../../src/lab/lab.ts';
 import { isAlive, procStartTime } from '../../src/lab/procs.ts';
 import { type LabState, readState, STATE_FILE } from '../../src/lab/state.ts';
 import type { LabStatus } from '../../src/lab/status.ts';
-import { allPods, labNamespaces, loadTopology } from '../../src/lab/topology.ts';
+import { allPods, type LabPod, labNamespaces, loadTopology } from '../../src/lab/topology.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const TOPOLOGY = join(ROOT, 'lab/topology.yaml');
@@ -112,18 +112,58 @@ async function counters(sock: string): Promise<Record<string, number>> {
   return (await labCtl<{ counters: Record<string, number> }>(sock, { cmd: 'counters' })).counters;
 }
 
+/** Every service answers from each of its backends, asked from the pods picked. */
+function expectEveryBackend(backendPods: boolean): void {
+  for (const svc of SERVICES) {
+    for (const from of pods.filter((p) => svc.backends.includes(p.name) === backendPods)) {
+      expect({ from: from.name, svc: svc.name, answers: answerSet(svc.query(from.ns)) }).toEqual({
+        from: from.name,
+        svc: svc.name,
+        answers: svc.backends.join(' '),
+      });
+    }
+  }
+}
+
+function expectPingToVipLost(from: LabPod): void {
+  const r = inNs(from.ns, ['ping', '-n', '-c', '2', '-i', '0.2', '-W', '1', WEB_VIP]);
+  expect(r.out).toMatch(/2 packets transmitted, 0 received, .*100% packet loss/);
+}
+
+function expectNoEndpointsRefused(): void {
+  for (const from of pods) {
+    const r = spawnSync('ip', ['netns', 'exec', from.ns, 'curl', '-sS', '-m', '10', EMPTY_URL], {
+      encoding: 'utf8',
+    });
+    // 7: "Couldn't connect" (the ICMP port unreachable turned into ECONNREFUSED); 28 would be a timeout.
+    expect({ from: from.name, status: r.status }).toEqual({ from: from.name, status: 7 });
+  }
+}
+
+function expect100MbIntact(): void {
+  const n = 100 * 1024 * 1024;
+  const h = createHash('sha256');
+  for (const chunk of patternChunks(n)) h.update(chunk);
+  const script = `curl -sS -m 100 '${WEB_URL}bytes?n=${n}' | sha256sum`;
+  const r = spawnSync('ip', ['netns', 'exec', 'kt-pod-d', 'sh', '-c', script], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  expect(r.stdout.split(' ')[0]).toBe(h.digest('hex'));
+}
+
 let state: LabState;
 
-beforeAll(async () => {
-  await labDown({ topology: TOPOLOGY });
-  state = await labUp({ topology: TOPOLOGY, mode: 'none' });
-});
-
-afterAll(async () => {
-  await labDown({ topology: TOPOLOGY });
-});
-
 describe('namespace lab (mode none, then kubetun on every node)', () => {
+  beforeAll(async () => {
+    await labDown({ topology: TOPOLOGY });
+    state = await labUp({ topology: TOPOLOGY, mode: 'none' });
+  });
+
+  afterAll(async () => {
+    await labDown({ topology: TOPOLOGY });
+  });
+
   it('without a data plane (mode none) routes pods but has no ClusterIP', () => {
     expect(state.processes.filter((p) => p.role === 'kubetun')).toEqual([]);
     expect(inNs('kt-pod-d', ['curl', '-sS', '-m', '3', 'http://10.244.1.2:8080/']).out).toBe(
@@ -186,73 +226,31 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
   it('answers the TCP and UDP ClusterIPs from every backend, for every pod that is no backend', () => {
     // Same-node and cross-node backends both: pod-d sees pod-c (node2) and pod-a, pod-b (node1);
     // pod-a and pod-c see pod-b (node1) and pod-d (node2).
-    for (const svc of SERVICES) {
-      for (const from of pods.filter((p) => !svc.backends.includes(p.name))) {
-        expect({ from: from.name, svc: svc.name, answers: answerSet(svc.query(from.ns)) }).toEqual({
-          from: from.name,
-          svc: svc.name,
-          answers: svc.backends.join(' '),
-        });
-      }
-    }
+    expectEveryBackend(false);
   });
 
   it('answers the ClusterIPs from every backend for a backend pod too, itself included (hairpin)', () => {
     // kube-proxy masquerades a pod's flow to its own service when the backend is the pod
     // itself (KUBE-SEP: -s <endpoint ip> -j KUBE-MARK-MASQ); without that the pod receives a
     // packet from its own IP and drops it as a martian.
-    for (const svc of SERVICES) {
-      for (const from of pods.filter((p) => svc.backends.includes(p.name))) {
-        expect({ from: from.name, svc: svc.name, answers: answerSet(svc.query(from.ns)) }).toEqual({
-          from: from.name,
-          svc: svc.name,
-          answers: svc.backends.join(' '),
-        });
-      }
-    }
+    expectEveryBackend(true);
   });
 
   it("drops ping to a ClusterIP from every pod and counts it as DROP_ECHO_TO_VIP on the pod's node", async () => {
     for (const from of pods) {
       const sock = agentSocket(from.node);
       const before = (await counters(sock)).DROP_ECHO_TO_VIP!;
-      const r = inNs(from.ns, ['ping', '-n', '-c', '2', '-i', '0.2', '-W', '1', WEB_VIP]);
-      expect(r.out).toContain('2 packets transmitted, 0 received, 100% packet loss');
+      expectPingToVipLost(from);
       expect((await counters(sock)).DROP_ECHO_TO_VIP! - before).toBe(2);
     }
   });
 
   it('refuses a connection to a service without endpoints at once (exit 7, not a timeout)', () => {
-    for (const from of pods) {
-      const r = spawnSync('ip', ['netns', 'exec', from.ns, 'curl', '-sS', '-m', '10', EMPTY_URL], {
-        encoding: 'utf8',
-      });
-      // 7: "Couldn't connect" (the ICMP port unreachable turned into ECONNREFUSED); 28 would be a timeout.
-      expect({ from: from.name, status: r.status }).toEqual({ from: from.name, status: 7 });
-    }
+    expectNoEndpointsRefused();
   });
 
   it('carries 100 MB through the ClusterIP with the right sha256', () => {
-    const n = 100 * 1024 * 1024;
-    const h = createHash('sha256');
-    for (const chunk of patternChunks(n)) h.update(chunk);
-    const from = pods.find((p) => p.name === 'pod-d')!;
-    const r = spawnSync(
-      'ip',
-      [
-        'netns',
-        'exec',
-        from.ns,
-        'sh',
-        '-c',
-        `curl -sS -m 100 '${WEB_URL}bytes?n=${n}' | sha256sum`,
-      ],
-      {
-        encoding: 'utf8',
-        timeout: 120_000,
-      },
-    );
-    expect(r.stdout.split(' ')[0]).toBe(h.digest('hex'));
+    expect100MbIntact();
   }, 150_000);
 
   it('shows the curl-vs-ping evidence: conntrack tuples, tcpdump on both veths, the echo drop counter', async () => {
@@ -396,4 +394,37 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(links).not.toMatch(/\b(veth-pod-[a-d]|u-node\d|u-client)\b/);
     expect(kubetun(['lab', 'down']).err).toContain('no lab to take down');
   });
+});
+
+// The reference: the same topology and checks with the kernel as the data plane, programmed
+// with kube-proxy's iptables ruleset (src/rules). What passes here is what kubetun must match.
+describe('the same lab with kube-proxy iptables rules on every node (the reference)', () => {
+  beforeAll(async () => {
+    await labDown({ topology: TOPOLOGY });
+    await labUp({ topology: TOPOLOGY, mode: 'iptables' });
+  });
+
+  afterAll(async () => {
+    await labDown({ topology: TOPOLOGY });
+  });
+
+  it('answers the ClusterIPs from every backend for pods that are no backend', () => {
+    expectEveryBackend(false);
+  });
+
+  it('answers the ClusterIPs from every backend for backend pods, itself included (hairpin)', () => {
+    expectEveryBackend(true);
+  });
+
+  it('loses every ping to a ClusterIP', () => {
+    for (const from of pods) expectPingToVipLost(from);
+  });
+
+  it('refuses a connection to a service without endpoints at once (exit 7)', () => {
+    expectNoEndpointsRefused();
+  });
+
+  it('carries 100 MB through the ClusterIP with the right sha256', () => {
+    expect100MbIntact();
+  }, 150_000);
 });
