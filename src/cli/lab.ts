@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { type Command, Option } from 'commander';
 import { DEFAULT_TOPOLOGY, execArgv, labDown, labUp } from '../lab/lab.ts';
+import { listNetns } from '../lab/sh.ts';
 import { LAB_MODES, type LabMode, readState } from '../lab/state.ts';
 import { formatStatus, labStatus } from '../lab/status.ts';
 import { loadTopology, targetNamespace } from '../lab/topology.ts';
@@ -86,6 +87,14 @@ export function register(program: Command): void {
           throw Object.assign(
             new Error(`no pod, node or client named "${target}" (known: ${names.join(', ')})`),
             { name: 'LabError' },
+          );
+        }
+        if (!listNetns().includes(ns)) {
+          throw Object.assign(
+            new Error(`${target} does not exist: the lab is not up (run: kubetun lab up)`),
+            {
+              name: 'LabError',
+            },
           );
         }
         const argv = execArgv(ns, cmd);

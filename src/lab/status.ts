@@ -144,7 +144,9 @@ export function labStatusOffline(topologyFile?: string): LabStatus {
 }
 
 export function formatStatus(s: LabStatus): string {
-  const mark = (ok: boolean) => (ok ? 'ok' : 'MISSING');
+  // A namespace that is gone only matters when the lab is supposed to be there.
+  const missing = (present: boolean) =>
+    present || s.phase === 'down' ? '' : '  (namespace missing)';
   const lines = [
     `lab: ${s.up ? 'up' : s.phase === 'down' ? 'down' : `${s.phase}, not healthy (run: kubetun lab down)`}   mode: ${s.mode ?? '-'}   topology: ${s.topology}`,
     '',
@@ -155,19 +157,19 @@ export function formatStatus(s: LabStatus): string {
       ? `pid ${n.kubetun.pid} ${n.kubetun.alive ? 'running' : 'DEAD'}${agentLine(n.kubetun.agent)}`
       : '-';
     lines.push(
-      `${pad(n.name, 9)} ${pad(n.ns, 12)} ${pad(n.ip, 14)} ${pad(n.podCidr, 16)} ${k}${n.present ? '' : '  (namespace missing)'}`,
+      `${pad(n.name, 9)} ${pad(n.ns, 12)} ${pad(n.ip, 14)} ${pad(n.podCidr, 16)} ${k}${missing(n.present)}`,
     );
   }
   lines.push('', 'POD       NODE      NAMESPACE    IP             VETH          SERVER');
   for (const p of s.pods) {
     const srv = p.server ? `pid ${p.server.pid} ${p.server.alive ? 'running' : 'DEAD'}` : '-';
     lines.push(
-      `${pad(p.name, 9)} ${pad(p.node, 9)} ${pad(p.ns, 12)} ${pad(p.ip, 14)} ${pad(p.hostIf, 13)} ${srv}${p.present ? '' : '  (namespace missing)'}`,
+      `${pad(p.name, 9)} ${pad(p.node, 9)} ${pad(p.ns, 12)} ${pad(p.ip, 14)} ${pad(p.hostIf, 13)} ${srv}${missing(p.present)}`,
     );
   }
   lines.push('', 'CLIENT    NAMESPACE    IP');
   for (const c of s.clients)
-    lines.push(`${pad(c.name, 9)} ${pad(c.ns, 12)} ${pad(c.ip, 14)} ${mark(c.present)}`);
+    lines.push(`${pad(c.name, 9)} ${pad(c.ns, 12)} ${pad(c.ip, 14)} ${missing(c.present)}`);
   lines.push('', 'SERVICE            CLUSTER-IP     PORT         ENDPOINTS');
   for (const v of s.services) {
     for (const p of v.ports) {

@@ -393,6 +393,7 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     const links = execFileSync('ip', ['-o', 'link'], { encoding: 'utf8' });
     expect(links).not.toMatch(/\b(veth-pod-[a-d]|u-node\d|u-client)\b/);
     expect(kubetun(['lab', 'down']).err).toContain('no lab to take down');
+    expect(kubetun(['lab', 'exec', 'pod-a', '--', 'true']).err).toContain('the lab is not up');
   });
 });
 
