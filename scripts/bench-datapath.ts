@@ -299,7 +299,7 @@ function benchNewFlows(services: number): number {
 }
 
 /** 1M flows in a conntrack sized for them: bytes per flow and what the process grows by. */
-function benchCtMemory(): { bytesPerFlow: number; rssDelta: number; rss: number; flows: number } {
+function benchCtMemory(): CtMemResult {
   gcFn?.();
   const rss0 = process.memoryUsage().rss;
   const dp = datapathFor(1000, CT_FILL);
@@ -307,19 +307,57 @@ function benchCtMemory(): { bytesPerFlow: number; rssDelta: number; rss: number;
   writeTcp(one, STRIDE, clientOf(0), vipOf(0), 1024, 80, SYN);
   progress(`filling conntrack with ${CT_FILL} flows`);
   for (let f = 0; f < CT_FILL; f++) {
-    one.copyWithin(0, STRIDE, STRIDE + PKT);
-    ipv4RewriteSrc(one, 0, clientOf(f));
-    l4RewriteSrcPort(one, 0, sportOf(f));
-    if (dpProcess(dp, one, 0, PKT, NOW) !== 1)
+    flowPacket(one, f);
+    if (dpProcess(dp, one, 0, PKT, NOW) !== 1) {
       throw new Error(`bench: flow ${f} not created (${REASON_NAMES[dp.lastReason]})`);
+    }
   }
   const rss = process.memoryUsage().rss;
+  // Established packets over all those flows in random order: the conntrack no longer fits in
+  // any cache, the worst case for the per-packet lookups.
+  writeTcp(one, STRIDE, clientOf(0), vipOf(0), 1024, 80, ACK);
+  const order = new Uint32Array(CT_FILL);
+  for (let i = 0; i < CT_FILL; i++) order[i] = (Math.imul(i, 0x9e3779b1) >>> 0) % CT_FILL;
+  progress(`${CT_FILL} established packets over ${CT_FILL} flows, random order`);
+  const harness = timeIt(() => {
+    let x = 0;
+    for (let i = 0; i < CT_FILL; i++) x += flowPacket(one, order[i]);
+    return x;
+  });
+  const t = timeIt(() => {
+    let tx = 0;
+    for (let i = 0; i < CT_FILL; i++) {
+      flowPacket(one, order[i]);
+      if (dpProcess(dp, one, 0, PKT, NOW) === 1) tx++;
+    }
+    return tx;
+  });
   return {
     bytesPerFlow: dp.ct.bytesPerFlow(),
     rssDelta: (rss - rss0) / CT_FILL,
     rss,
     flows: dp.ct.size,
+    estMpps: mpps(CT_FILL, t.ns - harness.ns),
+    estTx: t.result,
   };
+}
+
+interface CtMemResult {
+  bytesPerFlow: number;
+  rssDelta: number;
+  rss: number;
+  flows: number;
+  /** established DNAT over all the flows in random order */
+  estMpps: number;
+  estTx: number;
+}
+
+/** The template at one[STRIDE..] rewritten into flow f's packet at one[0..]. */
+function flowPacket(one: Uint8Array, f: number): number {
+  one.copyWithin(0, STRIDE, STRIDE + PKT);
+  ipv4RewriteSrc(one, 0, clientOf(f));
+  l4RewriteSrcPort(one, 0, sportOf(f));
+  return one[15];
 }
 
 /**
@@ -474,6 +512,9 @@ async function main(): Promise<void> {
   const h = rows[0].harnessNs;
   console.log(
     `(per-packet restore copy of the harness, ${fmt(h, 1)} ns, measured and subtracted)\n`,
+  );
+  console.log(
+    `conntrack, ${mem.flows} flows: established DNAT in random flow order ${fmt(mem.estMpps)} Mpps (${mem.estTx} TX)`,
   );
   console.log(
     `conntrack: ${fmt(mem.bytesPerFlow, 1)} B/flow of typed arrays; ${mem.flows} flows; RSS ${mib(mem.rss)} (grew ${fmt(mem.rssDelta, 1)} B/flow incl. maps and packet scratch)`,

@@ -2,6 +2,7 @@
 
 export { DEFAULT_DATAPATH_CONFIG, type DatapathConfig, resolveDatapathConfig } from './config.ts';
 export * from './ct.ts';
+export { dpCtFlushStaleUdp, dpCtGc } from './ct-gc.ts';
 export { createDatapath, DP_OUT_CAPACITY, Datapath, dpResetCounters } from './datapath.ts';
 export { type DpLoadOptions, type DpLoadStats, dpLoadServices, eligibleEndpoints } from './load.ts';
 export { dpProcess } from './program.ts';
