@@ -114,6 +114,12 @@ describe('ct', () => {
     expect(sports({ proto: 'icmp' })).toEqual([]);
   });
 
+  it('answers at most `limit` entries, with the total that matched', () => {
+    const r = ask<{ entries: CtEntry[]; total: number }>({ cmd: 'ct', limit: 1 });
+    expect([r.entries.length, r.total]).toEqual([1, 3]);
+    expect(() => ask({ cmd: 'ct', limit: -1 })).toThrow(/limit must be an integer/);
+  });
+
   it('leaves out expired flows (SYN_SENT lives 60 s, unreplied UDP 30 s)', () => {
     const { entries } = ask<{ entries: CtEntry[] }>({ cmd: 'ct' }, NOW + 61);
     expect(entries.map((x) => x.orig.sport)).toEqual([40000]);
