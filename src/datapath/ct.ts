@@ -5,11 +5,14 @@
 // Lifetimes are deliberately simple here (Cilium-like, kube-proxy's timeouts), and live in this
 // file so a fuller TCP state machine can replace ct4Update later without touching the program:
 //
-//   TCP  SYN seen, nothing else yet ........ 60 s      (CT_TIMEOUT_TCP_SYN)
-//        any packet without SYN seen ...... 86400 s   (kube-proxy: tcp_timeout_established)
+//   TCP  not yet established .............. 60 s      (CT_TIMEOUT_TCP_SYN)
+//        a non-SYN packet and a reply seen  86400 s   (kube-proxy: tcp_timeout_established)
 //        FIN/RST seen in both directions .. 10 s      (RST closes both at once)
 //   UDP  no reply yet ..................... 30 s      (kernel nf_conntrack_udp_timeout)
 //        reply seen ....................... 120 s     (nf_conntrack_udp_timeout_stream)
+//
+// "Established" needs a reply as well as a non-SYN packet (Cilium only asks for the non-SYN):
+// a stray ACK to a VIP picked up mid-stream, never answered, then lives 60 s, not a day.
 //
 // A pure SYN on an entry closing in both directions starts a new connection on a reused port
 // (the kernel's TIME_WAIT reopen): the old entry is deleted and the flow is treated as new.
@@ -45,7 +48,8 @@ const IPPROTO_UDP = 17;
 export function ct4Timeout(proto: number, flags: number): number {
   if (proto === IPPROTO_TCP) {
     if ((flags & CT_F_CLOSING) === CT_F_CLOSING) return CT_TIMEOUT_TCP_CLOSE;
-    return (flags & CT_F_SEEN_NON_SYN) !== 0 ? CT_TIMEOUT_TCP_ESTABLISHED : CT_TIMEOUT_TCP_SYN;
+    const est = CT_F_SEEN_NON_SYN | CT_F_SEEN_REPLY;
+    return (flags & est) === est ? CT_TIMEOUT_TCP_ESTABLISHED : CT_TIMEOUT_TCP_SYN;
   }
   if (proto === IPPROTO_UDP) {
     return (flags & CT_F_SEEN_REPLY) !== 0 ? CT_TIMEOUT_UDP_STREAM : CT_TIMEOUT_UDP;

@@ -113,6 +113,14 @@ describe('TCP through a ClusterIP', () => {
     );
   });
 
+  it('gives an unanswered mid-stream pickup 60 s, not the established day', () => {
+    run(dp, fromClient(ACK, 1001, 7001)[0], T0);
+    expect(dp.lastCtNew).toBe(1);
+    expect(dp.ct.expires(dp.lastCtIdx)).toBe(Math.floor(T0 / 1000) + CT_TIMEOUT_TCP_SYN);
+    run(dp, fromBackend(ACK, 7001, 1001)[0], T0);
+    expect(dp.ct.expires(dp.lastCtIdx)).toBe(Math.floor(T0 / 1000) + CT_TIMEOUT_TCP_ESTABLISHED);
+  });
+
   it('sets the flow lifetime from what it has seen: SYN 60 s, established 1 day, closed 10 s', () => {
     const sec = Math.floor(T0 / 1000);
     run(dp, fromClient(SYN, 1000, 0)[0], T0);
