@@ -1,7 +1,7 @@
 // Lab lifecycle: up (namespaces, links, routes, pod servers, one data plane per node), down
 // (everything up made, also after a crash), and status. The host's root namespace is never
 // touched: the underlay bridge lives in its own namespace.
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitForCtl } from './ctl.ts';
@@ -241,10 +241,6 @@ async function stopNsProcesses(ns: string): Promise<number> {
 /** argv to run cmd in a lab target (pod, node, client or "underlay"). */
 export function execArgv(ns: string, cmd: string[]): string[] {
   return inNs(ns, cmd);
-}
-
-export function stateFileExists(): boolean {
-  return existsSync(STATE_FILE);
 }
 
 export const LOCK_FILE = join(LAB_DIR, 'lock');
