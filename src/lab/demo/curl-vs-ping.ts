@@ -115,7 +115,7 @@ async function ensureLab(
   if (!s.up || s.mode !== 'kubetun') {
     progress?.(
       s.up
-        ? 'the lab runs without a data plane; bringing it up with kubetun'
+        ? `the lab runs in mode ${s.mode}; the demo reads kubetun's conntrack and counters, rebuilding it with kubetun`
         : 'bringing the lab up first',
     );
     return labUp({ topology, mode: 'kubetun', progress });
