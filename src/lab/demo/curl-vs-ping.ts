@@ -80,7 +80,7 @@ export async function curlVsPing(
     : undefined;
   const vipPing = ping(client, svc.clusterIP);
   const echoDropsAfter = await echoDrops(sock);
-  await sleep(200); // let tcpdump print the last packets before it is stopped
+  await captureCaughtUp(caps.get(client.name)!, svc.clusterIP, vipPing.sent);
   await Promise.all([...caps.values()].map((c) => stopProcess(c, 1000)));
   const backend = allPods(t).find((p) => vipCurl.body.startsWith(`${p.name} `));
   const direct = backend ?? backends[0]!;
@@ -145,7 +145,9 @@ async function startCaptures(
     const node = t.nodes.find((n) => n.name === p.node)!;
     const filter =
       p === client ? `host ${client.ip} and (tcp or icmp)` : `tcp and host ${client.ip}`;
-    const argv = ['tcpdump', '-n', '-l', '-i', p.hostIf, filter];
+    // --immediate-mode: without it TPACKET_V3 holds packets up to a second, and the last ones
+    // would be lost when the capture is stopped right after the pings.
+    const argv = ['tcpdump', '--immediate-mode', '-n', '-l', '-i', p.hostIf, filter];
     const log = `${LOG_DIR}/demo-tcpdump-${p.hostIf}.log`;
     writeFileSync(log, ''); // this run's packets only
     caps.set(p.name, startInNs('capture', p.name, node.ns, argv, log));
@@ -157,6 +159,16 @@ async function startCaptures(
     throw err;
   }
   return caps;
+}
+
+/** Waits (up to 2 s) until tcpdump has printed the last ping, so stopping it loses nothing. */
+async function captureCaughtUp(cap: LabProcess, vip: string, pings: number): Promise<void> {
+  const echo = `> ${vip}: ICMP echo request`;
+  for (let waited = 0; waited < 2000; waited += 20) {
+    if (readLog(cap.log).split(echo).length - 1 >= pings) break;
+    await sleep(20);
+  }
+  await sleep(50); // the other captures saw their last packets before this one's last ping
 }
 
 /** tcpdump's packet lines, without TCP options and window (noise for this story). */
