@@ -3,7 +3,7 @@
 // per conntrack flow and RSS with 1M flows; JS heap growth and GC count over a long mixed run
 // (the "no allocation per packet" check). Prints a table; asserts nothing.
 //
-//   npm run bench:datapath [-- --quick]
+//   npm run bench:datapath [-- --quick] [-- --no-v8-tune]
 //
 // The heap check needs global.gc: without it the script re-runs itself under
 // `node --expose-gc --import tsx` (so the plain `tsx scripts/bench-datapath.ts` works too).
@@ -12,9 +12,11 @@ import { spawnSync } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_DATAPATH_CONFIG } from '../src/datapath/config.ts';
 import { createDatapath, type Datapath } from '../src/datapath/datapath.ts';
 import { dpLoadServices } from '../src/datapath/load.ts';
 import { dpProcess } from '../src/datapath/program.ts';
+import { dpTuneV8 } from '../src/datapath/tune.ts';
 import { REASON_COUNT, REASON_NAMES } from '../src/datapath/reasons.ts';
 import { SVC_F_WILDCARD } from '../src/maps/services.ts';
 import type { ResolvedServicePort, Service } from '../src/model.ts';
@@ -34,6 +36,9 @@ if (!gcFn && process.env.KUBETUN_BENCH_CHILD !== '1') {
 }
 
 const QUICK = process.argv.includes('--quick');
+/** --no-v8-tune: keep V8's default inlining budget (to see what dpTuneV8 buys) */
+const TUNE = !process.argv.includes('--no-v8-tune');
+if (TUNE) dpTuneV8();
 const SCALES = [10, 1_000, 10_000, 100_000];
 /** tracked flows for the established-flow runs (same at every scale: only services vary) */
 const FLOWS = 65_536;
@@ -234,9 +239,9 @@ interface ScaleRow {
   harnessNs: number;
 }
 
-function benchScale(services: number): ScaleRow {
-  progress(`${services} services: seeding maps`);
-  const dp = datapathFor(services, 1 << 20);
+function benchScale(services: number, ctCapacity = DEFAULT_DATAPATH_CONFIG.ctCapacity): ScaleRow {
+  progress(`${services} services, conntrack capacity ${ctCapacity}: seeding maps`);
+  const dp = datapathFor(services, ctCapacity);
   // Flow f: client (10.1.x.y, port) -> VIP (f % services):80.
   const orig = packetSet(FLOWS, (b, off, f) =>
     writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, ACK),
@@ -260,7 +265,7 @@ function benchScale(services: number): ScaleRow {
   checkAll(dp, 'TX_DNAT', d.result, rounds * FLOWS);
   checkAll(dp, 'TX_REVNAT', r.result, rounds * FLOWS);
   const harnessNs = harness.ns / (rounds * FLOWS);
-  const newFlows = benchNewFlows(services);
+  const newFlows = ctCapacity === DEFAULT_DATAPATH_CONFIG.ctCapacity ? benchNewFlows(services) : 0;
   return {
     services,
     dnat: mpps(rounds * FLOWS, d.ns - harness.ns),
@@ -494,6 +499,11 @@ async function main(): Promise<void> {
   console.log(
     `kubetun datapath benchmark${QUICK ? ' (--quick)' : ''}: node ${process.version}, ${cpus()[0]?.model ?? '?'}, one core`,
   );
+  console.log(
+    TUNE
+      ? 'V8 tuned by dpTuneV8 (inlining budget raised; --no-v8-tune for the default)'
+      : 'V8 default inlining budget (--no-v8-tune)',
+  );
   console.log('goals: >= 5 Mpps established, >= 1 Mpps new flows, <= 64 B per conntrack flow');
   console.log(
     `load average ${loadavg()
@@ -501,12 +511,27 @@ async function main(): Promise<void> {
       .join(' ')} on ${cpus().length} CPUs; rates are per CPU-second of this process\n`,
   );
   const mem = benchCtMemory();
-  const rows = SCALES.map(benchScale);
+  const rows = SCALES.map((n) => benchScale(n));
+  // The conntrack's hash index is 8 B per entry of capacity, touched at random: past the CPU
+  // caches every lookup is a cache (and TLB) miss, so the table size matters more than the
+  // number of services.
+  const caps = [131_072, 1_048_576, 4_194_304].map((c) => [c, benchScale(1000, c)] as const);
+  console.log(
+    `${FLOWS} tracked flows, conntrack capacity ${DEFAULT_DATAPATH_CONFIG.ctCapacity} (the default)`,
+  );
   console.log('services | established DNAT | established revNAT | new flows (SYN) |');
   console.log('---------|-----------------|--------------------|-----------------|');
   for (const r of rows) {
     console.log(
       `${String(r.services).padStart(8)} | ${fmt(r.dnat).padStart(10)} Mpps | ${fmt(r.revnat).padStart(13)} Mpps | ${fmt(r.newFlows).padStart(10)} Mpps |`,
+    );
+  }
+  console.log(
+    `established, 1000 services, ${FLOWS} flows, by conntrack capacity (default ${DEFAULT_DATAPATH_CONFIG.ctCapacity}):`,
+  );
+  for (const [c, r] of caps) {
+    console.log(
+      `  capacity ${String(c).padStart(7)}: DNAT ${fmt(r.dnat)} Mpps, revNAT ${fmt(r.revnat)} Mpps`,
     );
   }
   const h = rows[0].harnessNs;

@@ -6,5 +6,6 @@ export { dpCtFlushStaleUdp, dpCtGc } from './ct-gc.ts';
 export { createDatapath, DP_OUT_CAPACITY, Datapath, dpResetCounters } from './datapath.ts';
 export { type DpLoadOptions, type DpLoadStats, dpLoadServices, eligibleEndpoints } from './load.ts';
 export { dpProcess } from './program.ts';
+export { DP_V8_INLINE_BUDGET, dpTuneV8 } from './tune.ts';
 export * from './reasons.ts';
 export * from './verdict.ts';
