@@ -107,14 +107,22 @@ export function register(program: Command): void {
     .command('demo <name>')
     .description('run a lab demo: curl-vs-ping')
     .addOption(topo())
-    .action((name: string, o: { topology: string }) =>
+    .addOption(
+      new Option(
+        '--mode <mode>',
+        "whose data plane to show: kubetun's or the kernel's with kube-proxy's rules",
+      )
+        .choices(['kubetun', 'iptables'])
+        .default('kubetun'),
+    )
+    .action((name: string, o: { topology: string; mode: 'kubetun' | 'iptables' }) =>
       guarded(async () => {
         if (name !== 'curl-vs-ping')
           throw Object.assign(new Error(`unknown demo "${name}" (known: curl-vs-ping)`), {
             name: 'LabError',
           });
         const { curlVsPing } = await import('../lab/demo/curl-vs-ping.ts');
-        await curlVsPing({ topology: o.topology, progress });
+        await curlVsPing({ topology: o.topology, mode: o.mode, progress });
       }),
     );
 }

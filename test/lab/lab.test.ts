@@ -277,7 +277,7 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
       r.clientCapture.filter((l) => l.includes(`> ${WEB_VIP}: ICMP echo request`)),
     ).toHaveLength(3);
     expect(r.clientCapture.some((l) => l.includes('ICMP echo reply'))).toBe(false);
-    expect(r.echoDropsAfter - r.echoDropsBefore).toBe(3);
+    expect(r.echoDrops!.after - r.echoDrops!.before).toBe(3);
     expect(lines.join('\n')).toContain('DROP_ECHO_TO_VIP');
   });
 
@@ -428,4 +428,21 @@ describe('the same lab with kube-proxy iptables rules on every node (the referen
   it('carries 100 MB through the ClusterIP with the right sha256', () => {
     expect100MbIntact();
   }, 150_000);
+
+  it('shows the kernel evidence in the curl-vs-ping demo: nat rule path and conntrack tuples', async () => {
+    const r = await curlVsPing({ topology: TOPOLOGY, mode: 'iptables', out: () => {} });
+    expect([r.vipHttpCode, r.vipPingSent, r.vipPingReceived]).toEqual([200, 3, 0]);
+    expect([r.directHttpCode, r.directPingReceived]).toEqual([200, 3]);
+    const b = r.backend!;
+    expect(r.natPath![0]).toMatch(/^-A KUBE-SERVICES -d 10\.96\.0\.10\/32 .* -j KUBE-SVC-/);
+    expect(r.natPath!.at(-1)).toContain(`-j DNAT --to-destination ${b.ip}:8080`);
+    expect(r.natIcmpRules).toEqual([]);
+    expect(r.kernelCt).toHaveLength(1);
+    expect(r.kernelCt![0]).toMatch(
+      new RegExp(
+        `src=${r.client.ip} dst=${WEB_VIP} sport=\\d+ dport=80 src=${b.ip} dst=${r.client.ip} sport=8080`,
+      ),
+    );
+    expect(r.backendCapture.some((l) => l.includes(`> ${b.ip}.8080: Flags [S]`))).toBe(true);
+  });
 });

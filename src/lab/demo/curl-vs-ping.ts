@@ -1,6 +1,7 @@
-// `kubetun lab demo curl-vs-ping`: the classic "curl works, ping doesn't" of a ClusterIP, with
-// the evidence beside it — kubetun's conntrack entry for the curl, tcpdump on both pods' veths
-// (VIP on the client side, pod IP on the backend side), and the counter of dropped echoes.
+// `kubetun lab demo curl-vs-ping`: "curl works, ping doesn't" on a ClusterIP, with the evidence
+// beside it — kubetun's conntrack entry for the curl (or, with --mode iptables, the kernel's
+// entry and the kube-proxy nat rules the SYN walked), tcpdump on both pods' veths (VIP on the
+// client side, pod IP on the backend side), and the counter of dropped echoes.
 //
 //   pod-d ──veth-pod-d──▶ node2 kubetun: SYN to 10.96.0.10:80 matches a service → DNAT → pod-c
 //   pod-d ──veth-pod-d──▶ node2 kubetun: ICMP echo to 10.96.0.10 matches nothing → dropped
@@ -15,6 +16,7 @@ import { inNs, LabError, shTry } from '../sh.ts';
 import { LOG_DIR, type LabProcess, type LabState, readState } from '../state.ts';
 import { allPods, type LabPod, loadTopology, type Topology } from '../topology.ts';
 import { labStatusOffline } from '../status.ts';
+import { kernelCtLines, natRulePath, natRulesForIcmp } from './kernel-evidence.ts';
 
 export const ECHO_DROP_REASON = REASON_NAMES[DROP_ECHO_TO_VIP]!;
 
@@ -36,7 +38,10 @@ export interface CtEntry {
   bytes: number;
 }
 
+export type DemoMode = 'kubetun' | 'iptables';
+
 export interface CurlVsPingReport {
+  mode: DemoMode;
   client: LabPod;
   vip: string;
   port: number;
@@ -48,20 +53,32 @@ export interface CurlVsPingReport {
   vipPingSent: number;
   directHttpCode: number;
   directPingReceived: number;
-  ct?: CtEntry;
   clientCapture: string[];
   backendCapture: string[];
-  echoDropsBefore: number;
-  echoDropsAfter: number;
+  /** kubetun: its conntrack entry for the curl and its dropped-echo counter */
+  ct?: CtEntry;
+  echoDrops?: { before: number; after: number };
+  /** iptables: the kernel's conntrack lines for the curl, the nat rules the SYN walked, and
+   * the nat rules that could match ICMP to the VIP (none) */
+  kernelCt?: string[];
+  natPath?: string[];
+  natIcmpRules?: string[];
 }
 
 const PINGS = 3;
 
-export async function curlVsPing(
-  opts: { topology?: string; progress?: Progress; out?: (s: string) => void } = {},
-): Promise<CurlVsPingReport> {
+export interface CurlVsPingOptions {
+  topology?: string;
+  /** whose data plane to show: kubetun's (default) or the kernel's with kube-proxy's rules */
+  mode?: DemoMode;
+  progress?: Progress;
+  out?: (s: string) => void;
+}
+
+export async function curlVsPing(opts: CurlVsPingOptions = {}): Promise<CurlVsPingReport> {
   const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
-  const state = await ensureLab(opts.topology, opts.progress);
+  const mode = opts.mode ?? 'kubetun';
+  const state = await ensureLab(opts.topology, mode, opts.progress);
   const t = loadTopology(state.topologyFile);
   const svc = pickService(readLabServices(t.manifests));
   const port = svc.ports.find((p) => p.protocol === 'TCP')!;
@@ -69,25 +86,32 @@ export async function curlVsPing(
   const client = allPods(t).find((p) => !backendIps.has(p.ip)) ?? allPods(t)[0]!;
   const node = t.nodes.find((n) => n.name === client.node)!;
   const sock = state.processes.find((p) => p.role === 'kubetun' && p.name === node.name)?.ctlSocket;
-  if (!sock) throw new LabError(`no kubetun control socket recorded for ${node.name}`);
+  if (mode === 'kubetun' && !sock)
+    throw new LabError(`no kubetun control socket recorded for ${node.name}`);
   const backends = allPods(t).filter((p) => backendIps.has(p.ip));
 
   const caps = await startCaptures(t, client, backends);
-  const echoDropsBefore = await echoDrops(sock);
+  const dropsBefore = sock ? await echoDrops(sock) : 0;
   const vipCurl = curl(client, `http://${svc.clusterIP}:${port.port}/`);
-  const ct = vipCurl.localPort
-    ? await findCt(sock, client.ip, vipCurl.localPort, svc.clusterIP)
-    : undefined;
+  const backend = allPods(t).find((p) => vipCurl.body.startsWith(`${p.name} `));
+  const evidence: Partial<CurlVsPingReport> = {};
+  if (sock && vipCurl.localPort)
+    evidence.ct = await findCt(sock, client.ip, vipCurl.localPort, svc.clusterIP);
+  if (mode === 'iptables') {
+    evidence.kernelCt = kernelCtLines(node.ns, client.ip, vipCurl.localPort, svc.clusterIP);
+    evidence.natPath = natRulePath(node.ns, svc.clusterIP, port.port, backend?.ip);
+    evidence.natIcmpRules = natRulesForIcmp(node.ns, svc.clusterIP);
+  }
   const vipPing = ping(client, svc.clusterIP);
-  const echoDropsAfter = await echoDrops(sock);
+  if (sock) evidence.echoDrops = { before: dropsBefore, after: await echoDrops(sock) };
   await captureCaughtUp(caps.get(client.name)!, svc.clusterIP, vipPing.sent);
   await Promise.all([...caps.values()].map((c) => stopProcess(c, 1000)));
-  const backend = allPods(t).find((p) => vipCurl.body.startsWith(`${p.name} `));
   const direct = backend ?? backends[0]!;
   const directCurl = curl(client, `http://${direct.ip}:${t.httpPort}/`);
   const directPing = ping(client, direct.ip);
 
   const report: CurlVsPingReport = {
+    mode,
     client,
     vip: svc.clusterIP,
     port: port.port,
@@ -97,11 +121,9 @@ export async function curlVsPing(
     vipPingSent: vipPing.sent,
     directHttpCode: directCurl.code,
     directPingReceived: directPing.received,
-    ct,
     clientCapture: packetLines(caps.get(client.name)!),
     backendCapture: backend ? packetLines(caps.get(backend.name)!) : [],
-    echoDropsBefore,
-    echoDropsAfter,
+    ...evidence,
   };
   printReport(out, t, svc, report, { vipCurl, vipPing, directCurl, directPing, direct });
   return report;
@@ -109,16 +131,17 @@ export async function curlVsPing(
 
 async function ensureLab(
   topology: string | undefined,
+  mode: DemoMode,
   progress: Progress | undefined,
 ): Promise<LabState> {
   const s = labStatusOffline(topology);
-  if (!s.up || s.mode !== 'kubetun') {
+  if (!s.up || s.mode !== mode) {
     progress?.(
       s.up
-        ? `the lab runs in mode ${s.mode}; the demo reads kubetun's conntrack and counters, rebuilding it with kubetun`
+        ? `the lab runs in mode ${s.mode}; rebuilding it in mode ${mode}`
         : 'bringing the lab up first',
     );
-    return labUp({ topology, mode: 'kubetun', progress });
+    return labUp({ topology, mode, progress });
   }
   return readState()!;
 }
@@ -283,18 +306,8 @@ function printSteps(
 function printEvidence(out: (s: string) => void, r: CurlVsPingReport, raw: Raw): void {
   const c = r.client;
   out('Evidence');
-  out(`- kubetun's conntrack entry for the curl on ${c.node} (ctl "ct"):`);
-  if (r.ct) {
-    const tup = (x: CtTuple) => `${x.src}:${x.sport} -> ${x.dst}:${x.dport}`;
-    const e = r.ct;
-    out(
-      `    ${String(e.proto).toLowerCase()} ${e.state}  expires in ${e.expiresInSec}s  backend #${e.backendId}  ${e.packets} packets ${e.bytes} bytes`,
-    );
-    out(`    orig   ${tup(e.orig)}     (what the client sent: to the VIP)`);
-    out(`    reply  ${tup(e.reply)}     (what the backend sends back: from its pod IP)`);
-  } else {
-    out(`    none found for ${c.ip}:${raw.vipCurl.localPort} -> ${r.vip}:${r.port}`);
-  }
+  if (r.mode === 'kubetun') printKubetunCt(out, r, raw);
+  else printKernelNat(out, r);
   const show = (lines: string[]) => {
     for (const l of lines.length ? lines.slice(0, 6) : ['(no packets)']) out(`    ${l}`);
   };
@@ -307,30 +320,66 @@ function printEvidence(out: (s: string) => void, r: CurlVsPingReport, raw: Raw):
     );
     show(r.backendCapture);
   }
-  out(`- tcpdump on ${c.node} ${c.hostIf}: the pings to the VIP go out and nothing comes back`);
-  show(r.clientCapture.filter((l) => /ICMP/.test(l)));
-  const delta = r.echoDropsAfter - r.echoDropsBefore;
   out(
-    `- kubetun counter ${ECHO_DROP_REASON} on ${c.node}: ${r.echoDropsAfter} (+${delta} during this demo)`,
+    `- tcpdump on ${c.node} ${c.hostIf}: the pings to the VIP go out and no echo reply comes back`,
   );
+  show(r.clientCapture.filter((l) => /ICMP/.test(l)));
+  if (r.echoDrops) {
+    const { before, after } = r.echoDrops;
+    out(
+      `- kubetun counter ${ECHO_DROP_REASON} on ${c.node}: ${after} (+${after - before} during this demo)`,
+    );
+  } else {
+    const n = r.natIcmpRules?.length ?? 0;
+    out(
+      `- nat rules for ${r.vip} that an ICMP packet could match: ${n === 0 ? 'none (every one says -p tcp or -p udp)' : n}`,
+    );
+  }
+}
+
+function printKubetunCt(out: (s: string) => void, r: CurlVsPingReport, raw: Raw): void {
+  out(`- kubetun's conntrack entry for the curl on ${r.client.node} (ctl "ct"):`);
+  if (!r.ct) {
+    out(`    none found for ${r.client.ip}:${raw.vipCurl.localPort} -> ${r.vip}:${r.port}`);
+    return;
+  }
+  const tup = (x: CtTuple) => `${x.src}:${x.sport} -> ${x.dst}:${x.dport}`;
+  const e = r.ct;
+  out(
+    `    ${String(e.proto).toLowerCase()} ${e.state}  expires in ${e.expiresInSec}s  backend #${e.backendId}  ${e.packets} packets ${e.bytes} bytes`,
+  );
+  out(`    orig   ${tup(e.orig)}     (what the client sent: to the VIP)`);
+  out(`    reply  ${tup(e.reply)}     (what the backend sends back: from its pod IP)`);
+}
+
+function printKernelNat(out: (s: string) => void, r: CurlVsPingReport): void {
+  const node = r.client.node;
+  out(
+    `- the nat rules the SYN walked on ${node} (iptables -t nat -S): KUBE-SERVICES -> KUBE-SVC -> KUBE-SEP`,
+  );
+  for (const l of r.natPath?.length ? r.natPath : ['(none found)']) out(`    ${l}`);
+  out(
+    `- the kernel's conntrack entry for the curl on ${node} (conntrack -L): orig tuple, then reply tuple`,
+  );
+  for (const l of r.kernelCt?.length ? r.kernelCt : ['(none found)']) out(`    ${l}`);
 }
 
 /** The explanation, as the seed articles give it (ClusterIP as a "phantom IP"). */
 function printWhy(out: (s: string) => void, r: CurlVsPingReport): void {
+  const who =
+    r.mode === 'kubetun' ? "kubetun's service map only holds" : "kube-proxy's nat rules only match";
   out('Why');
-  out(
-    `  A ClusterIP is a "phantom IP": no interface owns ${r.vip} and no process listens on it; the`,
-  );
-  out(`  data plane only has entries for the service's IP + protocol + port, so the TCP SYN to`);
-  out(
-    `  ${r.vip}:${r.port} matched one, was DNATed to a pod and tracked in conntrack, which turns the`,
-  );
-  out('  replies back into the VIP. An ICMP echo has no port and matches no service entry: it is');
-  out('  neither translated nor answered, just dropped. So ping a pod IP, and test a service with');
-  out('  curl or nc on its port, never with ping.');
+  out(`  A ClusterIP is a "phantom IP": no interface owns ${r.vip} and no process listens on it;`);
+  out(`  ${who} the service's IP + protocol + port, so the TCP SYN to ${r.vip}:${r.port}`);
+  out('  matched, was DNATed to a pod and tracked in conntrack, which turns the replies back into');
+  out('  the VIP. An ICMP echo has no port and matches no service entry: it is neither translated');
+  out('  nor answered. So ping a pod IP, and test a service with curl or nc on its port, never');
+  out('  with ping.');
   out('');
   out('Try it yourself (the lab stays up):');
   out(`  node bin/kubetun.mjs lab exec ${r.client.name} -- curl -s http://${r.vip}:${r.port}/`);
   out(`  node bin/kubetun.mjs lab exec ${r.client.name} -- ping -c 3 ${r.vip}`);
+  const other = r.mode === 'kubetun' ? 'iptables' : 'kubetun';
+  out(`  node bin/kubetun.mjs lab demo curl-vs-ping --mode ${other}     (the same with ${other})`);
   out('  node bin/kubetun.mjs lab status        node bin/kubetun.mjs lab down');
 }
