@@ -32,7 +32,7 @@ const t = loadTopology(TOPOLOGY);
 const pods = allPods(t);
 
 function kubetun(args: string[]): { out: string; err: string; status: number } {
-  const r = spawnSync('node', [join(ROOT, 'bin/kubetun.mjs'), ...args], {
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin/kubetun.mjs'), ...args], {
     encoding: 'utf8',
     timeout: 120_000,
   });
@@ -78,7 +78,7 @@ function curlMany(ns: string, url: string, n: number): string[] {
 function udpMany(ns: string, ip: string, port: number, n: number): string[] {
   const r = spawnSync(
     'ip',
-    ['netns', 'exec', ns, 'node', UDPQ, ip, String(port), String(n), '1000'],
+    ['netns', 'exec', ns, process.execPath, UDPQ, ip, String(port), String(n), '1000'],
     { encoding: 'utf8', timeout: 120_000 },
   );
   return r.stdout.trim().split('\n');
@@ -204,7 +204,7 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
   it('routes UDP from every pod to every other pod', () => {
     for (const from of pods) {
       for (const to of pods.filter((p) => p !== from)) {
-        const r = inNs(from.ns, ['node', UDPQ, to.ip, String(t.udpPort)]);
+        const r = inNs(from.ns, [process.execPath, UDPQ, to.ip, String(t.udpPort)]);
         expect(r.out).toBe(`${to.name} ${to.ip}\n`);
       }
     }
