@@ -19,10 +19,10 @@ let tuned = false;
 
 /** Raise V8's cumulative inlining budget for the datapath's hot loop. Idempotent. */
 export function dpTuneV8(budget: number = DP_V8_INLINE_BUDGET): void {
-  if (tuned) return;
   if (!Number.isInteger(budget) || budget < 920 || budget > 100_000) {
     throw new RangeError(`dpTuneV8: budget must be an integer in 920..100000, got ${budget}`);
   }
+  if (tuned) return;
   setFlagsFromString(`--max-inlined-bytecode-size-cumulative=${budget}`);
   tuned = true;
 }
