@@ -1,4 +1,9 @@
 import { Command } from 'commander';
+import { register as registerInspect } from './inspect.ts';
+import { register as registerLab } from './lab.ts';
+import { register as registerReplay } from './replay.ts';
+import { register as registerRules } from './rules.ts';
+import { register as registerRun } from './run.ts';
 
 const program = new Command();
 program
@@ -6,15 +11,9 @@ program
   .description('A userspace, eBPF-style Kubernetes Service data plane on a Linux TUN device')
   .version('0.1.0');
 
-// Subcommands register themselves from their own modules (src/cli/*.ts) to keep this file short.
-const modules = ['./replay.ts', './run.ts', './lab.ts', './rules.ts', './inspect.ts'];
-for (const m of modules) {
-  try {
-    const mod = (await import(m)) as { register?: (p: Command) => void };
-    mod.register?.(program);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw err;
-  }
+// Each subcommand lives in its own module (src/cli/*.ts) to keep this file short.
+for (const register of [registerRun, registerLab, registerReplay, registerRules, registerInspect]) {
+  register(program);
 }
 
 await program.parseAsync(process.argv);

@@ -4,7 +4,8 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { KubetunError } from '../manifests/errors.ts';
 
-export const CTL_DIR_DEFAULT = '/run/kubetun';
+/** The lab exports KUBETUN_CTL_DIR for labs beside the default one (src/lab/state.ts). */
+export const CTL_DIR_DEFAULT = process.env.KUBETUN_CTL_DIR || '/run/kubetun';
 
 export interface SocketChoice {
   socket?: string;

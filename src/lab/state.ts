@@ -5,11 +5,15 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-export const LAB_DIR = process.env.KUBETUN_LAB_DIR ?? '/run/kubetun-lab';
+import { LAB_PREFIX } from './topology.ts';
+
+// The default lab (prefix kt-) keeps the historical paths; another prefix gets its own.
+const suffix = LAB_PREFIX === 'kt-' ? '' : `-${LAB_PREFIX.replace(/-+$/, '')}`;
+export const LAB_DIR = process.env.KUBETUN_LAB_DIR || `/run/kubetun-lab${suffix}`;
 export const STATE_FILE = join(LAB_DIR, 'state.json');
 export const LOG_DIR = join(LAB_DIR, 'logs');
 /** Where each node's kubetun listens for inspect commands (the name `kubetun run` is told). */
-export const CTL_DIR = '/run/kubetun';
+export const CTL_DIR = process.env.KUBETUN_CTL_DIR || `/run/kubetun${suffix}`;
 
 /** kubetun on every node; the kernel with kube-proxy's iptables ruleset; or no data plane. */
 export type LabMode = 'kubetun' | 'iptables' | 'none';

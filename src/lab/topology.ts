@@ -7,7 +7,12 @@ import { dirname, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 
 /** Every namespace the lab creates starts with this, so a sweep can never touch anything else. */
-export const LAB_PREFIX = 'kt-';
+/**
+ * Namespace prefix of every lab object. KUBETUN_LAB_PREFIX lets a second lab (a benchmark, a
+ * comparison run, a test) live beside the default one without touching it; the state and
+ * control-socket directories follow the prefix unless set themselves (src/lab/state.ts).
+ */
+export const LAB_PREFIX = process.env.KUBETUN_LAB_PREFIX || 'kt-';
 export const UNDERLAY_NS = `${LAB_PREFIX}underlay`;
 export const UNDERLAY_BRIDGE = 'br0';
 /** Linux interface names hold at most 15 bytes (IFNAMSIZ - 1). */
