@@ -1,21 +1,35 @@
-// `lab up --mode iptables`: the kernel as the data plane, programmed with the ruleset
-// kube-proxy's iptables proxier would write for the same manifests (src/rules). The same
-// topology and tests then show what kubetun must reproduce — the reference behaviour.
+// `lab up --mode iptables|nftables`: the kernel as the data plane, programmed with the ruleset
+// kube-proxy's iptables or nftables proxier would write for the same manifests (src/rules). The
+// same topology and tests then show what kubetun must reproduce — the reference behaviour.
 //
-// Per node, in its namespace, in kube-proxy's order: ensure the jumps from the built-in chains
-// (kube-proxy does this before every full sync), then `iptables-restore --noflush` the full
-// ruleset, with the node's name (local endpoints), node IP and cluster CIDR (the local-traffic
-// detector that decides masquerading).
+// Per node, in its namespace:
+//   iptables: ensure the jumps from the built-in chains (kube-proxy does this before every full
+//             sync), then `iptables-restore --noflush` the full ruleset;
+//   nftables: `nft -f` the table `ip kube-proxy` (it brings its own base chains);
+// with the node's name (local endpoints), node IP and cluster CIDR (the local-traffic detector
+// that decides masquerading), and the conntrack sysctls kube-proxy sets at startup.
+import { cpus } from 'node:os';
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
 import { renderIptables } from '../rules/iptables.ts';
 import { renderJumpCommands } from '../rules/jumps.ts';
-import { inNs, sh } from './sh.ts';
+import { renderNftables } from '../rules/nftables.ts';
+import { inNs, sh, shTry } from './sh.ts';
 import type { LabNode, Topology } from './topology.ts';
+
+export type KernelMode = 'iptables' | 'nftables';
+export const KERNEL_MODES: readonly KernelMode[] = ['iptables', 'nftables'];
+
+export function isKernelMode(m: string): m is KernelMode {
+  return (KERNEL_MODES as readonly string[]).includes(m);
+}
+
+function nodePorts(t: Topology, n: LabNode) {
+  return resolveServicePorts(loadManifests(t.manifests), { nodeName: n.name });
+}
 
 /** The iptables-restore input for one node. */
 export function nodeIptablesRules(t: Topology, n: LabNode): string {
-  const ports = resolveServicePorts(loadManifests(t.manifests), { nodeName: n.name });
-  return renderIptables(ports, {
+  return renderIptables(nodePorts(t, n), {
     nodeName: n.name,
     nodeIPs: [n.ip],
     clusterCIDR: t.clusterCidr,
@@ -24,13 +38,89 @@ export function nodeIptablesRules(t: Topology, n: LabNode): string {
   });
 }
 
+/** The `nft -f` input for one node: table ip kube-proxy. */
+export function nodeNftablesRules(t: Topology, n: LabNode): string {
+  return renderNftables(nodePorts(t, n), {
+    nodeName: n.name,
+    nodeIPs: [n.ip],
+    clusterCIDR: t.clusterCidr,
+    serviceCIDRs: [t.serviceCidr],
+  });
+}
+
+/** Installs kube-proxy's iptables ruleset on one node; returns the number of rules. */
 export function installKubeProxyRules(t: Topology, n: LabNode): number {
-  // Real nodes have a default route, so a packet to a VIP is routed (towards the gateway) and
-  // meets the FORWARD chain, where kube-proxy REJECTs ports without endpoints. Lab nodes have
-  // no default route: without this one the route lookup fails before any filter rule runs.
-  sh(['ip', '-n', n.ns, 'route', 'add', t.serviceCidr, 'dev', n.uplink]);
+  addServiceRoute(t, n);
   sh(inNs(n.ns, ['sh', '-c', renderJumpCommands('iptables')]));
   const rules = nodeIptablesRules(t, n);
   sh(inNs(n.ns, ['iptables-restore', '-w', '--noflush', '--counters']), { input: rules });
   return rules.split('\n').filter((l) => l.startsWith('-A ')).length;
+}
+
+/** Installs kube-proxy's nftables table on one node; returns the number of rules. */
+export function installKubeProxyNftables(t: Topology, n: LabNode): number {
+  addServiceRoute(t, n);
+  const rules = nodeNftablesRules(t, n);
+  sh(inNs(n.ns, ['nft', '-f', '-']), { input: rules });
+  return rules.split('\n').filter((l) => l.startsWith('add rule ')).length;
+}
+
+/**
+ * Real nodes have a default route, so a packet to a VIP is routed (towards the gateway) and
+ * meets the FORWARD hook, where kube-proxy REJECTs ports without endpoints. Lab nodes have no
+ * default route: without this one the route lookup fails before any filter rule runs.
+ */
+function addServiceRoute(t: Topology, n: LabNode): void {
+  sh(['ip', '-n', n.ns, 'route', 'replace', t.serviceCidr, 'dev', n.uplink]);
+}
+
+/** The data plane of a kernel mode on every node, with conntrack sysctls; says what it did. */
+export function installKernelDataplane(
+  t: Topology,
+  mode: KernelMode,
+  say: (msg: string) => void,
+): void {
+  for (const n of t.nodes) {
+    for (const line of setConntrackSysctls(n.ns)) say(`${n.name}: ${line}`);
+    const count =
+      mode === 'iptables' ? installKubeProxyRules(t, n) : installKubeProxyNftables(t, n);
+    say(`kube-proxy ${mode} rules on ${n.name}: ${count} rules`);
+  }
+}
+
+/**
+ * Removes every kernel data plane from the lab's nodes: all nftables tables (iptables-nft's
+ * included — a lab node namespace holds nothing else), the service route and the conntrack
+ * table, so the next data plane starts from a clean node.
+ */
+export function flushKernelDataplane(t: Topology): void {
+  for (const n of t.nodes) {
+    shTry(inNs(n.ns, ['nft', 'flush', 'ruleset']));
+    shTry(['ip', '-n', n.ns, 'route', 'del', t.serviceCidr, 'dev', n.uplink]);
+    shTry(inNs(n.ns, ['conntrack', '-F']));
+  }
+}
+
+/** kube-proxy's conntrack sysctls (pkg/proxy/conntrack/sysctls.go); the values it computes. */
+export function conntrackSysctls(nCpu = cpus().length): [string, number][] {
+  return [
+    ['net.netfilter.nf_conntrack_max', Math.max(32768 * nCpu, 131072)],
+    ['net.netfilter.nf_conntrack_tcp_timeout_established', 86400],
+    ['net.netfilter.nf_conntrack_tcp_timeout_close_wait', 3600],
+  ];
+}
+
+/**
+ * Sets kube-proxy's conntrack sysctls in a node namespace, each on its own: a network namespace
+ * may not own one (nf_conntrack_max is global, writable only from the initial namespace), and the
+ * lab never touches the host's. Returns one line per sysctl: set, already right, or skipped why.
+ */
+export function setConntrackSysctls(ns: string): string[] {
+  return conntrackSysctls().map(([key, want]) => {
+    const cur = shTry(inNs(ns, ['sysctl', '-n', key])).out.trim();
+    if (cur === String(want)) return `${key} = ${want} (already)`;
+    const r = shTry(inNs(ns, ['sysctl', '-qw', `${key}=${want}`]));
+    if (r.ok) return `${key} = ${want}`;
+    return `${key} not set (wanted ${want}, stays ${cur || '?'}): ${r.err.trim() || 'refused'}; the namespace does not own it`;
+  });
 }

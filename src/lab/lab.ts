@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitForCtl } from './ctl.ts';
-import { installKubeProxyRules } from './kube-proxy.ts';
+import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
 import { checkManifestEndpoints, readLabServices } from './manifests.ts';
 import { planLinks, planUp } from './plan.ts';
 import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
@@ -116,14 +116,10 @@ async function build(t: Topology, state: LabState, say: Progress): Promise<void>
     });
   await Promise.all(servers.map((s) => waitForLog(s, /^ready /m, 10_000)));
   if (state.mode === 'kubetun') await startKubetun(t, state, say);
-  if (state.mode === 'iptables') {
-    for (const n of t.nodes) {
-      say(`kube-proxy iptables rules on ${n.name}: ${installKubeProxyRules(t, n)} rules`);
-    }
-  }
+  if (isKernelMode(state.mode)) installKernelDataplane(t, state.mode, say);
 }
 
-async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {
+export async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {
   mkdirSync(CTL_DIR, { recursive: true });
   const agents = t.nodes.map((n) => {
     const ctlSocket = join(CTL_DIR, `${n.name}.sock`);
@@ -157,7 +153,7 @@ async function startKubetun(t: Topology, state: LabState, say: Progress): Promis
   );
 }
 
-function remember(state: LabState, p: LabProcess): LabProcess {
+export function remember(state: LabState, p: LabProcess): LabProcess {
   state.processes.push(p);
   writeState(state);
   return p;
@@ -249,7 +245,7 @@ export const LOCK_FILE = join(LAB_DIR, 'lock');
  * One lab command at a time: two concurrent `lab up`s would build the same namespaces. The lock
  * file holds the owner's PID, so a lock left by a killed command is taken over, not obeyed.
  */
-async function withLabLock<T>(fn: () => Promise<T>): Promise<T> {
+export async function withLabLock<T>(fn: () => Promise<T>): Promise<T> {
   mkdirSync(LAB_DIR, { recursive: true });
   for (let attempt = 0; ; attempt++) {
     try {

@@ -15,9 +15,9 @@ export const LOG_DIR = join(LAB_DIR, 'logs');
 /** Where each node's kubetun listens for inspect commands (the name `kubetun run` is told). */
 export const CTL_DIR = process.env.KUBETUN_CTL_DIR || `/run/kubetun${suffix}`;
 
-/** kubetun on every node; the kernel with kube-proxy's iptables ruleset; or no data plane. */
-export type LabMode = 'kubetun' | 'iptables' | 'none';
-export const LAB_MODES: readonly LabMode[] = ['kubetun', 'iptables', 'none'];
+/** kubetun on every node; the kernel with kube-proxy's iptables or nftables ruleset; or none. */
+export type LabMode = 'kubetun' | 'iptables' | 'nftables' | 'none';
+export const LAB_MODES: readonly LabMode[] = ['kubetun', 'iptables', 'nftables', 'none'];
 
 export interface LabProcess {
   role: 'server' | 'kubetun' | 'capture';
