@@ -1,0 +1,324 @@
+// End-to-end benchmark on the namespace lab: the same traffic through kubetun and through the
+// kernel with kube-proxy's iptables rules (`lab up --mode iptables`), at 10 and at 10k services.
+// Prints figures and ratios; asserts nothing. Needs root, python3, iperf3 and a C compiler.
+//
+//   npm run bench:e2e [-- --quick] [-- --conns N] [-- --services N] [-- --prefix kb-]
+//                     [-- --json FILE] [-- --modes kubetun,iptables]
+//
+//   1. new-connection latency, p50/p99: connect + tiny HTTP GET + close with SO_LINGER 0 (RST),
+//      N in a row from pod-a (node1), to a one-endpoint VIP and directly to that pod (node2)
+//   2. one-stream iperf3 throughput, VIP vs direct (pod-a -> pod-x on the other node)
+//   3. a bounded UDP flood through a VIP into a sink; in kubetun mode the TUN's packets/s read
+//      from each agent's control socket (counters before/after)
+//
+// The lab it builds is its own: prefix `kb-` (namespaces, state dir, control sockets), so it
+// never touches the default `kt-` lab. It is taken down at the end, on error and on Ctrl-C.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import {
+  BENCH_POD,
+  CLIENT_POD,
+  FLOOD_PORT,
+  FLOOD_VIP,
+  HTTP_PORT,
+  IPERF_PORT,
+  IPERF_VIP,
+  LAT_POD,
+  LAT_VIP,
+  UDP_PORT,
+  writeScenario,
+} from './bench-e2e/manifests.ts';
+import {
+  buildFlood,
+  connLatency,
+  type Flood,
+  iperf,
+  type Latency,
+  machine,
+  NsProcess,
+  nsRun,
+  type Throughput,
+  udpFlood,
+} from './bench-e2e/measure.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    prefix: { type: 'string', default: 'kb-' },
+    conns: { type: 'string' },
+    services: { type: 'string' },
+    modes: { type: 'string', default: 'kubetun,iptables' },
+    json: { type: 'string' },
+  },
+});
+// Before the lab modules load: they read the prefix once, at import.
+process.env.KUBETUN_LAB_PREFIX = args.prefix;
+const lab = await import('../src/lab/lab.ts');
+const { readState } = await import('../src/lab/state.ts');
+const { stopProcess } = await import('../src/lab/procs.ts');
+const { labCtl } = await import('../src/lab/ctl.ts');
+const { LAB_PREFIX } = await import('../src/lab/topology.ts');
+
+type Mode = 'kubetun' | 'iptables';
+const QUICK = args.quick;
+const CONNS = Number(args.conns ?? (QUICK ? 300 : 2000));
+const BIG = Number(args.services ?? (QUICK ? 2000 : 10_000));
+const SCALES = [10, BIG];
+const MODES = args.modes.split(',').filter((m): m is Mode => m === 'kubetun' || m === 'iptables');
+const IPERF_SEC = QUICK ? 2 : 5;
+const FLOOD_COUNT = QUICK ? 100_000 : 500_000;
+
+const t0 = Date.now();
+const say = (msg: string) =>
+  process.stderr.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s] ${msg}\n`);
+const ns = (pod: string) => `${LAB_PREFIX}${pod}`;
+
+interface ScaleResult {
+  services: number;
+  upSec: number;
+  vip: Latency;
+  direct: Latency;
+  iperfVip?: Throughput;
+  iperfDirect?: Throughput;
+  flood?: FloodResult;
+}
+interface FloodResult extends Flood {
+  /** per node, kubetun mode only: TUN packets read / written during the flood */
+  tun?: Record<string, { rx: number; tx: number; kernelDrops: number }>;
+}
+const results: Partial<Record<Mode, ScaleResult[]>> = {};
+const started: NsProcess[] = [];
+
+let cleaning: Promise<void> | undefined;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const p of started) await p.stop();
+    say(`taking the ${LAB_PREFIX} lab down`);
+    await lab.labDown({ progress: (m) => say(`lab: ${m}`) }).catch((err: Error) => {
+      say(`lab down failed: ${err.message}`);
+    });
+  })();
+  return cleaning;
+}
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    say(`${sig}: stopping`);
+    void cleanup().then(() => process.exit(130));
+  });
+}
+
+/** pod-x serves the benchmark: its echo server gives way to iperf3 on the HTTP port. */
+async function prepareBenchPod(): Promise<void> {
+  const echo = readState()?.processes.find((p) => p.role === 'server' && p.name === BENCH_POD.name);
+  if (echo) await stopProcess(echo);
+  const server = new NsProcess(ns(BENCH_POD.name), ['iperf3', '-s', '-p', String(HTTP_PORT)]);
+  started.push(server);
+  await server.waitFor(/listening/i, 5000);
+}
+
+async function latencyPair(mode: Mode, services: number): Promise<[Latency, Latency]> {
+  const client = ns(CLIENT_POD.name);
+  say(`${mode} @ ${services} services: ${CONNS} connections to ${LAT_POD.ip}:${HTTP_PORT} direct`);
+  const direct = await connLatency(client, LAT_POD.ip, HTTP_PORT, CONNS);
+  say(`${mode} @ ${services} services: ${CONNS} connections to VIP ${LAT_VIP}:80`);
+  const vip = await connLatency(client, LAT_VIP, 80, CONNS);
+  say(`  direct p50 ${direct.p50} µs p99 ${direct.p99} µs; VIP p50 ${vip.p50} µs p99 ${vip.p99} µs`);
+  return [vip, direct];
+}
+
+async function throughputPair(mode: Mode): Promise<[Throughput, Throughput]> {
+  const client = ns(CLIENT_POD.name);
+  say(`${mode}: iperf3 ${IPERF_SEC}s one stream, direct ${BENCH_POD.ip}:${HTTP_PORT}`);
+  const direct = await iperf(client, BENCH_POD.ip, HTTP_PORT, IPERF_SEC);
+  say(`${mode}: iperf3 ${IPERF_SEC}s one stream, VIP ${IPERF_VIP}:${IPERF_PORT}`);
+  const vip = await iperf(client, IPERF_VIP, IPERF_PORT, IPERF_SEC);
+  say(`  direct ${direct.gbps.toFixed(2)} Gbit/s; VIP ${vip.gbps.toFixed(2)} Gbit/s`);
+  return [vip, direct];
+}
+
+async function tunSnapshot(): Promise<Record<string, { rx: number; tx: number; drops: number }>> {
+  const out: Record<string, { rx: number; tx: number; drops: number }> = {};
+  for (const p of readState()?.processes ?? []) {
+    if (p.role !== 'kubetun' || !p.ctlSocket) continue;
+    const c = await labCtl<{ tun: { rxPackets: number; txPackets: number } }>(p.ctlSocket, {
+      cmd: 'counters',
+    });
+    // Packets the kernel could not queue to a reader that lagged (the TUN's own tx queue).
+    const drops = Number(
+      (await nsRun(p.ns, ['cat', `/sys/class/net/${lab.LAB_TUN}/statistics/tx_dropped`])).trim(),
+    );
+    out[p.name] = { rx: c.tun.rxPackets, tx: c.tun.txPackets, drops };
+  }
+  return out;
+}
+
+async function flood(mode: Mode, bin: string): Promise<FloodResult> {
+  say(`${mode}: UDP flood, ${FLOOD_COUNT} datagrams of 64 B to VIP ${FLOOD_VIP}:${FLOOD_PORT}`);
+  const before = mode === 'kubetun' ? await tunSnapshot() : undefined;
+  const f: FloodResult = await udpFloodVip(bin);
+  if (before) {
+    const after = await tunSnapshot();
+    f.tun = {};
+    for (const [node, a] of Object.entries(after)) {
+      const b = before[node] ?? { rx: 0, tx: 0, drops: 0 };
+      f.tun[node] = { rx: a.rx - b.rx, tx: a.tx - b.tx, kernelDrops: a.drops - b.drops };
+    }
+  }
+  const offered = f.sent / f.sendSec;
+  const delivered = f.recvSec > 0 ? f.received / f.recvSec : 0;
+  say(
+    `  offered ${kpps(offered)}, delivered ${kpps(delivered)} (${f.received}/${f.sent} received)`,
+  );
+  return f;
+}
+
+function udpFloodVip(bin: string): Promise<Flood> {
+  return udpFlood(
+    bin,
+    { ns: ns(CLIENT_POD.name), ip: FLOOD_VIP, port: FLOOD_PORT },
+    { ns: ns(BENCH_POD.name), port: UDP_PORT },
+    FLOOD_COUNT,
+  );
+}
+
+const kpps = (pps: number) => `${(pps / 1000).toFixed(0)} kpps`;
+
+async function runMode(mode: Mode, scenarios: { services: number; topology: string }[], bin?: string) {
+  const out: ScaleResult[] = [];
+  for (const sc of scenarios) {
+    say(`lab up --mode ${mode} with ${sc.services} services`);
+    const u0 = Date.now();
+    await lab.labUp({ topology: sc.topology, mode, progress: (m) => say(`lab: ${m}`) });
+    const upSec = (Date.now() - u0) / 1000;
+    await prepareBenchPod();
+    const [vip, direct] = await latencyPair(mode, sc.services);
+    const r: ScaleResult = { services: sc.services, upSec, vip, direct };
+    if (sc === scenarios[0]) {
+      [r.iperfVip, r.iperfDirect] = await throughputPair(mode);
+      if (bin) r.flood = await flood(mode, bin);
+    }
+    for (const p of started.splice(0)) await p.stop();
+    out.push(r);
+  }
+  return out;
+}
+
+// ---- report ----------------------------------------------------------------------------------
+
+const f1 = (n: number | undefined) => (n === undefined ? '-' : n.toFixed(1));
+const f2 = (n: number | undefined) => (n === undefined ? '-' : n.toFixed(2));
+const ratio = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined || b === 0 ? '-' : `${(a / b).toFixed(2)}x`;
+const row = (cells: string[], widths: number[]) =>
+  cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+
+function latencyTable(): string[] {
+  const w = [9, 9, 10, 10, 10, 10, 11, 11, 7];
+  const lines = [
+    `new-connection latency, µs (connect + GET / + response + RST close; ${CONNS} in a row, one at a time)`,
+    row(['mode', 'services', 'direct p50', 'p99', 'VIP p50', 'p99', 'VIP/dir p50', 'p99', 'errors'], w),
+  ];
+  for (const m of MODES) {
+    for (const r of results[m] ?? []) {
+      const cells = [m, String(r.services), f1(r.direct.p50), f1(r.direct.p99), f1(r.vip.p50)];
+      cells.push(f1(r.vip.p99), ratio(r.vip.p50, r.direct.p50), ratio(r.vip.p99, r.direct.p99));
+      lines.push(row([...cells, String(r.vip.errors + r.direct.errors)], w));
+    }
+  }
+  const k = results.kubetun ?? [];
+  const i = results.iptables ?? [];
+  for (let s = 0; s < Math.min(k.length, i.length); s++) {
+    const a = k[s]!;
+    const b = i[s]!;
+    lines.push(
+      `kubetun/kernel @ ${a.services} services: VIP p50 ${ratio(a.vip.p50, b.vip.p50)}, p99 ${ratio(a.vip.p99, b.vip.p99)}; direct p50 ${ratio(a.direct.p50, b.direct.p50)}, p99 ${ratio(a.direct.p99, b.direct.p99)}`,
+    );
+  }
+  for (const m of MODES) {
+    const rs = results[m] ?? [];
+    if (rs.length < 2) continue;
+    const [a, b] = [rs[0]!, rs[rs.length - 1]!];
+    lines.push(
+      `${m}: ${b.services} vs ${a.services} services: VIP p50 ${ratio(b.vip.p50, a.vip.p50)}, p99 ${ratio(b.vip.p99, a.vip.p99)}; lab up ${a.upSec.toFixed(1)} s -> ${b.upSec.toFixed(1)} s`,
+    );
+  }
+  return lines;
+}
+
+function throughputTable(): string[] {
+  const w = [9, 14, 11, 8, 9, 8];
+  const lines = [
+    `one TCP stream, iperf3 ${IPERF_SEC} s, ${CLIENT_POD.name} (node1) -> ${BENCH_POD.name} (node2), Gbit/s`,
+    row(['mode', 'direct', 'VIP', 'VIP/dir', 'retr dir', 'VIP'], w),
+  ];
+  for (const m of MODES) {
+    const r = results[m]?.[0];
+    if (!r?.iperfVip || !r.iperfDirect) continue;
+    const cells = [m, f2(r.iperfDirect.gbps), f2(r.iperfVip.gbps)];
+    cells.push(ratio(r.iperfVip.gbps, r.iperfDirect.gbps));
+    lines.push(row([...cells, String(r.iperfDirect.retransmits), String(r.iperfVip.retransmits)], w));
+  }
+  const k = results.kubetun?.[0]?.iperfVip?.gbps;
+  const i = results.iptables?.[0]?.iperfVip?.gbps;
+  if (k !== undefined && i !== undefined) lines.push(`kubetun/kernel VIP: ${ratio(k, i)}`);
+  return lines;
+}
+
+function floodTable(): string[] {
+  const lines = [
+    `UDP flood: ${FLOOD_COUNT} datagrams of 64 B, one flow, ${CLIENT_POD.name} -> VIP ${FLOOD_VIP} -> ${BENCH_POD.name}`,
+  ];
+  for (const m of MODES) {
+    const f = results[m]?.[0]?.flood;
+    if (!f) continue;
+    const offered = f.sent / f.sendSec;
+    const delivered = f.recvSec > 0 ? f.received / f.recvSec : 0;
+    const loss = (100 * (f.sent - f.received)) / f.sent;
+    lines.push(
+      `${m.padEnd(9)} offered ${kpps(offered)}, delivered ${kpps(delivered)}, lost ${loss.toFixed(1)}%`,
+    );
+    for (const [node, t] of Object.entries(f.tun ?? {})) {
+      // The flood dominates the window: its packets over the sender's time (the TUN backlog,
+      // at most a queue's worth, drains right after).
+      lines.push(
+        `          TUN on ${node}: read ${t.rx} (${kpps(t.rx / f.sendSec)}), written ${t.tx} (${kpps(t.tx / f.sendSec)}), dropped by the kernel before the reader ${t.kernelDrops}`,
+      );
+    }
+  }
+  return lines;
+}
+
+// ---- main ------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const m = await machine();
+  console.log('kubetun end-to-end benchmark (namespace lab, prefix %s)', LAB_PREFIX);
+  for (const [k, v] of Object.entries(m)) console.log(`  ${k.padEnd(9)} ${v}`);
+  console.log(
+    `  run       ${QUICK ? 'quick' : 'full'}: ${CONNS} connections, ${SCALES.join(' and ')} services, modes ${MODES.join(', ')}`,
+  );
+  const dir = mkdtempSync(join(tmpdir(), 'kubetun-bench-e2e-'));
+  try {
+    const scenarios = SCALES.map((n) => writeScenario(dir, join(lab.REPO_ROOT, 'lab/manifests'), n));
+    say(`manifests in ${dir}: ${scenarios.map((s) => s.services).join(' and ')} services`);
+    const bin = await buildFlood(dir);
+    if (!bin) say('no C compiler (cc): the UDP flood is skipped');
+    for (const mode of MODES) results[mode] = await runMode(mode, scenarios, bin);
+  } finally {
+    await cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  console.log('');
+  for (const block of [latencyTable(), throughputTable(), floodTable()]) {
+    console.log(block.join('\n'));
+    console.log('');
+  }
+  console.log(`total ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  if (args.json) {
+    writeFileSync(args.json, `${JSON.stringify({ machine: m, results }, null, 2)}\n`);
+  }
+}
+
+await main();

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""New-connection latency: N sequential connections, each connect + one tiny HTTP GET + the
+whole response + close with SO_LINGER 0 (an RST, so no TIME_WAIT piles up and every connection
+is a fresh 4-tuple and a fresh conntrack entry). Runs inside the client pod's namespace (Node
+cannot set SO_LINGER). Prints one JSON line: count, errors, p50/p90/p99/max in microseconds.
+
+usage: connlat.py IP PORT COUNT [WARMUP]
+"""
+import json
+import socket
+import struct
+import sys
+import time
+
+LINGER0 = struct.pack('ii', 1, 0)
+
+
+def one(addr, req):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER0)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(2.0)
+    t0 = time.perf_counter_ns()
+    try:
+        s.connect(addr)
+        s.sendall(req)
+        buf = b''
+        want = -1
+        while want < 0 or len(buf) < want:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+            if want < 0:
+                end = buf.find(b'\r\n\r\n')
+                if end >= 0:
+                    head = buf[:end].lower()
+                    i = head.find(b'content-length:')
+                    n = int(head[i + 15:].split(b'\r\n')[0]) if i >= 0 else 0
+                    want = end + 4 + n
+        ok = want >= 0 and len(buf) >= want
+    except OSError:
+        ok = False
+    s.close()
+    return ok, (time.perf_counter_ns() - t0) / 1000.0
+
+
+def pct(sorted_us, p):
+    if not sorted_us:
+        return None
+    k = min(len(sorted_us) - 1, max(0, int(round(p / 100.0 * len(sorted_us) + 0.5)) - 1))
+    return round(sorted_us[k], 1)
+
+
+def main():
+    ip, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 20
+    addr = (ip, port)
+    req = ('GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % ip).encode()
+    for _ in range(warmup):
+        one(addr, req)
+    lat = []
+    errors = 0
+    t0 = time.perf_counter()
+    for _ in range(count):
+        ok, us = one(addr, req)
+        if ok:
+            lat.append(us)
+        else:
+            errors += 1
+    wall = time.perf_counter() - t0
+    lat.sort()
+    print(json.dumps({
+        'count': len(lat), 'errors': errors, 'wallSec': round(wall, 3),
+        'p50': pct(lat, 50), 'p90': pct(lat, 90), 'p99': pct(lat, 99),
+        'max': round(lat[-1], 1) if lat else None,
+    }))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,176 @@
+// The measurements of bench-e2e, each run inside a lab namespace: new-connection latency
+// (connlat.py), one-stream iperf3 throughput, and a bounded UDP flood into a sink (udpflood.c).
+// Nothing here knows about the lab's prefix: callers pass namespace names.
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus, release } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const execFileP = promisify(execFile);
+export const HERE = fileURLToPath(new URL('.', import.meta.url));
+
+/** Runs argv inside namespace ns and returns stdout; the error names the command and stderr. */
+export async function nsRun(ns: string, argv: string[], timeoutMs = 120_000): Promise<string> {
+  try {
+    const r = await execFileP('ip', ['netns', 'exec', ns, ...argv], {
+      timeout: timeoutMs,
+      maxBuffer: 64 << 20,
+    });
+    return r.stdout;
+  } catch (err) {
+    const e = err as { stderr?: string; stdout?: string; message: string };
+    const why = (e.stderr ?? '').trim() || (e.stdout ?? '').trim() || e.message;
+    throw new Error(`in ${ns}: ${argv.join(' ')}: ${why.slice(0, 2000)}`);
+  }
+}
+
+/** A background process in a namespace, with its output collected; stopped by PID. */
+export class NsProcess {
+  out = '';
+  readonly child: ChildProcess;
+  private readonly exited: Promise<number>;
+
+  constructor(ns: string, argv: string[]) {
+    this.child = spawn('ip', ['netns', 'exec', ns, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout?.on('data', (b: Buffer) => {
+      this.out += b.toString();
+    });
+    this.child.stderr?.on('data', (b: Buffer) => {
+      this.out += b.toString();
+    });
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code ?? -1)));
+  }
+
+  async waitFor(re: RegExp, timeoutMs: number): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (!re.test(this.out)) {
+      if (this.child.exitCode !== null) throw new Error(`exited early: ${this.out.trim()}`);
+      if (Date.now() > end) throw new Error(`not ready in ${timeoutMs} ms: ${this.out.trim()}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  wait(): Promise<number> {
+    return this.exited;
+  }
+
+  /** SIGTERM (ip netns exec execs the command, so the PID is the command's own). */
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGTERM');
+    const t = setTimeout(() => this.child.kill('SIGKILL'), 2000);
+    await this.exited;
+    clearTimeout(t);
+  }
+}
+
+export interface Latency {
+  count: number;
+  errors: number;
+  wallSec: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+export async function connLatency(
+  ns: string,
+  ip: string,
+  port: number,
+  count: number,
+): Promise<Latency> {
+  const out = await nsRun(ns, ['python3', join(HERE, 'connlat.py'), ip, String(port), `${count}`]);
+  return JSON.parse(out.trim().split('\n').pop() ?? '{}') as Latency;
+}
+
+export interface Throughput {
+  gbps: number;
+  retransmits: number;
+}
+
+/** One TCP stream, client → server, for `seconds`; the receiver's figure. */
+export async function iperf(ns: string, ip: string, port: number, seconds: number) {
+  const argv = ['iperf3', '-c', ip, '-p', String(port), '-t', String(seconds), '-J'];
+  const out = await nsRun(ns, argv, (seconds + 20) * 1000);
+  const j = JSON.parse(out) as {
+    error?: string;
+    end?: { sum_received?: { bits_per_second: number }; sum_sent?: { retransmits?: number } };
+  };
+  if (j.error || !j.end?.sum_received) throw new Error(`iperf3 to ${ip}:${port}: ${j.error}`);
+  return {
+    gbps: j.end.sum_received.bits_per_second / 1e9,
+    retransmits: j.end.sum_sent?.retransmits ?? 0,
+  } satisfies Throughput;
+}
+
+/** Compiles udpflood.c once into dir; undefined (and the caller skips the flood) without cc. */
+export async function buildFlood(dir: string): Promise<string | undefined> {
+  const bin = join(dir, 'udpflood');
+  try {
+    await execFileP('cc', ['-O2', '-o', bin, join(HERE, 'udpflood.c')]);
+    return bin;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface Flood {
+  sent: number;
+  sendSec: number;
+  received: number;
+  recvSec: number;
+}
+
+/** COUNT datagrams from ns to ip:port, received by a sink on sinkPort in sinkNs. */
+export async function udpFlood(
+  bin: string,
+  from: { ns: string; ip: string; port: number },
+  sink: { ns: string; port: number },
+  count: number,
+  during?: () => Promise<void>,
+): Promise<Flood> {
+  const s = new NsProcess(sink.ns, [bin, 'sink', String(sink.port), '1000']);
+  try {
+    await s.waitFor(/ready/, 5000);
+    const out = await nsRun(from.ns, [bin, 'send', from.ip, String(from.port), String(count)]);
+    const sent = JSON.parse(out.trim()) as { sent: number; sec: number };
+    await during?.();
+    await Promise.race([s.wait(), new Promise((r) => setTimeout(r, 5000))]);
+    const line = s.out.split('\n').find((l) => l.startsWith('{"received"'));
+    const got = line ? (JSON.parse(line) as { received: number; sec: number }) : undefined;
+    return {
+      sent: sent.sent,
+      sendSec: sent.sec,
+      received: got?.received ?? 0,
+      recvSec: got?.sec ?? 0,
+    };
+  } finally {
+    await s.stop();
+  }
+}
+
+function firstLine(argv: string[]): Promise<string> {
+  return execFileP(argv[0]!, argv.slice(1))
+    .then((r) => (r.stdout || r.stderr).trim().split('\n')[0] ?? '')
+    .catch(() => 'not installed');
+}
+
+/** What the figures were measured on. */
+export async function machine(): Promise<Record<string, string>> {
+  const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
+  const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? cpus()[0]?.model ?? '?';
+  const mem = /^MemTotal:\s*(\d+)/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1];
+  return {
+    cpu: model.trim(),
+    cores: String(cpus().length),
+    memory: mem ? `${(Number(mem) / 1024 / 1024).toFixed(1)} GiB` : '?',
+    kernel: release(),
+    node: process.version,
+    python: await firstLine(['python3', '--version']),
+    iperf3: await firstLine(['iperf3', '--version']),
+    iptables: await firstLine(['iptables', '--version']),
+  };
+}
