@@ -70,7 +70,20 @@ export const DROP_CT_CLASH = 23;
 /** internalTrafficPolicy: Local and no endpoint on this node: kube-proxy DROPs (no reject). */
 export const DROP_NO_LOCAL_ENDPOINTS = 24;
 
-export const REASON_COUNT = 25;
+// ---- conntrack (ct.ts), ICMP errors (icmp-error.ts), fragments (frag.ts)
+/** Conntrack INVALID (e.g. a non-SYN first packet, an RST for no flow) and ctDropInvalid set. */
+export const DROP_CT_INVALID = 25;
+/** A later fragment of a datagram whose first fragment was translated: same address rewrite. */
+export const TX_FRAG = 26;
+/** A later fragment to a VIP arriving before its first fragment (no tuple yet): dropped. */
+export const DROP_FRAG_OUT_OF_ORDER = 27;
+/** An ICMP error about a DNATed flow (from the backend or a router): outer source and quoted
+ * destination restored to the VIP (nf_nat_icmp_reply_translation). */
+export const TX_ICMP_ERR_REVNAT = 28;
+/** An ICMP error from the client about a reply of a service flow: sent on to the backend. */
+export const TX_ICMP_ERR_DNAT = 29;
+
+export const REASON_COUNT = 30;
 
 export const REASON_NAMES: readonly string[] = [
   'PASS_NOT_SERVICE',
@@ -98,10 +111,18 @@ export const REASON_NAMES: readonly string[] = [
   'DROP_REJECT_FAILED',
   'DROP_CT_CLASH',
   'DROP_NO_LOCAL_ENDPOINTS',
+  'DROP_CT_INVALID',
+  'TX_FRAG',
+  'DROP_FRAG_OUT_OF_ORDER',
+  'TX_ICMP_ERR_REVNAT',
+  'TX_ICMP_ERR_DNAT',
 ];
 
+// Reasons appended after the first drops are not all drops: decide by name, once.
+const IS_DROP = Uint8Array.from(REASON_NAMES, (n) => (n.startsWith('DROP_') ? 1 : 0));
+
 export function reasonIsDrop(reason: number): boolean {
-  return reason >= DROP_TRUNCATED_IPV4;
+  return IS_DROP[reason] === 1;
 }
 
 /** Counters as a plain record for inspect/metrics (slow world). */
