@@ -1,5 +1,6 @@
 // `kubetun lab ...`: build, inspect and tear down the namespace lab, and run its demos.
 import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { DEFAULT_TOPOLOGY, execArgv, labDown, labUp } from '../lab/lab.ts';
 import { listNetns } from '../lab/sh.ts';
@@ -101,6 +102,61 @@ export function register(program: Command): void {
         const r = spawnSync(argv[0]!, argv.slice(1), { stdio: 'inherit' });
         process.exitCode = r.status ?? 1;
       }),
+    );
+
+  lab
+    .command('mode <mode>')
+    .description(
+      'switch the running lab to another data plane (kubetun, iptables, nftables, none) without rebuilding it',
+    )
+    .action((mode: string) =>
+      guarded(async () => {
+        if (!(LAB_MODES as readonly string[]).includes(mode))
+          throw Object.assign(new Error(`unknown mode "${mode}" (known: ${LAB_MODES.join(', ')})`), {
+            name: 'LabError',
+          });
+        const { labSwitchMode } = await import('../lab/compare/mode.ts');
+        await labSwitchMode(mode as LabMode, progress);
+      }),
+    );
+
+  lab
+    .command('compare [scenario...]')
+    .description(
+      "run scenarios with kube-proxy's kernel rules and with kubetun on the same lab, capture at the same points and diff packet by packet (exit 1 on any difference)",
+    )
+    .addOption(topo())
+    .addOption(
+      new Option('--kernel <mode>', 'the kube-proxy mode to compare with')
+        .choices(['iptables', 'nftables'])
+        .default('nftables'),
+    )
+    .option('--html <file>', 'also write a self-contained HTML report with ladder diagrams')
+    .option('--json', 'print the report as JSON')
+    .option('--list', 'list the scenarios and exit')
+    .action(
+      (
+        names: string[],
+        o: { topology: string; kernel: 'iptables' | 'nftables'; html?: string; json?: boolean; list?: boolean },
+      ) =>
+        guarded(async () => {
+          const { findScenarios, SCENARIOS } = await import('../lab/compare/scenarios.ts');
+          if (o.list) {
+            for (const s of SCENARIOS) process.stdout.write(`${s.name.padEnd(18)} ${s.title}\n`);
+            return;
+          }
+          const scenarios = findScenarios(names);
+          const { labCompare } = await import('../lab/compare/run.ts');
+          const { formatReport } = await import('../lab/compare/report.ts');
+          const r = await labCompare(scenarios, { kernel: o.kernel, topology: o.topology, progress });
+          if (o.html) {
+            const { renderHtml } = await import('../lab/compare/html.ts');
+            writeFileSync(o.html, renderHtml(r));
+            progress(`wrote ${o.html}`);
+          }
+          process.stdout.write(o.json ? `${JSON.stringify(r, null, 2)}\n` : `${formatReport(r)}\n`);
+          if (r.differences > 0) process.exitCode = 1;
+        }),
     );
 
   lab

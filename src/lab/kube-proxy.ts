@@ -113,14 +113,21 @@ export function conntrackSysctls(nCpu = cpus().length): [string, number][] {
 /**
  * Sets kube-proxy's conntrack sysctls in a node namespace, each on its own: a network namespace
  * may not own one (nf_conntrack_max is global, writable only from the initial namespace), and the
- * lab never touches the host's. Returns one line per sysctl: set, already right, or skipped why.
+ * lab never touches the host's. Like kube-proxy, nf_conntrack_max is only ever raised. Each write
+ * is read back: a write the kernel accepts but ignores counts as skipped. Returns one line per
+ * sysctl: set, already right, or skipped and why.
  */
 export function setConntrackSysctls(ns: string): string[] {
   return conntrackSysctls().map(([key, want]) => {
-    const cur = shTry(inNs(ns, ['sysctl', '-n', key])).out.trim();
+    const read = () => shTry(inNs(ns, ['sysctl', '-n', key])).out.trim();
+    const cur = read();
     if (cur === String(want)) return `${key} = ${want} (already)`;
+    if (key.endsWith('nf_conntrack_max') && Number(cur) > want)
+      return `${key} = ${cur} (above ${want}; kube-proxy only raises it)`;
     const r = shTry(inNs(ns, ['sysctl', '-qw', `${key}=${want}`]));
-    if (r.ok) return `${key} = ${want}`;
-    return `${key} not set (wanted ${want}, stays ${cur || '?'}): ${r.err.trim() || 'refused'}; the namespace does not own it`;
+    const now = read();
+    if (r.ok && now === String(want)) return `${key} = ${want}`;
+    const why = r.err.trim() || `the kernel kept ${now}`;
+    return `${key} not set (wanted ${want}, stays ${now || '?'}): ${why}; the namespace does not own it`;
   });
 }

@@ -1,0 +1,1 @@
+export function renderHtml(_r: unknown): string { return ''; }

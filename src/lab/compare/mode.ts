@@ -1,0 +1,56 @@
+// `kubetun lab mode <mode>`: switch a running lab's data plane without rebuilding its namespaces,
+// so a comparison runs both planes over the very same veths, addresses and pod servers.
+//
+//   kubetun → kernel: SIGTERM each node's kubetun by PID (it undoes its own steering: tc
+//                     redirects, the service route, sysctls), then install the kernel ruleset;
+//   kernel → kubetun: flush the node's nftables ruleset (iptables-nft lives there too), the
+//                     service route and conntrack, then start kubetun on every node.
+import { rmSync } from 'node:fs';
+import { type Progress, startKubetun, withLabLock } from '../lab.ts';
+import { flushKernelDataplane, installKernelDataplane, isKernelMode } from '../kube-proxy.ts';
+import { isAlive, stopProcess } from '../procs.ts';
+import { LabError } from '../sh.ts';
+import { type LabMode, type LabState, readState, writeState } from '../state.ts';
+import { loadTopology } from '../topology.ts';
+
+export function labSwitchMode(mode: LabMode, progress?: Progress): Promise<LabState> {
+  return withLabLock(() => switchUnlocked(mode, progress ?? (() => {})));
+}
+
+async function switchUnlocked(mode: LabMode, say: Progress): Promise<LabState> {
+  const state = readState();
+  if (!state || state.phase !== 'up')
+    throw new LabError('the lab is not up (run: kubetun lab up --mode <mode>)');
+  const t = loadTopology(state.topologyFile);
+  if (state.mode === mode && state.processes.every((p) => isAlive(p))) {
+    say(`the lab already runs mode ${mode}`);
+    return state;
+  }
+  say(`switching the lab from ${state.mode} to ${mode}`);
+  await stopAgents(state, say);
+  flushKernelDataplane(t);
+  state.mode = mode;
+  writeState(state);
+  if (mode === 'kubetun') await startKubetun(t, state, say);
+  if (isKernelMode(mode)) installKernelDataplane(t, mode, say);
+  writeState(state);
+  say(`the lab runs mode ${mode}`);
+  return state;
+}
+
+/** Ends every recorded kubetun agent by PID and forgets it (socket and undo file included). */
+async function stopAgents(state: LabState, say: Progress): Promise<void> {
+  const agents = state.processes.filter((p) => p.role === 'kubetun');
+  if (agents.length === 0) return;
+  say(`stopping ${agents.length} kubetun agents`);
+  await Promise.all(agents.map((a) => stopProcess(a, 5000)));
+  for (const a of agents) {
+    if (isAlive(a)) throw new LabError(`kubetun on ${a.name} (pid ${a.pid}) did not stop`);
+    if (a.ctlSocket) {
+      rmSync(a.ctlSocket, { force: true });
+      rmSync(`${a.ctlSocket.replace(/\.sock$/, '')}.state.json`, { force: true });
+    }
+  }
+  state.processes = state.processes.filter((p) => p.role !== 'kubetun');
+  writeState(state);
+}

@@ -1,0 +1,110 @@
+// Normalisation: two runs of the same scenario differ in what is legitimately random, and only
+// in that. Each rule below is listed in every report (NORMALISATIONS), so a reader knows
+// exactly what was ignored; everything else in a packet must match.
+import type { Pkt } from './packets.ts';
+
+export const NORMALISATIONS: readonly string[] = [
+  'capture times are dropped (packet order within a capture point is kept)',
+  'IP identification is dropped (the sender picks it)',
+  'ephemeral ports (>= 32768: client ports, SNAT ports) become eph1, eph2, … in order of first appearance in the run',
+  'ICMP echo identifiers become id1, id2, … in order of first appearance',
+  'TCP sequence and acknowledgement numbers are relative to each direction’s ISN',
+  'TCP timestamp values are dropped (the option’s presence and position are kept)',
+  'TCP window values are dropped (the kernels’ socket buffers, not the data plane, choose them)',
+];
+
+/** One packet after normalisation: the text compared, and the parts a ladder diagram draws. */
+export interface NPkt {
+  text: string;
+  src: string;
+  dst: string;
+  /** arrow label: ports, protocol and flags */
+  label: string;
+}
+
+export const EPHEMERAL_MIN = 32768;
+
+/** Symbol tables shared by every capture point of one run, so eph1 is the same port everywhere. */
+export class Normaliser {
+  private readonly ports = new Map<number, string>();
+  private readonly ids = new Map<number, string>();
+  private readonly isn = new Map<string, number>();
+
+  port(p: number | undefined): string {
+    if (p === undefined) return '';
+    if (p < EPHEMERAL_MIN) return String(p);
+    let s = this.ports.get(p);
+    if (!s) {
+      s = `eph${this.ports.size + 1}`;
+      this.ports.set(p, s);
+    }
+    return s;
+  }
+
+  icmpId(id: number): string {
+    let s = this.ids.get(id);
+    if (!s) {
+      s = `id${this.ids.size + 1}`;
+      this.ids.set(id, s);
+    }
+    return s;
+  }
+
+  /** seq relative to the sender's ISN (first seen, the SYN's), ack to the peer's. */
+  private rel(p: Pkt): { seq: number; ack: number } {
+    const fwd = `${p.src}:${p.sport}>${p.dst}:${p.dport}`;
+    const rev = `${p.dst}:${p.dport}>${p.src}:${p.sport}`;
+    if (!this.isn.has(fwd)) this.isn.set(fwd, p.seq ?? 0);
+    const seq = ((p.seq ?? 0) - this.isn.get(fwd)! + 2 ** 32) % 2 ** 32;
+    const peer = this.isn.get(rev);
+    const ack = peer === undefined ? -1 : ((p.ack ?? 0) - peer + 2 ** 32) % 2 ** 32;
+    return { seq, ack };
+  }
+
+  packet(p: Pkt): NPkt {
+    const ep = (ip: string, port: number | undefined) =>
+      port === undefined ? ip : `${ip}.${this.port(port)}`;
+    const head = `${ep(p.src, p.sport)} > ${ep(p.dst, p.dport)}`;
+    const ip = `ttl ${p.ttl}${p.df ? ' DF' : ''}${p.ipCsumOk ? '' : ' BAD-IP-CSUM'}`;
+    let label: string;
+    let rest: string;
+    if (p.proto === 'tcp') {
+      const { seq, ack } = this.rel(p);
+      const hasAck = p.flags?.includes('.');
+      label = `${this.port(p.sport)}→${this.port(p.dport)} [${p.flags}]${p.len ? ` len ${p.len}` : ''}`;
+      rest = `tcp [${p.flags}] seq ${seq}${hasAck ? ` ack ${ack < 0 ? '?' : ack}` : ''} len ${p.len}${p.opts ? ` <${p.opts}>` : ''}`;
+    } else if (p.proto === 'udp') {
+      label = `udp ${this.port(p.sport)}→${this.port(p.dport)} len ${p.len}`;
+      rest = `udp len ${p.len}`;
+    } else if (p.proto === 'icmp') {
+      ({ label, rest } = this.icmp(p));
+    } else {
+      label = `proto ${p.proto}`;
+      rest = label;
+    }
+    return { text: `${head}: ${rest} ${ip}`, src: p.src, dst: p.dst, label };
+  }
+
+  private icmp(p: Pkt): { label: string; rest: string } {
+    const t = p.icmpType;
+    if (t === 8 || t === 0) {
+      const kind = t === 8 ? 'echo request' : 'echo reply';
+      const id = this.icmpId(p.icmpId ?? 0);
+      return { label: `icmp ${kind} seq ${p.icmpSeq}`, rest: `icmp ${kind} ${id} seq ${p.icmpSeq} len ${p.len}` };
+    }
+    const name = t === 3 ? `unreachable code ${p.icmpCode}` : `type ${t} code ${p.icmpCode}`;
+    const i = p.inner;
+    const about = i
+      ? ` about [${i.src}${i.sport === undefined ? '' : `.${this.port(i.sport)}`} > ${i.dst}${i.dport === undefined ? '' : `.${this.port(i.dport)}`} ${i.proto}]`
+      : '';
+    return { label: `icmp ${name}`, rest: `icmp ${name}${about}` };
+  }
+}
+
+/** Normalises the capture points of one run, in the given order (which fixes eph1, eph2…). */
+export function normaliseRun(
+  points: readonly { name: string; packets: Pkt[] }[],
+): { name: string; packets: NPkt[] }[] {
+  const n = new Normaliser();
+  return points.map((cp) => ({ name: cp.name, packets: cp.packets.map((p) => n.packet(p)) }));
+}

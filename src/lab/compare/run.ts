@@ -1,0 +1,179 @@
+// `kubetun lab compare`: every scenario in the kernel mode first (kube-proxy's rules, the
+// reference), then in kubetun mode, on the same running lab (switched with `lab mode`, never
+// rebuilt); captures normalised and diffed per capture point. The lab is left in the mode it had.
+import { type Progress, labUp } from '../lab.ts';
+import type { KernelMode } from '../kube-proxy.ts';
+import { LabError } from '../sh.ts';
+import { type LabMode, readState } from '../state.ts';
+import { allPods, loadTopology, type Topology } from '../topology.ts';
+import { type CapturePoint, capturePoints, startCaptures, stopCaptures } from './capture.ts';
+import { diffRuns, type PointDiff } from './diff.ts';
+import { labSwitchMode } from './mode.ts';
+import { NORMALISATIONS, type NPkt, normaliseRun } from './normalise.ts';
+import type { Pkt } from './packets.ts';
+import { type Attempt, MAX_TRIES, type Scenario } from './scenarios.ts';
+
+export type PlaneMode = 'kubetun' | KernelMode;
+
+export interface ScenarioRun {
+  mode: PlaneMode;
+  attempts: Attempt[];
+  /** the attempts whose packets are compared */
+  kept: number[];
+  backend?: string;
+  points: { name: string; packets: NPkt[] }[];
+}
+
+export interface ScenarioResult {
+  name: string;
+  title: string;
+  verdict: 'same' | 'different' | 'expected-difference';
+  expected?: string;
+  note?: string;
+  runs: [ScenarioRun, ScenarioRun];
+  points: PointDiff[];
+}
+
+export interface CompareReport {
+  kernel: KernelMode;
+  normalisations: readonly string[];
+  results: ScenarioResult[];
+  differences: number;
+}
+
+export interface CompareOptions {
+  kernel?: KernelMode;
+  topology?: string;
+  progress?: Progress;
+}
+
+export async function labCompare(scenarios: Scenario[], opts: CompareOptions = {}): Promise<CompareReport> {
+  const say = opts.progress ?? (() => {});
+  const kernel = opts.kernel ?? 'nftables';
+  let state = readState();
+  if (!state || state.phase !== 'up') state = await labUp({ topology: opts.topology, mode: kernel, progress: say });
+  const original: LabMode = state.mode;
+  const t = loadTopology(state.topologyFile);
+  const targets = new Map<string, string | undefined>();
+  const kernelRuns = new Map<string, ScenarioRun>();
+  const kubetunRuns = new Map<string, ScenarioRun>();
+  try {
+    await labSwitchMode(kernel, say);
+    for (const s of scenarios) {
+      say(`${s.name} with ${kernel}`);
+      const r = await runScenario(t, s, kernel, undefined);
+      kernelRuns.set(s.name, r);
+      targets.set(s.name, r.backend);
+    }
+    await labSwitchMode('kubetun', say);
+    for (const s of scenarios) {
+      say(`${s.name} with kubetun`);
+      kubetunRuns.set(s.name, await runScenario(t, s, 'kubetun', targets.get(s.name)));
+    }
+  } finally {
+    if (readState()?.mode !== original) await labSwitchMode(original, say);
+  }
+  const results = scenarios.map((s) => judge(s, kernel, kernelRuns.get(s.name)!, kubetunRuns.get(s.name)!));
+  return {
+    kernel,
+    normalisations: NORMALISATIONS,
+    results,
+    differences: results.filter((r) => r.verdict === 'different').length,
+  };
+}
+
+export function judge(s: Scenario, kernel: KernelMode, a: ScenarioRun, b: ScenarioRun): ScenarioResult {
+  const points = diffRuns(a.points, b.points);
+  const same = points.every((p) => p.same);
+  const expected = s.expectedDifference?.[kernel];
+  return {
+    name: s.name,
+    title: s.title,
+    verdict: same ? 'same' : expected ? 'expected-difference' : 'different',
+    expected,
+    note: s.note,
+    runs: [a, b],
+    points,
+  };
+}
+
+async function runScenario(
+  t: Topology,
+  s: Scenario,
+  mode: PlaneMode,
+  target: string | undefined,
+): Promise<ScenarioRun> {
+  const client = allPods(t).find((p) => p.name === s.client);
+  if (!client) throw new LabError(`scenario ${s.name}: the topology has no pod ${s.client}`);
+  const points = capturePoints(t, client, s.backends);
+  const caps = await startCaptures(points, client.ip, `${mode}-${s.name}`);
+  const attempts: Attempt[] = [];
+  const kept: number[] = [];
+  let captured: Awaited<ReturnType<typeof stopCaptures>>;
+  try {
+    if (s.choice === 'same-backend') {
+      for (let i = 0; i < MAX_TRIES; i++) {
+        const a = s.run(t, client);
+        attempts.push(a);
+        if (!target || a.backend === target || !a.backend) {
+          kept.push(i);
+          break;
+        }
+      }
+    } else {
+      for (let i = 0; i < s.count; i++) {
+        attempts.push(s.run(t, client));
+        kept.push(i);
+      }
+    }
+  } finally {
+    captured = await stopCaptures(caps);
+  }
+  const backend = kept.length ? attempts[kept[0]!]!.backend : undefined;
+  const picked = pickPackets(s, captured, attempts, kept);
+  const mapped = s.choice === 'first-choice' ? firstChoice(t, picked, backend) : picked;
+  return { mode, attempts, kept, backend, points: normaliseRun(mapped) };
+}
+
+/** Keeps the kept attempts' flows (by client port) when the scenario has them. */
+function pickPackets(
+  s: Scenario,
+  captured: { point: CapturePoint; packets: Pkt[] }[],
+  attempts: Attempt[],
+  kept: number[],
+): { name: string; packets: Pkt[]; pod?: string }[] {
+  const ports = new Set(kept.map((i) => attempts[i]!.clientPort).filter((p) => p !== undefined));
+  const mine = (p: Pkt) =>
+    s.choice === 'none' ||
+    ports.has(p.sport!) ||
+    ports.has(p.dport!) ||
+    (p.inner !== undefined && (ports.has(p.inner.sport!) || ports.has(p.inner.dport!)));
+  return captured.map((c) => ({ name: c.point.name, pod: c.point.pod, packets: c.packets.filter(mine) }));
+}
+
+/** first-choice: the first connection's backend becomes "backend1"; the other backends merge. */
+function firstChoice(
+  t: Topology,
+  points: { name: string; packets: Pkt[]; pod?: string }[],
+  backend: string | undefined,
+): { name: string; packets: Pkt[] }[] {
+  const pod = allPods(t).find((p) => p.name === backend);
+  const rename = (ip: string) => (pod && ip === pod.ip ? 'backend1' : ip);
+  const ren = (p: Pkt): Pkt => ({
+    ...p,
+    src: rename(p.src),
+    dst: rename(p.dst),
+    inner: p.inner ? ren(p.inner) : undefined,
+  });
+  const out: { name: string; packets: Pkt[] }[] = [];
+  const others: Pkt[] = [];
+  for (const cp of points) {
+    const pkts = cp.packets.map(ren);
+    if (cp.pod && cp.pod === backend) out.push({ name: 'backend1 veth', packets: pkts });
+    else if (cp.pod && !cp.name.endsWith('(client)')) others.push(...pkts);
+    else out.push({ name: cp.name, packets: pkts });
+  }
+  others.sort((a, b) => a.tUs - b.tUs);
+  out.splice(2, 0, { name: 'other backends’ veths', packets: others });
+  return out;
+}
