@@ -42,8 +42,8 @@ export function serviceIPs(svc: Service): string[] {
 
 /**
  * One string per service port holding exactly the fields the data plane uses; two services
- * whose keys are equal program identical map entries. Labels, annotations, selector and origin
- * are left out on purpose.
+ * whose keys are equal program identical map entries. Labels, selector, origin and annotations
+ * other than kubetun.io/* (scheduler, weights) are left out on purpose.
  */
 export function servicePortKeys(svc: Service | null | undefined): Map<string, string> {
   const out = new Map<string, string>();
@@ -60,6 +60,10 @@ export function servicePortKeys(svc: Service | null | undefined): Map<string, st
     svc.internalTrafficPolicy,
     svc.healthCheckNodePort,
     svc.trafficDistribution ?? '',
+    // kubetun's own annotations (scheduler, weights) change what the maps hold
+    Object.entries(svc.annotations ?? {})
+      .filter(([k]) => k.startsWith('kubetun.io/'))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
   ]);
   for (const p of svc.ports) {
     out.set(

@@ -9,6 +9,8 @@ export interface DatapathConfig {
   revNatCapacity: number;
   /** conntrack flows */
   ctCapacity: number;
+  /** session-affinity entries (client, service) */
+  affinityCapacity: number;
   /**
    * entry positions one inline GC step examines when a create finds conntrack full (then the
    * create is retried once); bounds the worst-case cost of that packet. 0 = never inline.
@@ -33,6 +35,7 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   beCapacity: 65536,
   revNatCapacity: 65535,
   ctCapacity: 262144,
+  affinityCapacity: 65536,
   ctGcBatch: 256,
   shared: false,
   seed: 0x6b756265, // "kube"
@@ -45,7 +48,13 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
 /** Merge and validate (slow world: throws with the offending field named). */
 export function resolveDatapathConfig(cfg: Partial<DatapathConfig> = {}): DatapathConfig {
   const c: DatapathConfig = { ...DEFAULT_DATAPATH_CONFIG, ...cfg };
-  const positive = ['svcCapacity', 'beCapacity', 'revNatCapacity', 'ctCapacity'] as const;
+  const positive = [
+    'svcCapacity',
+    'beCapacity',
+    'revNatCapacity',
+    'ctCapacity',
+    'affinityCapacity',
+  ] as const;
   for (const k of positive) {
     if (!Number.isInteger(c[k]) || c[k] < 1) {
       throw new Error(`datapath config: ${k} must be a positive integer, got ${c[k]}`);

@@ -6,10 +6,12 @@
 // tuple below) rather than in per-packet objects: a monomorphic class whose fields keep their
 // representation is the allocation-free way to pass several results around in V8.
 
+import { AffinityMap } from '../maps/affinity.ts';
 import { BackendMap } from '../maps/backends.ts';
 import { ConntrackMap } from '../maps/conntrack.ts';
 import { RevNatMap } from '../maps/revnat.ts';
 import { ServiceMap } from '../maps/services.ts';
+import { SchedulerTable } from '../sched/table.ts';
 import type { Ct4GcState } from './ct.ts';
 import { type DatapathConfig, resolveDatapathConfig } from './config.ts';
 import { REASON_COUNT } from './reasons.ts';
@@ -24,6 +26,10 @@ export class Datapath {
   readonly be: BackendMap;
   readonly revnat: RevNatMap;
   readonly ct: ConntrackMap;
+  /** session affinity (client, revNat) -> backend, last used */
+  readonly aff: AffinityMap;
+  /** per-service scheduler state (rr/wrr/lc/../maglev), indexed by revNat */
+  readonly sched: SchedulerTable;
   /** packets per reason, indexed by the constants of reasons.ts */
   readonly counters: Float64Array;
   readonly rng: Rng;
@@ -73,6 +79,8 @@ export class Datapath {
     this.be = new BackendMap(cfg.beCapacity, opts);
     this.revnat = new RevNatMap(cfg.revNatCapacity, opts);
     this.ct = new ConntrackMap(cfg.ctCapacity, opts);
+    this.aff = new AffinityMap(cfg.affinityCapacity, opts);
+    this.sched = new SchedulerTable({ capacity: Math.min(this.revnat.capacity + 1, 65536) });
     this.counters = new Float64Array(REASON_COUNT);
     this.rng = new Rng(cfg.seed);
     this.out = new Uint8Array(DP_OUT_CAPACITY);

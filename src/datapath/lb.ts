@@ -2,13 +2,16 @@
 // service master entry, pick a backend slot, and rewrite the packet (DNAT on the way in,
 // reverse NAT on the way out) with incremental checksum updates.
 
-import { SVC_F_WILDCARD } from '../maps/services.ts';
+import { SVC_F_AFFINITY, SVC_F_WILDCARD } from '../maps/services.ts';
+import { SCHED_LC, SCHED_NQ, SCHED_RANDOM } from '../sched/kinds.ts';
+import { IPPROTO_TCP } from '../wire/ipv4.ts';
 import {
   ipv4RewriteDst,
   ipv4RewriteSrc,
   l4RewriteDstPort,
   l4RewriteSrcPort,
 } from '../wire/rewrite.ts';
+import { CT_TCP_ESTABLISHED, ctTcpState } from './ct.ts';
 import type { Datapath } from './datapath.ts';
 
 /** Master entry of (daddr, dport, proto), or -1. */
@@ -23,19 +26,89 @@ export function lb4IsVip(dp: Datapath, addr: number): boolean {
 }
 
 /**
- * Pick a backend for a new flow: a uniformly random slot among the master's `count` slots
- * (iptables `statistic --mode random`). The control plane puts only eligible endpoints in the
- * slots, so the backend's state is not consulted here. Returns the backend map index, or -1
- * when the slot or backend entry is missing (maps inconsistent). The backend id is left in
- * dp.selBackendId.
+ * Pick a backend for a new flow. Session affinity first: a client with a fresh entry for this
+ * service keeps its backend while that backend is still a candidate (kube-proxy's `recent`
+ * match, checked before the probability rules). Otherwise the service's scheduler: `random`
+ * (iptables `statistic --mode random`) draws a slot; the others ask dp.sched. The control
+ * plane puts only eligible endpoints in the slots and the scheduler table. Returns the backend
+ * map index, or -1 (no candidate, or maps inconsistent). The backend id is left in
+ * dp.selBackendId; a new or refreshed affinity entry is recorded.
  */
 export function lb4SelectBackend(dp: Datapath, master: number): number {
-  const slot = 1 + dp.rng.below(dp.svc.count(master));
-  const s = dp.svc.lookup(dp.daddr, dp.dport, dp.proto, slot);
-  if (s < 0) return -1;
-  const id = dp.svc.backendId(s);
+  const svc = dp.svc;
+  const revNat = svc.revNat(master);
+  const affinity = (svc.flags(master) & SVC_F_AFFINITY) !== 0;
+  if (affinity) {
+    const a = dp.aff.lookupFresh(dp.saddr, revNat, dp.nowSec, svc.affinityTimeout(master));
+    if (a >= 0) {
+      const id = dp.aff.backendId(a);
+      const k = dp.sched.indexOf(revNat, id);
+      if (k >= 0 && dp.sched.weight(revNat, k) > 0) {
+        const b = dp.be.lookup(id);
+        if (b >= 0) {
+          dp.aff.touch(a, dp.nowSec);
+          dp.selBackendId = id;
+          return b;
+        }
+      }
+    }
+  }
+  let id = 0;
+  if (svc.scheduler(master) === SCHED_RANDOM) {
+    const slot = 1 + dp.rng.below(svc.count(master));
+    const s = svc.lookup(dp.daddr, dp.dport, dp.proto, slot);
+    if (s < 0) return -1;
+    id = svc.backendId(s);
+  } else {
+    id = dp.sched.pickId(revNat, dp.saddr, dp.daddr, dp.sport, dp.dport, dp.proto, dp.rng);
+    if (id === 0) return -1;
+  }
   dp.selBackendId = id;
+  if (affinity) dp.aff.upsert(dp.saddr, revNat, id, dp.nowSec);
   return dp.be.lookup(id);
+}
+
+// ---- connection counts for lc / wlc / sed / nq (IPVS's activeconns / inactconns) ----------
+//
+// A flow counts as inactive from its creation and as active while its TCP state is ESTABLISHED
+// (IPVS: IP_VS_TCP_S_ESTABLISHED; UDP stays inactive). The program
+// reports creation and flag changes; whoever deletes an entry calls lb4ConnRelease first
+// (the agent's GC does; dpConnRecount in load.ts repairs counts of entries deleted elsewhere).
+
+/** 1 if a flow with these conntrack flags counts as active, else 0. */
+export function lb4ConnActive(proto: number, ctFlags: number): number {
+  return proto === IPPROTO_TCP && ctTcpState(ctFlags) === CT_TCP_ESTABLISHED ? 1 : 0;
+}
+
+function countsConns(dp: Datapath, revNat: number): boolean {
+  const k = dp.sched.kind(revNat);
+  return k >= SCHED_LC && k <= SCHED_NQ;
+}
+
+/** A flow to backendId was created (conntrack entry i). */
+export function lb4ConnOpen(dp: Datapath, i: number): void {
+  const revNat = dp.ct.revNat(i);
+  if (!countsConns(dp, revNat)) return;
+  const a = lb4ConnActive(dp.ct.proto(i), dp.ct.flags(i));
+  dp.sched.connAdjust(revNat, dp.ct.backendId(i), a, 1 - a);
+}
+
+/** Entry i's flags changed from oldFlags: move it between inactive and active if needed. */
+export function lb4ConnFlags(dp: Datapath, i: number, oldFlags: number): void {
+  const proto = dp.ct.proto(i);
+  const d = lb4ConnActive(proto, dp.ct.flags(i)) - lb4ConnActive(proto, oldFlags);
+  if (d === 0) return;
+  const revNat = dp.ct.revNat(i);
+  if (!countsConns(dp, revNat)) return;
+  dp.sched.connAdjust(revNat, dp.ct.backendId(i), d, -d);
+}
+
+/** Entry i is about to be deleted (expiry, flush): its connection no longer counts. */
+export function lb4ConnRelease(dp: Datapath, i: number): void {
+  const revNat = dp.ct.revNat(i);
+  if (!countsConns(dp, revNat)) return;
+  const a = lb4ConnActive(dp.ct.proto(i), dp.ct.flags(i));
+  dp.sched.connAdjust(revNat, dp.ct.backendId(i), -a, a - 1);
 }
 
 /** Client -> VIP becomes client -> backend: destination address and port. */

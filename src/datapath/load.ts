@@ -1,43 +1,58 @@
-// Control plane -> maps: a full load of the ClusterIP services from the model (src/model.ts).
-// Slow world: plain objects and strings are fine here; the per-packet program never sees them.
+// Control plane -> maps: the ClusterIP services from the model (src/model.ts), as a full load
+// (dpLoadServices: everything, leftovers removed) or a partial one (dpUpdateServices: only the
+// service ports that changed or went away). Slow world: plain objects and strings are fine here;
+// the per-packet program never sees them.
 //
 // Two phases so bad input leaves the last good state in force: plan (parse and validate every
-// address, pick ids, count entries; throws naming the object and field) then apply (map
-// writes only, in an order a concurrent reader can tolerate, Cilium's):
+// address, annotation and id, count entries; throws naming the object and field; writes
+// nothing) then apply (map writes only, in an order a concurrent reader can tolerate, Cilium's):
 //
 //   1. delete frontends that disappeared (master first, then its slots)
 //   2. upsert backends and reverse-NAT entries
-//   3. per frontend: slots 1..N, then the master with count N, then slots above N deleted
-//   4. wildcard masters for every VIP; stale wildcards deleted
-//   5. delete backends and reverse-NAT ids nothing refers to any more
+//   3. per frontend: slots 1..N, then the master with count N, then slots above N deleted;
+//      its scheduler state (dp.sched) rebuilt only when candidates or weights changed
+//   4. wildcard masters for VIPs that appeared; wildcards of VIPs nothing uses any more deleted
+//   5. delete backends and reverse-NAT ids nothing refers to any more; affinity entries whose
+//      backend left their service
+//
+// A partial load touches only the given service ports: its cost follows the change, not the
+// number of services. Backends and VIPs shared between service ports are reference counted.
 //
 // Ids are deterministic and stable: a backend id is a hash of "ip:port:proto" and a reverse-NAT
 // id a hash of "servicePortName:proto:vip", each probed linearly on collision, and an id once
 // given keeps its owner for as long as the owner exists (kept per Datapath between loads), so
-// conntrack entries holding ids stay meaningful across syncs.
+// conntrack entries holding ids stay meaningful across syncs; a restarted agent computes the
+// same ids for the same services (collisions aside, resolved in sorted order on a full load).
 
 import { BE_ACTIVE, BE_F_LOCAL, BE_TERMINATING } from '../maps/backends.ts';
-import {
-  SVC_F_AFFINITY,
-  SVC_F_ITP_LOCAL,
-  SVC_F_WILDCARD,
-  SVC_SCHED_RANDOM,
-} from '../maps/services.ts';
-import type { ResolvedEndpoint, ResolvedServicePort } from '../model.ts';
+import { SVC_F_AFFINITY, SVC_F_ITP_LOCAL, SVC_F_WILDCARD } from '../maps/services.ts';
+import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../model.ts';
+import { SCHED_ANNOTATION, SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
+import { ct4Expired } from './ct.ts';
 import type { Datapath } from './datapath.ts';
+import { lb4ConnActive } from './lb.ts';
+
+/** Service annotation: per-endpoint weights, "ip-or-pod=weight,..." (0..65535, default 1). */
+export const WEIGHTS_ANNOTATION = 'kubetun.io/weights';
 
 export interface DpLoadOptions {
   /** this node's name: marks local backends and enables internalTrafficPolicy: Local */
   nodeName?: string;
+  /** this node's zone (topology.kubernetes.io/zone): enables topology-aware routing */
+  nodeZone?: string;
+  /** scheduler of services without a kubetun.io/scheduler annotation (SCHED_*; random) */
+  defaultScheduler?: number;
 }
 
 export interface DpLoadStats {
   frontends: number;
   backends: number;
   vips: number;
-  /** frontends removed since the previous load */
+  /** frontends removed by this load */
   removed: number;
+  /** service ports planned and written by this load */
+  written: number;
 }
 
 interface PlanBackend {
@@ -55,230 +70,371 @@ interface PlanFrontend {
   vip: number;
   port: number;
   proto: number;
+  rnKey: string;
   revNat: number;
   flags: number;
+  sched: number;
   affinityTimeout: number;
-  backendIds: number[];
+  /** slot order */
+  backends: PlanBackend[];
+  weights: number[];
 }
 
-interface Plan {
-  frontends: Map<string, PlanFrontend>;
-  backends: Map<string, PlanBackend>;
-  revNatKeys: Map<string, number>;
-  vips: Set<number>;
-  /** id assignments: copies of the LoadState's, committed only by applyLoad */
-  ids: IdAllocator;
-  rn: IdAllocator;
+/** What one service port programs. */
+interface PortPlan {
+  frontends: PlanFrontend[];
+  /** distinct backends of the port */
+  backends: PlanBackend[];
+  vips: number[];
 }
 
-/** What the previous load wrote, per Datapath. */
+/** What the previous loads wrote, per Datapath. */
 interface LoadState {
-  frontends: Map<string, { vip: number; port: number; proto: number; count: number }>;
-  backendIds: Map<string, number>;
-  backendOwner: Map<number, string>;
-  revNatIds: Map<string, number>;
-  revNatOwner: Map<number, string>;
-  vips: Set<number>;
+  ports: Map<string, PortPlan>;
+  /** frontend key -> owning service port name */
+  feOwner: Map<string, string>;
+  beRefs: Map<string, number>;
+  vipRefs: Map<number, number>;
+  backendIds: IdTable;
+  revNatIds: IdTable;
+  /** affinity timeout per revNat (0 = none), for the affinity GC */
+  affTimeout: Uint32Array;
 }
 
 const states = new WeakMap<Datapath, LoadState>();
 
 const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17 };
 
-/** Replace the datapath's ClusterIP services with `ports`. Throws (maps untouched) on bad input. */
+function stateOf(dp: Datapath): LoadState {
+  let st = states.get(dp);
+  if (!st) {
+    st = {
+      ports: new Map(),
+      feOwner: new Map(),
+      beRefs: new Map(),
+      vipRefs: new Map(),
+      backendIds: new IdTable(0xffffffff),
+      revNatIds: new IdTable(Math.min(dp.revnat.capacity, 0xffff)),
+      affTimeout: new Uint32Array(0x10000),
+    };
+    states.set(dp, st);
+  }
+  return st;
+}
+
+/**
+ * Replace the datapath's ClusterIP services with `ports` (leftovers of earlier loads removed).
+ * Throws (maps untouched) on bad input.
+ */
 export function dpLoadServices(
   dp: Datapath,
   ports: readonly ResolvedServicePort[],
   opts: DpLoadOptions = {},
 ): DpLoadStats {
-  let st = states.get(dp);
-  if (!st) {
-    st = {
-      frontends: new Map(),
-      backendIds: new Map(),
-      backendOwner: new Map(),
-      revNatIds: new Map(),
-      revNatOwner: new Map(),
-      vips: new Set(),
-    };
-    states.set(dp, st);
-  }
-  const plan = planLoad(dp, st, ports, opts);
-  return applyLoad(dp, st, plan);
+  const st = stateOf(dp);
+  const names = new Set(ports.map((p) => p.servicePortName));
+  const deleted = [...st.ports.keys()].filter((spn) => !names.has(spn));
+  return dpUpdateServices(dp, ports, deleted, opts);
+}
+
+/**
+ * Partial load: write `changed` service ports (added or modified) and remove `deleted` ones
+ * (service port names), leaving every other service untouched. Throws (maps untouched) on bad
+ * input.
+ */
+export function dpUpdateServices(
+  dp: Datapath,
+  changed: readonly ResolvedServicePort[],
+  deleted: readonly string[],
+  opts: DpLoadOptions = {},
+): DpLoadStats {
+  const st = stateOf(dp);
+  const txn = { be: new IdTxn(st.backendIds), rn: new IdTxn(st.revNatIds) };
+  const plans = new Map<string, PortPlan | null>();
+  for (const spn of deleted) plans.set(spn, null);
+  // Sorted so that ids picked after a hash collision do not depend on input order.
+  const sorted = [...changed].sort((a, b) => cmp(portKey(a), portKey(b)));
+  for (const rsp of sorted) plans.set(rsp.servicePortName, planServicePort(rsp, opts, txn));
+  checkConflicts(st, plans);
+  checkCapacity(dp, st, plans);
+  txn.be.commit();
+  txn.rn.commit();
+  return applyLoad(dp, st, plans);
 }
 
 // ---- plan ------------------------------------------------------------------------------------
 
-function planLoad(
-  dp: Datapath,
-  st: LoadState,
-  ports: readonly ResolvedServicePort[],
-  opts: DpLoadOptions,
-): Plan {
-  const plan: Plan = {
-    frontends: new Map(),
-    backends: new Map(),
-    revNatKeys: new Map(),
-    vips: new Set(),
-    ids: new IdAllocator(new Map(st.backendIds), new Map(st.backendOwner), 0xffffffff),
-    rn: new IdAllocator(
-      new Map(st.revNatIds),
-      new Map(st.revNatOwner),
-      Math.min(dp.revnat.capacity, 0xffff),
-    ),
-  };
-  // Sorted so that ids picked after a hash collision do not depend on input order.
-  const sorted = [...ports].sort((a, b) => cmp(portKey(a), portKey(b)));
-  for (const rsp of sorted) planServicePort(plan, rsp, opts, plan.ids, plan.rn);
-  const needed =
-    plan.vips.size + [...plan.frontends.values()].reduce((n, f) => n + 1 + f.backendIds.length, 0);
+function checkConflicts(st: LoadState, plans: Map<string, PortPlan | null>): void {
+  const seen = new Map<string, string>();
+  for (const [spn, plan] of plans) {
+    for (const f of plan?.frontends ?? []) {
+      const other = seen.get(f.key) ?? st.feOwner.get(f.key);
+      if (other !== undefined && other !== spn && (seen.has(f.key) || !plans.has(other))) {
+        throw new Error(
+          `Service port ${spn}: ${u32ToIpv4(f.vip)}:${f.port}/${protoName(f.proto)} is also ${other}`,
+        );
+      }
+      seen.set(f.key, spn);
+    }
+  }
+}
+
+function checkCapacity(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): void {
+  let needed = dp.svc.size;
+  let bes = dp.be.size;
+  const newVips = new Set<number>();
+  for (const [spn, plan] of plans) {
+    const old = st.ports.get(spn);
+    for (const f of old?.frontends ?? []) needed -= 1 + f.backends.length;
+    for (const f of plan?.frontends ?? []) needed += 1 + f.backends.length;
+    for (const v of plan?.vips ?? []) if (!st.vipRefs.has(v)) newVips.add(v);
+    for (const b of plan?.backends ?? []) if (!st.beRefs.has(b.key)) bes++;
+  }
+  needed += newVips.size;
   if (needed > dp.svc.capacity) {
     throw new Error(
       `dpLoadServices: ${needed} service map entries needed, capacity ${dp.svc.capacity}`,
     );
   }
-  if (plan.backends.size > dp.be.capacity) {
-    throw new Error(`dpLoadServices: ${plan.backends.size} backends, capacity ${dp.be.capacity}`);
+  if (bes > dp.be.capacity) {
+    throw new Error(`dpLoadServices: ${bes} backends, capacity ${dp.be.capacity}`);
+  }
+}
+
+function planServicePort(
+  rsp: ResolvedServicePort,
+  opts: DpLoadOptions,
+  txn: { be: IdTxn; rn: IdTxn },
+): PortPlan | null {
+  const svc = rsp.service;
+  if (svc.type === 'ExternalName' || svc.clusterIPs.length === 0) return null; // headless / DNS
+  const where = describe(rsp);
+  const v4 = svc.clusterIPs.map((ip, k) => [ip, k] as const).filter(([ip]) => !ip.includes(':'));
+  const vips = v4.map(([ip, k]) => parseAddr(ip, `${where}: spec.clusterIPs[${k}]`));
+  const plan: PortPlan = { frontends: [], backends: [], vips };
+  const proto = PROTO_NUM[rsp.port.protocol];
+  if (proto === undefined) return plan; // SCTP: no datapath support yet; the VIP is still known
+  checkPort(rsp.port.port, `${where}: spec.ports[${rsp.port.name || rsp.port.port}].port`);
+  const sched = serviceScheduler(svc, opts, where);
+  const weightOf = serviceWeights(svc, where);
+  const itp = svc.internalTrafficPolicy === 'Local' && opts.nodeName !== undefined;
+  const eps = eligibleEndpoints(rsp.endpoints, {
+    node: itp ? opts.nodeName : undefined,
+    zone: opts.nodeZone,
+    preferClose: svc.trafficDistribution === 'PreferClose',
+  });
+  const backends: PlanBackend[] = [];
+  const weights: number[] = [];
+  for (const ep of eps.list) {
+    const w = weightOf(ep);
+    if (sched === SCHED_RANDOM && w === 0) continue; // random: weight 0 only means "no new flows"
+    const be = planBackend(ep, proto, eps.terminating, opts, txn.be, where);
+    if (!be) continue;
+    backends.push(be);
+    weights.push(w);
+  }
+  plan.backends = backends;
+  // kube-proxy: internalTrafficPolicy Local drops when endpoints exist only elsewhere, but a
+  // service with no endpoint anywhere is rejected like any other.
+  let flags = itp && eligibleEndpoints(rsp.endpoints).list.length > 0 ? SVC_F_ITP_LOCAL : 0;
+  if (svc.sessionAffinity === 'ClientIP') flags |= SVC_F_AFFINITY;
+  const affinityTimeout = flags & SVC_F_AFFINITY ? svc.affinityTimeoutSeconds : 0;
+  for (const vip of vips) {
+    const key = `${vip}:${rsp.port.port}:${proto}`;
+    if (plan.frontends.some((f) => f.key === key)) continue; // the same clusterIP twice
+    const rnKey = `${rsp.servicePortName}:${proto}:${vip}`;
+    const revNat = txn.rn.assign(rnKey, fnv1a(rnKey));
+    const f = { key, vip, port: rsp.port.port, proto, rnKey, revNat, flags, sched };
+    plan.frontends.push({ ...f, affinityTimeout, backends, weights });
   }
   return plan;
 }
 
-function planServicePort(
-  plan: Plan,
-  rsp: ResolvedServicePort,
-  opts: DpLoadOptions,
-  ids: IdAllocator,
-  rn: IdAllocator,
-): void {
-  const svc = rsp.service;
-  if (svc.type === 'ExternalName' || svc.clusterIPs.length === 0) return; // headless / DNS only
-  const where = describe(rsp);
-  const v4 = svc.clusterIPs.map((ip, k) => [ip, k] as const).filter(([ip]) => !ip.includes(':'));
-  const vips = v4.map(([ip, k]) => parseAddr(ip, `${where}: spec.clusterIPs[${k}]`));
-  for (const vip of vips) plan.vips.add(vip);
-  const proto = PROTO_NUM[rsp.port.protocol];
-  if (proto === undefined) return; // SCTP: no datapath support yet; the VIP is still known
-  checkPort(rsp.port.port, `${where}: spec.ports[${rsp.port.name || rsp.port.port}].port`);
-  const itpLocal = svc.internalTrafficPolicy === 'Local' && opts.nodeName !== undefined;
-  const eps = eligibleEndpoints(rsp.endpoints, itpLocal ? opts.nodeName : undefined);
-  const backendIds: number[] = [];
-  for (const ep of eps.list) {
-    const be = planBackend(plan, ep, proto, eps.terminating, opts, ids, where);
-    if (be) backendIds.push(be.id);
-  }
-  let flags = itpLocal ? SVC_F_ITP_LOCAL : 0;
-  if (svc.sessionAffinity === 'ClientIP') flags |= SVC_F_AFFINITY;
-  for (const vip of vips) {
-    const key = `${vip}:${rsp.port.port}:${proto}`;
-    const prev = plan.frontends.get(key);
-    if (prev)
-      throw new Error(
-        `${where}: ${u32ToIpv4(vip)}:${rsp.port.port}/${rsp.port.protocol} is also ${prev.key}`,
-      );
-    const rnKey = `${rsp.servicePortName}:${proto}:${vip}`;
-    const revNat = rn.assign(rnKey, fnv1a(rnKey));
-    plan.revNatKeys.set(rnKey, revNat);
-    const affinityTimeout = flags & SVC_F_AFFINITY ? svc.affinityTimeoutSeconds : 0;
-    plan.frontends.set(key, {
-      key,
-      vip,
-      port: rsp.port.port,
-      proto,
-      revNat,
-      flags,
-      affinityTimeout,
-      backendIds,
-    });
+function serviceScheduler(svc: Service, opts: DpLoadOptions, where: string): number {
+  const name = svc.annotations?.[SCHED_ANNOTATION];
+  if (name === undefined) return opts.defaultScheduler ?? SCHED_RANDOM;
+  try {
+    return schedulerFromName(name.trim());
+  } catch (e) {
+    throw new Error(`${where}: metadata.annotations["${SCHED_ANNOTATION}"]: ${(e as Error).message}`);
   }
 }
 
+/** Parse kubetun.io/weights: "10.244.1.2=3,web-1=1" (endpoint IP or pod name = weight). */
+export function serviceWeights(svc: Service, where = ''): (ep: ResolvedEndpoint) => number {
+  const text = svc.annotations?.[WEIGHTS_ANNOTATION];
+  if (text === undefined || text.trim() === '') return () => 1;
+  const field = `${where}: metadata.annotations["${WEIGHTS_ANNOTATION}"]`;
+  const byName = new Map<string, number>();
+  for (const part of text.split(',')) {
+    const m = /^\s*([^=\s]+)\s*=\s*(\d+)\s*$/.exec(part);
+    const w = m ? Number(m[2]) : Number.NaN;
+    if (!m || !(w <= 0xffff)) {
+      throw new Error(`${field}: ${JSON.stringify(part)} is not name=weight (weight 0..65535)`);
+    }
+    byName.set(m[1], w);
+  }
+  return (ep) => byName.get(ep.ip) ?? (ep.targetName ? byName.get(ep.targetName) : undefined) ?? 1;
+}
+
 function planBackend(
-  plan: Plan,
   ep: ResolvedEndpoint,
   proto: number,
   terminating: boolean,
   opts: DpLoadOptions,
-  ids: IdAllocator,
+  ids: IdTxn,
   where: string,
 ): PlanBackend | undefined {
   if (ep.ip.includes(':')) return undefined; // IPv6 endpoint: IPv4-only datapath
   const addr = parseAddr(ep.ip, `${where}: endpoint ${ep.ip}`);
   checkPort(ep.port, `${where}: endpoint ${ep.ip} port`);
   const key = `${u32ToIpv4(addr)}:${ep.port}:${proto}`;
-  let be = plan.backends.get(key);
-  if (!be) {
-    const flags = opts.nodeName !== undefined && ep.nodeName === opts.nodeName ? BE_F_LOCAL : 0;
-    const state = terminating ? BE_TERMINATING : BE_ACTIVE;
-    be = { key, id: ids.assign(key, fnv1a(key)), addr, port: ep.port, proto, state, flags };
-    plan.backends.set(key, be);
-  }
-  return be;
+  const flags = opts.nodeName !== undefined && ep.nodeName === opts.nodeName ? BE_F_LOCAL : 0;
+  const state = terminating || (!ep.ready && ep.terminating) ? BE_TERMINATING : BE_ACTIVE;
+  return { key, id: ids.assign(key, fnv1a(key)), addr, port: ep.port, proto, state, flags };
+}
+
+export interface EligibleOptions {
+  /** internalTrafficPolicy Local: only this node's endpoints */
+  node?: string;
+  /** this node's zone: topology hints apply when usable */
+  zone?: string;
+  /** trafficDistribution PreferClose: endpoint zones stand in for missing hints */
+  preferClose?: boolean;
 }
 
 /**
- * kube-proxy's choice: Ready endpoints; when none is Ready, the serving and terminating ones
- * (so connections drain gracefully during a rollout). `node` restricts to that node first
- * (internalTrafficPolicy: Local).
+ * kube-proxy's choice (pkg/proxy/topology.go CategorizeEndpoints): Ready endpoints; when none
+ * is Ready, the serving and terminating ones (so connections drain gracefully during a
+ * rollout). internalTrafficPolicy Local restricts to this node first; otherwise topology
+ * hints restrict to this zone when every ready endpoint has hints and one is for this zone.
+ * Without an EndpointSlice controller (manifest files), PreferClose takes each endpoint's own
+ * zone as its hint, which is what the controller writes when every zone has endpoints.
  */
 export function eligibleEndpoints(
   eps: readonly ResolvedEndpoint[],
-  node?: string,
+  o: string | EligibleOptions = {},
 ): { list: ResolvedEndpoint[]; terminating: boolean } {
-  const mine = node === undefined ? eps : eps.filter((e) => e.nodeName === node);
+  const opt = typeof o === 'string' ? { node: o } : o;
+  let mine: readonly ResolvedEndpoint[] = eps;
+  if (opt.node !== undefined) mine = eps.filter((e) => e.nodeName === opt.node);
+  else if (opt.zone !== undefined) mine = topologyFilter(eps, opt.zone, opt.preferClose === true);
   const ready = mine.filter((e) => e.ready);
   if (ready.length > 0) return { list: ready, terminating: false };
   return { list: mine.filter((e) => e.serving && e.terminating), terminating: true };
 }
 
+function hintsOf(e: ResolvedEndpoint, preferClose: boolean): readonly string[] {
+  if (e.hintsForZones && e.hintsForZones.length > 0) return e.hintsForZones;
+  return preferClose && e.zone ? [e.zone] : [];
+}
+
+function topologyFilter(
+  eps: readonly ResolvedEndpoint[],
+  zone: string,
+  preferClose: boolean,
+): readonly ResolvedEndpoint[] {
+  const ready = eps.filter((e) => e.ready);
+  if (ready.length === 0) return eps;
+  const explicit = ready.some((e) => e.hintsForZones && e.hintsForZones.length > 0);
+  const pc = preferClose && !explicit;
+  if (ready.some((e) => hintsOf(e, pc).length === 0)) return eps; // hints incomplete: ignore
+  if (!ready.some((e) => hintsOf(e, pc).includes(zone))) return eps; // none for us: ignore
+  return eps.filter((e) => hintsOf(e, pc).includes(zone));
+}
+
 // ---- apply -----------------------------------------------------------------------------------
 
-function applyLoad(dp: Datapath, st: LoadState, plan: Plan): DpLoadStats {
-  let removed = 0;
-  for (const [key, old] of st.frontends) {
-    if (plan.frontends.has(key)) continue;
-    dp.svc.delete(old.vip, old.port, old.proto, 0);
-    for (let s = 1; s <= old.count; s++) dp.svc.delete(old.vip, old.port, old.proto, s);
-    st.frontends.delete(key);
-    removed++;
+function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): DpLoadStats {
+  const gone: PlanFrontend[] = [];
+  // 1. frontends that disappeared: master first, so a reader never sees slots it cannot use
+  for (const [spn, plan] of plans) {
+    const keep = new Set(plan?.frontends.map((f) => f.key));
+    for (const f of st.ports.get(spn)?.frontends ?? []) {
+      if (keep.has(f.key)) continue;
+      dp.svc.delete(f.vip, f.port, f.proto, 0);
+      for (let s = 1; s <= f.backends.length; s++) dp.svc.delete(f.vip, f.port, f.proto, s);
+      st.feOwner.delete(f.key);
+      gone.push(f);
+    }
   }
-  for (const be of plan.backends.values()) {
-    if (!dp.be.upsert(be.id, be.addr, be.port, be.proto, be.state, be.flags)) mapFull('backend');
+  // 2. backends and reverse NAT, before anything points at them
+  for (const plan of plans.values()) {
+    for (const be of plan?.backends ?? []) {
+      if (!dp.be.upsert(be.id, be.addr, be.port, be.proto, be.state, be.flags)) mapFull('backend');
+    }
+    for (const f of plan?.frontends ?? []) dp.revnat.upsert(f.revNat, f.vip, f.port);
   }
-  for (const f of plan.frontends.values()) dp.revnat.upsert(f.revNat, f.vip, f.port);
-  for (const f of plan.frontends.values()) applyFrontend(dp, st, f);
-  for (const vip of plan.vips) {
-    if (!dp.svc.upsertMaster(vip, 0, 0, 0, 0, SVC_F_WILDCARD, SVC_SCHED_RANDOM, 0))
-      mapFull('service');
+  // 3. per frontend: slots, master, stale slots
+  let written = 0;
+  for (const [spn, plan] of plans) {
+    const old = new Map(st.ports.get(spn)?.frontends.map((f) => [f.key, f]));
+    for (const f of plan?.frontends ?? []) {
+      applyFrontend(dp, st, f, old.get(f.key)?.backends.length ?? 0);
+      st.feOwner.set(f.key, spn);
+    }
+    if (plan) written++;
   }
-  for (const vip of st.vips) if (!plan.vips.has(vip)) dp.svc.delete(vip, 0, 0, 0);
-  st.vips = new Set(plan.vips);
-  for (const [key, id] of plan.ids.ids) {
-    if (plan.backends.has(key)) continue;
+  // 4-5. reference counts: wildcards, backends, revNat ids
+  const deadVips = new Set<number>();
+  const deadBes = new Map<string, number>();
+  for (const [spn, plan] of plans) {
+    const old = st.ports.get(spn);
+    for (const v of old?.vips ?? []) if (decRef(st.vipRefs, v)) deadVips.add(v);
+    for (const b of old?.backends ?? []) if (decRef(st.beRefs, b.key)) deadBes.set(b.key, b.id);
+    for (const v of plan?.vips ?? []) {
+      if (incRef(st.vipRefs, v) === 1) deadVips.delete(v);
+      if (!dp.svc.upsertMaster(v, 0, 0, 0, 0, SVC_F_WILDCARD, SCHED_RANDOM, 0)) mapFull('service');
+    }
+    for (const b of plan?.backends ?? []) if (incRef(st.beRefs, b.key) === 1) deadBes.delete(b.key);
+    if (plan) st.ports.set(spn, plan);
+    else st.ports.delete(spn);
+  }
+  for (const v of deadVips) dp.svc.delete(v, 0, 0, 0);
+  for (const [key, id] of deadBes) {
     dp.be.delete(id);
-    plan.ids.release(key, id);
+    st.backendIds.release(key, id);
   }
-  for (const [key, id] of plan.rn.ids) {
-    if (plan.revNatKeys.has(key)) continue;
-    dp.revnat.delete(id);
-    plan.rn.release(key, id);
+  for (const f of gone) {
+    if (st.revNatIds.ids.get(f.rnKey) !== f.revNat) continue; // already released
+    dp.revnat.delete(f.revNat);
+    dp.sched.delete(f.revNat);
+    st.affTimeout[f.revNat] = 0;
+    st.revNatIds.release(f.rnKey, f.revNat);
   }
-  st.backendIds = plan.ids.ids;
-  st.backendOwner = plan.ids.owner;
-  st.revNatIds = plan.rn.ids;
-  st.revNatOwner = plan.rn.owner;
+  // Affinity to a backend that left its service is forgotten (kube-proxy: the SEP chain and its
+  // `recent` list go with the endpoint).
+  if (dp.aff.size > 0 && plans.size > 0) {
+    dp.aff.retain((rn, id) => dp.sched.indexOf(rn, id) >= 0 && st.affTimeout[rn] > 0);
+  }
   return {
-    frontends: plan.frontends.size,
-    backends: plan.backends.size,
-    vips: plan.vips.size,
-    removed,
+    frontends: st.feOwner.size,
+    backends: st.beRefs.size,
+    vips: st.vipRefs.size,
+    removed: gone.length,
+    written,
   };
 }
 
-function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend): void {
-  const n = f.backendIds.length;
+function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend, oldCount: number): void {
+  const n = f.backends.length;
   for (let s = 1; s <= n; s++) {
-    if (!dp.svc.upsertSlot(f.vip, f.port, f.proto, s, f.backendIds[s - 1])) mapFull('service');
+    if (!dp.svc.upsertSlot(f.vip, f.port, f.proto, s, f.backends[s - 1].id)) mapFull('service');
   }
+  // The scheduler table before the master: a reader that sees the new count also finds the
+  // candidates it may pick.
+  dp.sched.set(
+    f.revNat,
+    f.sched,
+    f.backends.map((b, k) => ({
+      id: b.id,
+      weight: f.weights[k],
+      addr: b.addr,
+      port: b.port,
+      proto: b.proto,
+    })),
+  );
+  st.affTimeout[f.revNat] = f.affinityTimeout;
   const ok = dp.svc.upsertMaster(
     f.vip,
     f.port,
@@ -286,46 +442,98 @@ function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend): void {
     n,
     f.revNat,
     f.flags,
-    SVC_SCHED_RANDOM,
+    f.sched,
     f.affinityTimeout,
   );
   if (!ok) mapFull('service');
-  const old = st.frontends.get(f.key);
-  for (let s = n + 1; old && s <= old.count; s++) dp.svc.delete(f.vip, f.port, f.proto, s);
-  st.frontends.set(f.key, { vip: f.vip, port: f.port, proto: f.proto, count: n });
+  for (let s = n + 1; s <= oldCount; s++) dp.svc.delete(f.vip, f.port, f.proto, s);
+}
+
+function incRef<K>(m: Map<K, number>, k: K): number {
+  const n = (m.get(k) ?? 0) + 1;
+  m.set(k, n);
+  return n;
+}
+
+/** True when the count reached 0 (the key is then removed). */
+function decRef<K>(m: Map<K, number>, k: K): boolean {
+  const n = (m.get(k) ?? 0) - 1;
+  if (n > 0) {
+    m.set(k, n);
+    return false;
+  }
+  m.delete(k);
+  return true;
 }
 
 function mapFull(which: string): never {
   throw new Error(`dpLoadServices: ${which} map full while applying (state partially applied)`);
 }
 
+// ---- housekeeping (agent timers) ---------------------------------------------------------------
+
+/** Remove affinity entries idle longer than their service's timeout. Returns how many. */
+export function dpAffinityGc(dp: Datapath, nowSec: number): number {
+  const st = stateOf(dp);
+  return dp.aff.expire(nowSec, (rn) => st.affTimeout[rn]);
+}
+
+/**
+ * Recount lc/wlc/sed/nq connection counts from conntrack (live, unexpired flows): repairs
+ * counts of flows deleted without lb4ConnRelease. O(flows). Returns the flows counted.
+ */
+export function dpConnRecount(dp: Datapath, nowSec: number): number {
+  dp.sched.resetCounts();
+  const ct = dp.ct;
+  let n = 0;
+  for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {
+    if (ct4Expired(ct, i, nowSec)) continue;
+    const a = lb4ConnActive(ct.proto(i), ct.flags(i));
+    if (dp.sched.connAdjust(ct.revNat(i), ct.backendId(i), a, 1 - a)) n++;
+  }
+  return n;
+}
+
 // ---- ids -------------------------------------------------------------------------------------
 
 /** Hash-derived ids in 1..max with linear probing; an id keeps its owner while it exists. */
-class IdAllocator {
-  constructor(
-    readonly ids: Map<string, number>,
-    readonly owner: Map<number, string>,
-    private readonly max: number,
-  ) {}
+class IdTable {
+  readonly ids = new Map<string, number>();
+  readonly owner = new Map<number, string>();
+  constructor(readonly max: number) {}
 
   release(key: string, id: number): void {
+    if (this.ids.get(key) !== id) return;
     this.ids.delete(key);
     this.owner.delete(id);
   }
+}
+
+/** Ids picked while planning, committed to the table only once the plan is valid. */
+class IdTxn {
+  private readonly ids = new Map<string, number>();
+  private readonly owner = new Map<number, string>();
+  constructor(private readonly t: IdTable) {}
 
   assign(key: string, hash: number): number {
-    const have = this.ids.get(key);
+    const have = this.t.ids.get(key) ?? this.ids.get(key);
     if (have !== undefined) return have;
-    let id = (hash % this.max) + 1;
-    for (let tries = 0; this.owner.has(id); tries++) {
-      if (tries >= this.max)
-        throw new Error(`dpLoadServices: no free id for ${key} (all ${this.max} in use)`);
-      id = id === this.max ? 1 : id + 1;
+    const max = this.t.max;
+    let id = (hash % max) + 1;
+    for (let tries = 0; this.t.owner.has(id) || this.owner.has(id); tries++) {
+      if (tries >= max) throw new Error(`dpLoadServices: no free id for ${key} (all ${max} in use)`);
+      id = id === max ? 1 : id + 1;
     }
     this.ids.set(key, id);
     this.owner.set(id, key);
     return id;
+  }
+
+  commit(): void {
+    for (const [k, id] of this.ids) {
+      this.t.ids.set(k, id);
+      this.t.owner.set(id, k);
+    }
   }
 }
 
@@ -340,6 +548,10 @@ export function fnv1a(s: string): number {
 
 function portKey(rsp: ResolvedServicePort): string {
   return `${rsp.servicePortName}:${rsp.port.protocol}`;
+}
+
+function protoName(p: number): string {
+  return p === 6 ? 'TCP' : p === 17 ? 'UDP' : String(p);
 }
 
 function cmp(a: string, b: string): number {

@@ -27,7 +27,15 @@ import {
   ct4Update,
 } from './ct.ts';
 import type { Datapath } from './datapath.ts';
-import { lb4Dnat, lb4IsVip, lb4LookupService, lb4RevNat, lb4SelectBackend } from './lb.ts';
+import {
+  lb4ConnFlags,
+  lb4ConnOpen,
+  lb4Dnat,
+  lb4IsVip,
+  lb4LookupService,
+  lb4RevNat,
+  lb4SelectBackend,
+} from './lb.ts';
 import { dp4Parse } from './parse.ts';
 import {
   DROP_CT_CLASH,
@@ -87,7 +95,9 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
     dp.nowSec,
   );
   if (i >= 0) {
+    const f0 = ct.flags(i);
     ct4Update(ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+    if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
     dp.lastCtIdx = i;
     dp.lastBackendId = ct.backendId(i);
     lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
@@ -95,7 +105,9 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   }
   i = ct4LookupReply(ct, dp.proto, dp.saddr, dp.daddr, dp.sport, dp.dport, dp.nowSec);
   if (i >= 0) {
+    const f0 = ct.flags(i);
     ct4Update(ct, i, CT_DIR_REPLY, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+    if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
     dp.lastCtIdx = i;
     dp.lastBackendId = ct.backendId(i);
     // The entry's own original destination is the VIP:port the client used: exact for this
@@ -140,6 +152,7 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
   );
   if (i < 0) return dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
   ct4Update(dp.ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+  lb4ConnOpen(dp, i);
   dp.lastCtIdx = i;
   dp.lastCtNew = 1;
   dp.lastBackendId = backendId;

@@ -41,9 +41,7 @@ export const SVC_F_AFFINITY = 1 << 5;
 export const SVC_F_SOURCE_RANGE = 1 << 6;
 export const SVC_F_WILDCARD = 1 << 7;
 
-/** Scheduler byte of a master entry (what the datapath does with it is its business). */
-export const SVC_SCHED_RANDOM = 0;
-export const SVC_SCHED_MAGLEV = 1;
+// The scheduler byte of a master entry holds a SCHED_* kind of src/sched/kinds.ts (0 = random).
 
 const MAGIC = 0x53564331; // 'SVC1'
 

@@ -316,6 +316,15 @@ export class SchedulerTable {
     return true;
   }
 
+  /** Zero every connection count (before a recount from conntrack). */
+  resetCounts(): void {
+    for (const s of this.svcs) {
+      if (s === NONE) continue;
+      s.active.fill(0);
+      s.inactive.fill(0);
+    }
+  }
+
   active(revNat: number, i: number): number {
     if (!this.inRange(revNat)) return 0;
     const s = this.svcs[revNat];

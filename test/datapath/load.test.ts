@@ -132,7 +132,7 @@ describe('dpLoadServices', () => {
     dpLoadServices(dp, [web(['10.244.1.5:8080', '10.244.2.5:8080', '10.244.4.5:8080']), dns]);
     expect(dp.svc.size).toBe(5 + 3);
     const stats = dpLoadServices(dp, [web(['10.244.2.5:8080'])]);
-    expect(stats).toEqual({ frontends: 1, backends: 1, vips: 1, removed: 1 });
+    expect(stats).toEqual({ frontends: 1, backends: 1, vips: 1, removed: 1, written: 1 });
     expect(slots(dp, VIP, 80, 6)).toEqual(['10.244.2.5:8080']);
     expect(dp.svc.lookup(VIP, 80, 6, 2)).toBe(-1);
     expect(dp.svc.lookup(ip('10.96.0.53'), 0, 0, 0)).toBe(-1);
