@@ -4,19 +4,25 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { waitForCtl } from './ctl.ts';
 import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
 import { checkManifestEndpoints, readLabServices } from './manifests.ts';
-import { planLinks, planUp } from './plan.ts';
-import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
-import { inNs, LabError, listNetns, sh, shTry } from './sh.ts';
+import { labTarget, planLab, planLinks } from './plan.ts';
+import { isAlive, procStartTime, stopProcess } from './procs.ts';
 import {
-  CTL_DIR,
+  ctlSocketFor,
+  NODE_TUN,
+  provisionNetwork,
+  runPhases,
+  startAgent,
+  startPodServers,
+  waitAgent,
+} from './provision.ts';
+import { inNs, LabError, listNetns, shTry } from './sh.ts';
+import {
   type LabMode,
   type LabProcess,
   type LabState,
   LAB_DIR,
-  LOG_DIR,
   readState,
   STATE_FILE,
   writeState,
@@ -26,7 +32,7 @@ import { LAB_PREFIX, labNamespaces, loadTopology, type Topology } from './topolo
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const DEFAULT_TOPOLOGY = join(REPO_ROOT, 'lab', 'topology.yaml');
 /** The TUN device kubetun creates in each node namespace. */
-export const LAB_TUN = 'kt0';
+export const LAB_TUN = NODE_TUN;
 
 export type Progress = (msg: string) => void;
 const quiet: Progress = () => {};
@@ -93,61 +99,25 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
 }
 
 async function build(t: Topology, state: LabState, say: Progress): Promise<void> {
-  for (const phase of planUp(t)) {
-    say(`${phase.title} (${phase.cmds.length} commands)`);
-    for (const cmd of phase.cmds) sh(cmd);
-  }
-  mkdirSync(LOG_DIR, { recursive: true });
+  // The machines and the wire between them are lab-only; each node is then provisioned by the
+  // same code `kubetun lab provision-node` runs in a Vagrant VM (src/lab/provision.ts).
+  runPhases(planLab(t), say);
+  for (const n of t.nodes) provisionNetwork(t, n, labTarget(n), say);
   say(`pod servers (HTTP ${t.httpPort}, UDP ${t.udpPort})`);
-  const servers = t.nodes
-    .flatMap((n) => n.pods)
-    .map((p) => {
-      const log = freshLog(`server-${p.name}.log`);
-      const argv = [
-        process.execPath,
-        join(REPO_ROOT, 'lab/servers/echo.mjs'),
-        '--name',
-        p.name,
-        '--ip',
-        p.ip,
-      ];
-      argv.push('--http', String(t.httpPort), '--udp', String(t.udpPort));
-      return remember(state, startInNs('server', p.name, p.ns, argv, log));
-    });
-  await Promise.all(servers.map((s) => waitForLog(s, /^ready /m, 10_000)));
+  await Promise.all(t.nodes.map((n) => startPodServers(t, n, (p) => remember(state, p))));
   if (state.mode === 'kubetun') await startKubetun(t, state, say);
   if (isKernelMode(state.mode)) installKernelDataplane(t, state.mode, say);
 }
 
 export async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {
-  mkdirSync(CTL_DIR, { recursive: true });
   const agents = t.nodes.map((n) => {
-    const ctlSocket = join(CTL_DIR, `${n.name}.sock`);
-    rmSync(ctlSocket, { force: true });
-    const argv = [
-      process.execPath,
-      join(REPO_ROOT, 'bin/kubetun.mjs'),
-      'run',
-      '--manifests',
-      t.manifests,
-    ];
-    argv.push('--node-name', n.name, '--node-ip', n.ip, '--pod-cidr', n.podCidr);
-    argv.push('--cluster-cidr', t.clusterCidr, '--service-cidr', t.serviceCidr);
-    argv.push('--uplink', n.uplink, '--tun', LAB_TUN, '--ctl-socket', ctlSocket);
-    say(`kubetun on ${n.name}: ${argv.slice(1).join(' ')}`);
-    const p = startInNs('kubetun', n.name, n.ns, argv, freshLog(`kubetun-${n.name}.log`));
-    p.ctlSocket = ctlSocket;
+    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n));
+    say(`kubetun on ${n.name}: ${p.argv.slice(1).join(' ')}`);
     return remember(state, p);
   });
   await Promise.all(
     agents.map(async (a) => {
-      try {
-        await waitForCtl(a.ctlSocket!, 20_000, () => isAlive(a));
-      } catch (err) {
-        throw new LabError(
-          `kubetun on ${a.name}: ${(err as Error).message}; its log ${a.log}:\n${tail(a.log)}`,
-        );
-      }
+      await waitAgent(a);
       say(`kubetun on ${a.name} answers on ${a.ctlSocket}`);
     }),
   );
@@ -157,12 +127,6 @@ export function remember(state: LabState, p: LabProcess): LabProcess {
   state.processes.push(p);
   writeState(state);
   return p;
-}
-
-function freshLog(name: string): string {
-  const file = join(LOG_DIR, name);
-  writeFileSync(file, '');
-  return file;
 }
 
 /** Every namespace there and every process alive. */

@@ -1,5 +1,11 @@
-// The commands that build a topology, as data: `lab up` runs them, tests read them. Nothing here
-// touches the host's root namespace — every `ip` command names one of the lab's namespaces.
+// The commands that build a topology, as data: `lab up` and `kubetun lab provision-node` run
+// them, tests read them. Two parts:
+//
+//   lab only (planLab): the namespaces standing in for machines, the underlay bridge between
+//   them and the client's routes — on Vagrant, the VMs and their private network are these.
+//   node-local (planNode): what turns one machine into a lab node, the same on a VM and in a
+//   node namespace — the pods (namespaces + veth joined to the node), gateways, pod routes,
+//   host-gw routes to the other nodes' pod CIDRs over the uplink, sysctls.
 //
 //   kt-underlay: br0 ─┬─ u-node1 ══ eth0 kt-node1 ─┬─ veth-pod-a ══ eth0 kt-pod-a
 //                     │                            └─ veth-pod-b ══ eth0 kt-pod-b
@@ -10,29 +16,77 @@
 // Pods: <ip>/32 on eth0, default route via the node's gateway 10.244.N.1 (onlink). Node-side
 // veths: 10.244.N.1/32 + proxy_arp=1 (either alone breaks pod↔pod or pod→gateway ARP, see
 // DESIGN.md), and a route <pod ip>/32 dev <veth> — `kubetun run` finds pod interfaces by it.
-// Nodes: host-gw routes to the other nodes' pod CIDRs via their underlay IPs.
-import { labNamespaces, type Topology, UNDERLAY_BRIDGE, UNDERLAY_NS } from './topology.ts';
+// Nothing here touches the host's root namespace unless asked to (a VM: NodeTarget.ns unset).
+import {
+  type LabNode,
+  labNamespaces,
+  type Topology,
+  UNDERLAY_BRIDGE,
+  UNDERLAY_NS,
+} from './topology.ts';
 
 export interface Phase {
   title: string;
   cmds: string[][];
 }
 
+/**
+ * Where a node's own commands run. ns: the node's network namespace (the namespace lab); unset:
+ * the network namespace of the process running them (a VM, a real node, a test's stand-in).
+ */
+export interface NodeTarget {
+  ns?: string;
+  /** the interface towards the other nodes (namespace lab: eth0; Vagrant's private network: eth1) */
+  uplink: string;
+}
+
+export function labTarget(n: LabNode): NodeTarget {
+  return { ns: n.ns, uplink: n.uplink };
+}
+
+/** The whole namespace lab: the lab-only part and every node's node-local part. */
 export function planUp(t: Topology): Phase[] {
+  return [...planLab(t), ...t.nodes.flatMap((n) => planNode(t, n, labTarget(n)))];
+}
+
+/** The machines and the wire between them: what Vagrant provides when the nodes are VMs. */
+export function planLab(t: Topology): Phase[] {
   return [
-    { title: 'namespaces', cmds: planNamespaces(t) },
+    { title: 'namespaces for the underlay, nodes and clients', cmds: planNamespaces(t) },
     { title: 'underlay bridge and node/client uplinks', cmds: planUnderlay(t) },
-    { title: 'pod veths, gateways and pod routes', cmds: planPods(t) },
-    { title: 'host-gw routes between nodes', cmds: planRoutes(t) },
-    { title: 'sysctls (forwarding, proxy_arp)', cmds: planSysctls(t) },
+    { title: 'client routes to the pod CIDRs', cmds: planClientRoutes(t) },
+  ];
+}
+
+/** One node, made a lab node: the single provisioning path for a namespace and for a VM. */
+export function planNode(t: Topology, n: LabNode, at: NodeTarget): Phase[] {
+  return [
+    { title: `${n.name}: pod namespaces`, cmds: n.pods.flatMap((p) => newNetns(p.ns)) },
+    { title: `${n.name}: pod veths, gateways and pod routes`, cmds: planPods(n, at) },
+    { title: `${n.name}: host-gw routes to the other nodes`, cmds: planRoutes(t, n, at) },
+    { title: `${n.name}: sysctls (forwarding, proxy_arp)`, cmds: [planSysctls(n, at)] },
+  ];
+}
+
+/** argv run on the node: `ip -n <ns> ...` / `ip netns exec <ns> ...`, or as is on a VM. */
+export function onNode(at: NodeTarget, argv: string[]): string[] {
+  if (at.ns === undefined) return argv;
+  if (argv[0] === 'ip') return ['ip', '-n', at.ns, ...argv.slice(1)];
+  return ['ip', 'netns', 'exec', at.ns, ...argv];
+}
+
+function newNetns(ns: string): string[][] {
+  return [
+    ['ip', 'netns', 'add', ns],
+    ['ip', '-n', ns, 'link', 'set', 'lo', 'up'],
   ];
 }
 
 function planNamespaces(t: Topology): string[][] {
-  return labNamespaces(t).flatMap((ns) => [
-    ['ip', 'netns', 'add', ns],
-    ['ip', '-n', ns, 'link', 'set', 'lo', 'up'],
-  ]);
+  const pods = new Set(t.nodes.flatMap((n) => n.pods.map((p) => p.ns)));
+  return labNamespaces(t)
+    .filter((ns) => !pods.has(ns))
+    .flatMap(newNetns);
 }
 
 function planUnderlay(t: Topology): string[][] {
@@ -42,22 +96,9 @@ function planUnderlay(t: Topology): string[][] {
     ['ip', '-n', u, 'link', 'set', UNDERLAY_BRIDGE, 'up'],
   ];
   for (const h of [...t.nodes, ...t.clients]) {
+    const veth = ['link', 'add', h.underlayIf, 'type', 'veth', 'peer', 'name', h.uplink];
     cmds.push(
-      [
-        'ip',
-        '-n',
-        u,
-        'link',
-        'add',
-        h.underlayIf,
-        'type',
-        'veth',
-        'peer',
-        'name',
-        h.uplink,
-        'netns',
-        h.ns,
-      ],
+      ['ip', '-n', u, ...veth, 'netns', h.ns],
       ['ip', '-n', u, 'link', 'set', h.underlayIf, 'master', UNDERLAY_BRIDGE, 'up'],
       ['ip', '-n', h.ns, 'addr', 'add', `${h.ip}/${t.underlayPrefix}`, 'dev', h.uplink],
       ['ip', '-n', h.ns, 'link', 'set', h.uplink, 'up'],
@@ -66,64 +107,53 @@ function planUnderlay(t: Topology): string[][] {
   return cmds;
 }
 
-function planPods(t: Topology): string[][] {
+function planPods(n: LabNode, at: NodeTarget): string[][] {
   const cmds: string[][] = [];
-  for (const n of t.nodes) {
-    for (const p of n.pods) {
-      cmds.push(
-        [
-          'ip',
-          '-n',
-          n.ns,
-          'link',
-          'add',
-          p.hostIf,
-          'type',
-          'veth',
-          'peer',
-          'name',
-          p.podIf,
-          'netns',
-          p.ns,
-        ],
-        ['ip', '-n', n.ns, 'addr', 'add', `${n.gateway}/32`, 'dev', p.hostIf],
-        ['ip', '-n', n.ns, 'link', 'set', p.hostIf, 'up'],
-        ['ip', '-n', p.ns, 'addr', 'add', `${p.ip}/32`, 'dev', p.podIf],
-        ['ip', '-n', p.ns, 'link', 'set', p.podIf, 'up'],
-        ['ip', '-n', p.ns, 'route', 'add', 'default', 'via', n.gateway, 'dev', p.podIf, 'onlink'],
-        ['ip', '-n', n.ns, 'route', 'add', `${p.ip}/32`, 'dev', p.hostIf],
-      );
-    }
+  for (const p of n.pods) {
+    const veth = ['link', 'add', p.hostIf, 'type', 'veth', 'peer', 'name', p.podIf];
+    cmds.push(
+      onNode(at, ['ip', ...veth, 'netns', p.ns]),
+      onNode(at, ['ip', 'addr', 'add', `${n.gateway}/32`, 'dev', p.hostIf]),
+      onNode(at, ['ip', 'link', 'set', p.hostIf, 'up']),
+      ['ip', '-n', p.ns, 'addr', 'add', `${p.ip}/32`, 'dev', p.podIf],
+      ['ip', '-n', p.ns, 'link', 'set', p.podIf, 'up'],
+      ['ip', '-n', p.ns, 'route', 'add', 'default', 'via', n.gateway, 'dev', p.podIf, 'onlink'],
+      onNode(at, ['ip', 'route', 'add', `${p.ip}/32`, 'dev', p.hostIf]),
+    );
   }
   return cmds;
 }
 
-function planRoutes(t: Topology): string[][] {
-  const cmds: string[][] = [];
-  for (const n of t.nodes) {
-    for (const m of t.nodes) {
-      if (m !== n)
-        cmds.push(['ip', '-n', n.ns, 'route', 'add', m.podCidr, 'via', m.ip, 'dev', n.uplink]);
-    }
-  }
-  for (const c of t.clients) {
-    for (const m of t.nodes)
-      cmds.push(['ip', '-n', c.ns, 'route', 'add', m.podCidr, 'via', m.ip, 'dev', c.uplink]);
-  }
-  return cmds;
+function planRoutes(t: Topology, n: LabNode, at: NodeTarget): string[][] {
+  return t.nodes
+    .filter((m) => m !== n)
+    .map((m) => onNode(at, ['ip', 'route', 'add', m.podCidr, 'via', m.ip, 'dev', at.uplink]));
 }
 
-function planSysctls(t: Topology): string[][] {
-  return t.nodes.map((n) => [
-    'ip',
-    'netns',
-    'exec',
-    n.ns,
+function planClientRoutes(t: Topology): string[][] {
+  return t.clients.flatMap((c) =>
+    t.nodes.map((m) => ['ip', '-n', c.ns, 'route', 'add', m.podCidr, 'via', m.ip, 'dev', c.uplink]),
+  );
+}
+
+function planSysctls(n: LabNode, at: NodeTarget): string[] {
+  return onNode(at, [
     'sysctl',
     '-qw',
     'net.ipv4.ip_forward=1',
     ...n.pods.map((p) => `net.ipv4.conf.${p.hostIf}.proxy_arp=1`),
   ]);
+}
+
+/** What planNode adds to a node, to take it away again (a re-provisioned VM, a test). */
+export function planNodeUndo(t: Topology, n: LabNode, at: NodeTarget): string[][] {
+  return [
+    ...t.nodes
+      .filter((m) => m !== n)
+      .map((m) => onNode(at, ['ip', 'route', 'del', m.podCidr, 'via', m.ip])),
+    // Deleting a pod's namespace deletes its veth pair, the gateway address and the /32 route.
+    ...n.pods.map((p) => ['ip', 'netns', 'del', p.ns]),
+  ];
 }
 
 /** The links lab up creates, "namespace:ifname", for the state file. */

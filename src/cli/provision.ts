@@ -1,0 +1,95 @@
+// `kubetun lab provision-node`: make this machine (its network namespace) one node of a lab
+// topology — the provisioning the Vagrantfile runs in each node VM (lab/provision/node.sh), and
+// the same code `lab up` runs for each node namespace (src/lab/provision.ts).
+import type { Command } from 'commander';
+import {
+  findNode,
+  findUplink,
+  firstNodes,
+  installSystemd,
+  provisionNode,
+  systemdUnits,
+  unprovisionNode,
+} from '../lab/provision.ts';
+import { LabError } from '../lab/sh.ts';
+import { loadTopology } from '../lab/topology.ts';
+
+interface Flags {
+  topology: string;
+  node: string;
+  nodes?: string;
+  uplink?: string;
+  systemd?: boolean;
+  networkOnly?: boolean;
+  down?: boolean;
+  dataPlane: 'kubetun' | 'none';
+}
+
+const say = (msg: string) => process.stderr.write(`provision-node: ${msg}\n`);
+
+export function register(program: Command): void {
+  const lab = program.commands.find((c) => c.name() === 'lab');
+  if (!lab) throw new Error('src/cli/provision.ts: register it after the lab command');
+  lab
+    .command('provision-node')
+    .description('make this machine one node of a lab topology (a VM; root)')
+    .requiredOption('--topology <file>', 'lab topology YAML (e.g. lab/vagrant-topology.yaml)')
+    .requiredOption('--node <name>', 'which node of the topology this machine is')
+    .option('--nodes <n>', "use only the topology's first n nodes (default: all)")
+    .option(
+      '--uplink <iface>',
+      'interface towards the other nodes (default: the one with the node IP)',
+    )
+    .option('--systemd', 'run pod servers and kubetun as systemd units (else in the background)')
+    .option('--network-only', 'pods, routes and sysctls only: no pod servers, no kubetun')
+    .option('--data-plane <kind>', 'kubetun or none', 'kubetun')
+    .option('--down', 'remove what an earlier provision-node made here')
+    .action(async (f: Flags) => {
+      try {
+        await provision(f);
+      } catch (err) {
+        const e = err as Error;
+        if (e.name !== 'LabError' && e.name !== 'TopologyError') throw err;
+        process.stderr.write(`kubetun lab provision-node: ${e.message}\n`);
+        process.exitCode = 1;
+      }
+    });
+}
+
+async function provision(f: Flags): Promise<void> {
+  if (f.dataPlane !== 'kubetun' && f.dataPlane !== 'none')
+    throw new LabError(`--data-plane: "${f.dataPlane}" is not kubetun or none`);
+  const all = loadTopology(f.topology);
+  const t = f.nodes === undefined ? all : firstNodes(all, Number(f.nodes));
+  const n = findNode(t, f.node);
+  const uplink = f.uplink ?? findUplink(n.ip);
+  if (f.down) {
+    // Routes are deleted by destination and gateway: no uplink needed (it may be gone).
+    await unprovisionNode(t, n, { uplink: uplink ?? '' }, say);
+    return;
+  }
+  if (!uplink)
+    throw new LabError(
+      `${t.file}: node ${n.name}: ip: ${n.ip} is on no interface of this machine ` +
+        '(Vagrant puts it on the private network, eth1; the wrong VM, or --node?)',
+    );
+  const at = { uplink };
+  if (f.systemd) {
+    const units = systemdUnits(t, n, uplink, {
+      topologyFile: t.file,
+      nodes: t.nodes.length,
+    });
+    await installSystemd(units, n, say);
+    return;
+  }
+  const rec = await provisionNode(t, n, {
+    at,
+    dataPlane: f.dataPlane,
+    networkOnly: f.networkOnly,
+    say,
+  });
+  say(
+    `${n.name} is provisioned: ${n.pods.length} pods, uplink ${uplink}` +
+      (rec.processes.length > 0 ? `, ${rec.processes.length} processes` : ''),
+  );
+}

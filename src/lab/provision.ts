@@ -1,0 +1,373 @@
+// Turning one machine into a lab node — a Vagrant VM, or a node namespace of the namespace lab —
+// with one piece of code: the node-local plan (plan.ts planNode: pods as namespaces + veth
+// joined to this node, gateways + proxy_arp, pod CIDR routes to the other nodes over the
+// uplink, sysctls), the pod servers and kubetun. `lab up` runs these for each node namespace;
+// `kubetun lab provision-node` runs them in its own network namespace (a VM), either with
+// background processes (what lab up does; what the CI stand-in for a VM checks) or as systemd
+// units reading the shared manifests (--systemd, what the Vagrantfile asks for).
+//
+//   Vagrantfile ─▶ lab/provision/node.sh <node> ─▶ kubetun lab provision-node --systemd
+//   lab up      ─▶ provisionNetwork / startPodServers / startAgent with NodeTarget.ns set
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { waitForCtl } from './ctl.ts';
+import { type NodeTarget, type Phase, planNode, planNodeUndo } from './plan.ts';
+import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
+import { LabError, listNetns, sh, shTry } from './sh.ts';
+import { CTL_DIR, LAB_DIR, type LabProcess, LOG_DIR } from './state.ts';
+import { LAB_PREFIX, type LabNode, type Topology } from './topology.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+/** The TUN device kubetun creates on each node. */
+export const NODE_TUN = 'kt0';
+
+export type Say = (msg: string) => void;
+
+/** The pod's HTTP + UDP echo server (lab/servers/echo.mjs), run inside the pod's namespace. */
+export function serverArgv(t: Topology, p: LabNode['pods'][number], node = process.execPath) {
+  return [node, join(REPO, 'lab/servers/echo.mjs'), '--name', p.name, '--ip', p.ip].concat([
+    '--http',
+    String(t.httpPort),
+    '--udp',
+    String(t.udpPort),
+  ]);
+}
+
+/** `kubetun run` for one node, reading the shared manifests. */
+export function kubetunArgv(
+  t: Topology,
+  n: LabNode,
+  uplink: string,
+  ctlSocket: string,
+  node = process.execPath,
+): string[] {
+  return [node, join(REPO, 'bin/kubetun.mjs'), 'run', '--manifests', t.manifests]
+    .concat(['--node-name', n.name, '--node-ip', n.ip, '--pod-cidr', n.podCidr])
+    .concat(['--cluster-cidr', t.clusterCidr, '--service-cidr', t.serviceCidr])
+    .concat(['--uplink', uplink, '--tun', NODE_TUN, '--ctl-socket', ctlSocket]);
+}
+
+export function ctlSocketFor(n: LabNode): string {
+  return join(CTL_DIR, `${n.name}.sock`);
+}
+
+export function runPhases(phases: Phase[], say: Say): void {
+  for (const phase of phases) {
+    say(`${phase.title} (${phase.cmds.length} commands)`);
+    for (const cmd of phase.cmds) sh(cmd);
+  }
+}
+
+/** Pods, routes and sysctls of one node (plan.ts planNode). */
+export function provisionNetwork(t: Topology, n: LabNode, at: NodeTarget, say: Say): void {
+  runPhases(planNode(t, n, at), say);
+}
+
+export function freshLog(name: string): string {
+  mkdirSync(LOG_DIR, { recursive: true });
+  const file = join(LOG_DIR, name);
+  writeFileSync(file, '');
+  return file;
+}
+
+/** Starts one echo server per pod of the node; `started` hears of each before it is awaited. */
+export async function startPodServers(
+  t: Topology,
+  n: LabNode,
+  started: (p: LabProcess) => void,
+): Promise<LabProcess[]> {
+  const procs = n.pods.map((p) => {
+    const s = startInNs('server', p.name, p.ns, serverArgv(t, p), freshLog(`server-${p.name}.log`));
+    started(s);
+    return s;
+  });
+  await Promise.all(procs.map((s) => waitForLog(s, /^ready /m, 10_000)));
+  return procs;
+}
+
+/** Starts `kubetun run` on the node: in its namespace, or in this process's own. */
+export function startAgent(t: Topology, n: LabNode, at: NodeTarget, ctlSocket: string): LabProcess {
+  mkdirSync(dirname(ctlSocket), { recursive: true });
+  rmSync(ctlSocket, { force: true });
+  const argv = kubetunArgv(t, n, at.uplink, ctlSocket);
+  const log = freshLog(`kubetun-${n.name}.log`);
+  const p =
+    at.ns === undefined
+      ? startHere('kubetun', n.name, argv, log)
+      : startInNs('kubetun', n.name, at.ns, argv, log);
+  p.ctlSocket = ctlSocket;
+  return p;
+}
+
+export async function waitAgent(a: LabProcess): Promise<void> {
+  try {
+    await waitForCtl(a.ctlSocket!, 20_000, () => isAlive(a));
+  } catch (err) {
+    throw new LabError(
+      `kubetun on ${a.name}: ${(err as Error).message}; its log ${a.log}:\n${tail(a.log)}`,
+    );
+  }
+}
+
+/** Like procs.ts startInNs, for this process's own network namespace (a VM). */
+function startHere(role: LabProcess['role'], name: string, argv: string[], log: string) {
+  const fd = openSync(log, 'a');
+  try {
+    const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', fd, fd] });
+    child.unref();
+    if (child.pid === undefined) throw new LabError(`could not start ${argv.join(' ')}`);
+    const startTime = procStartTime(child.pid) ?? '';
+    return { role, name, ns: '(this node)', pid: child.pid, startTime, log, argv } as LabProcess;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The interface that holds ip in this network namespace (Vagrant's private network: eth1). */
+export function findUplink(ip: string): string | undefined {
+  const links = JSON.parse(sh(['ip', '-j', '-4', 'addr', 'show'])) as {
+    ifname: string;
+    addr_info?: { local?: string }[];
+  }[];
+  return links.find((l) => (l.addr_info ?? []).some((a) => a.local === ip))?.ifname;
+}
+
+/** The topology's first `count` nodes (the Vagrantfile's KUBETUN_NODES). */
+export function firstNodes(t: Topology, count: number): Topology {
+  if (!Number.isInteger(count) || count < 1 || count > t.nodes.length)
+    throw new LabError(`${t.file}: nodes: ${count} asked for, the topology has ${t.nodes.length}`);
+  return { ...t, nodes: t.nodes.slice(0, count) };
+}
+
+export function findNode(t: Topology, name: string): LabNode {
+  const n = t.nodes.find((x) => x.name === name);
+  if (!n)
+    throw new LabError(
+      `${t.file}: node ${name}: no such node (known: ${t.nodes.map((x) => x.name).join(', ')})`,
+    );
+  return n;
+}
+
+/** What provision-node started without systemd, so --down (and a re-run) can stop it. */
+export interface NodeRecord {
+  version: 1;
+  node: string;
+  topologyFile: string;
+  processes: LabProcess[];
+}
+
+export function nodeRecordFile(node: string): string {
+  return join(LAB_DIR, `node-${node}.json`);
+}
+
+function readRecord(node: string): NodeRecord | undefined {
+  try {
+    return JSON.parse(readFileSync(nodeRecordFile(node), 'utf8')) as NodeRecord;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeRecord(r: NodeRecord): void {
+  mkdirSync(LAB_DIR, { recursive: true });
+  writeFileSync(nodeRecordFile(r.node), `${JSON.stringify(r, null, 2)}\n`);
+}
+
+export interface ProvisionOptions {
+  at: NodeTarget;
+  /** start kubetun (default), or only the network and the pod servers */
+  dataPlane: 'kubetun' | 'none';
+  /** the network part only (systemd's kubetun-node.service runs this at boot) */
+  networkOnly?: boolean;
+  say: Say;
+}
+
+/**
+ * Makes this machine (or at.ns) the topology's node n, from scratch: whatever an earlier run
+ * left is removed first, so provisioning again (vagrant provision) converges.
+ */
+export async function provisionNode(
+  t: Topology,
+  n: LabNode,
+  o: ProvisionOptions,
+): Promise<NodeRecord> {
+  await unprovisionNode(t, n, o.at, o.say);
+  provisionNetwork(t, n, o.at, o.say);
+  const rec: NodeRecord = { version: 1, node: n.name, topologyFile: t.file, processes: [] };
+  if (o.networkOnly) return rec;
+  const remember = (p: LabProcess) => {
+    rec.processes.push(p);
+    writeRecord(rec);
+  };
+  o.say(`pod servers on ${n.name} (HTTP ${t.httpPort}, UDP ${t.udpPort})`);
+  await startPodServers(t, n, remember);
+  if (o.dataPlane === 'kubetun') {
+    const a = startAgent(t, n, o.at, ctlSocketFor(n));
+    remember(a);
+    o.say(`kubetun on ${n.name}: ${a.argv.slice(1).join(' ')}`);
+    await waitAgent(a);
+    o.say(`kubetun on ${n.name} answers on ${a.ctlSocket}`);
+  }
+  return rec;
+}
+
+/**
+ * Takes away what provisionNode made: its recorded processes (by PID and start time), anything
+ * still running in the node's pod namespaces, the pod namespaces (veths, gateways and /32
+ * routes go with them) and the routes to the other nodes. Safe when nothing is there.
+ */
+export async function unprovisionNode(
+  t: Topology,
+  n: LabNode,
+  at: NodeTarget,
+  say: Say,
+): Promise<number> {
+  const rec = readRecord(n.name);
+  const procs = (rec?.processes ?? []).filter((p) => isAlive(p)).reverse();
+  // kubetun first, so it removes its steering while the pod veths still exist.
+  for (const p of procs) await stopProcess(p);
+  let stopped = procs.length;
+  const present = new Set(listNetns());
+  for (const p of n.pods.filter((x) => present.has(x.ns))) stopped += await stopNsPids(p.ns);
+  const undo = planNodeUndo(t, n, at).filter(
+    (c) => !(c[1] === 'netns' && c[2] === 'del' && !present.has(c[3]!)),
+  );
+  for (const cmd of undo) shTry(cmd);
+  if (rec?.processes.some((p) => p.ctlSocket)) {
+    const sock = rec.processes.find((p) => p.ctlSocket)!.ctlSocket!;
+    rmSync(sock, { force: true });
+    rmSync(`${sock.replace(/\.sock$/, '')}.state.json`, { force: true });
+  }
+  rmSync(nodeRecordFile(n.name), { force: true });
+  if (rec || stopped > 0)
+    say(`${n.name}: removed the previous provisioning (${stopped} processes)`);
+  return stopped;
+}
+
+async function stopNsPids(ns: string): Promise<number> {
+  const pids = shTry(['ip', 'netns', 'pids', ns])
+    .out.split('\n')
+    .map((l) => Number(l.trim()))
+    .filter((x) => Number.isInteger(x) && x > 0 && x !== process.pid);
+  const procs = pids.flatMap((pid) => {
+    const startTime = procStartTime(pid);
+    return startTime === undefined ? [] : [{ pid, startTime }];
+  });
+  await Promise.all(procs.map((p) => stopProcess(p, 1000)));
+  return procs.length;
+}
+
+// systemd (a VM): the network part as a oneshot unit, so a reboot (which empties /run/netns)
+// rebuilds it; one unit per pod server; kubetun itself, reloaded by SIGHUP (`systemctl reload`
+// after editing the shared manifests).
+
+export interface UnitContext {
+  /** the topology file and node count provision-node was given */
+  topologyFile: string;
+  nodes: number;
+  /** node binary for ExecStart (default: this one) */
+  node?: string;
+}
+
+export interface Unit {
+  name: string;
+  text: string;
+}
+
+const NET_UNIT = 'kubetun-node.service';
+export const AGENT_UNIT = 'kubetun.service';
+
+export function systemdUnits(t: Topology, n: LabNode, uplink: string, c: UnitContext): Unit[] {
+  const node = c.node ?? process.execPath;
+  const cli = [node, join(REPO, 'bin/kubetun.mjs'), 'lab', 'provision-node'];
+  cli.push('--topology', c.topologyFile, '--node', n.name, '--nodes', String(c.nodes));
+  cli.push('--uplink', uplink);
+  const env = `Environment=KUBETUN_LAB_PREFIX=${LAB_PREFIX}`;
+  const units: Unit[] = [
+    unit(
+      NET_UNIT,
+      `kubetun lab node ${n.name}: pods, routes, sysctls`,
+      [],
+      [
+        'Type=oneshot',
+        'RemainAfterExit=yes',
+        env,
+        `ExecStart=${[...cli, '--network-only'].join(' ')}`,
+        `ExecStop=${[...cli, '--down'].join(' ')}`,
+      ],
+    ),
+  ];
+  for (const p of n.pods) {
+    const argv = ['/usr/bin/env', 'ip', 'netns', 'exec', p.ns, ...serverArgv(t, p, node)];
+    units.push(
+      unit(
+        `kubetun-pod-${p.name}.service`,
+        `lab pod ${p.name} (${p.ip}) echo server`,
+        [NET_UNIT],
+        [`ExecStart=${argv.join(' ')}`, 'Restart=always'],
+      ),
+    );
+  }
+  units.push(
+    unit(
+      AGENT_UNIT,
+      `kubetun data plane on ${n.name}`,
+      [NET_UNIT],
+      [
+        `ExecStart=${kubetunArgv(t, n, uplink, ctlSocketFor(n), node).join(' ')}`,
+        'ExecReload=/bin/kill -HUP $MAINPID',
+        'Restart=on-failure',
+        'RestartSec=2',
+        'KillMode=process',
+      ],
+    ),
+  );
+  return units;
+}
+
+function unit(name: string, what: string, needs: string[], service: string[]): Unit {
+  const deps = needs.flatMap((u) => [`Requires=${u}`, `After=${u}`, `PartOf=${u}`]);
+  const text = [
+    '# Written by `kubetun lab provision-node --systemd`; provisioning again rewrites it.',
+    '[Unit]',
+    `Description=${what}`,
+    'After=network-online.target',
+    'Wants=network-online.target',
+    ...deps,
+    '',
+    '[Service]',
+    ...service,
+    '',
+    '[Install]',
+    'WantedBy=multi-user.target',
+    '',
+  ].join('\n');
+  return { name, text };
+}
+
+/** Writes and (re)starts the units; returns once kubetun answers on its control socket. */
+export async function installSystemd(
+  units: Unit[],
+  n: LabNode,
+  say: Say,
+  dir = '/etc/systemd/system',
+) {
+  const names = units.map((u) => u.name);
+  shTry(['systemctl', 'stop', ...[...names].reverse()]);
+  for (const u of units) writeFileSync(join(dir, u.name), u.text);
+  say(`systemd units in ${dir}: ${names.join(', ')}`);
+  sh(['systemctl', 'daemon-reload']);
+  sh(['systemctl', 'enable', ...names], { timeoutMs: 60_000 });
+  sh(['systemctl', 'start', ...names], { timeoutMs: 120_000 });
+  const sock = ctlSocketFor(n);
+  const active = () => shTry(['systemctl', 'is-active', '--quiet', AGENT_UNIT]).ok;
+  try {
+    await waitForCtl(sock, 30_000, active);
+  } catch (err) {
+    const log = shTry(['journalctl', '-u', AGENT_UNIT, '-n', '20', '--no-pager']).out;
+    throw new LabError(`${AGENT_UNIT}: ${(err as Error).message}\n${log}`);
+  }
+  say(`kubetun on ${n.name} answers on ${sock}`);
+}
