@@ -31,6 +31,7 @@ import { SCHED_ANNOTATION, SCHED_RANDOM, schedulerFromName } from '../sched/kind
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
 import { ct4Expired } from './ct.ts';
 import type { Datapath } from './datapath.ts';
+import { dpCheckExternal, dpUpdateExternal } from './nodeport.ts';
 import { lb4ConnActive } from './lb.ts';
 
 /** Service annotation: per-endpoint weights, "ip-or-pod=weight,..." (0..65535, default 1). */
@@ -155,11 +156,14 @@ export function dpUpdateServices(
   // Sorted so that ids picked after a hash collision do not depend on input order.
   const sorted = [...changed].sort((a, b) => cmp(portKey(a), portKey(b)));
   for (const rsp of sorted) plans.set(rsp.servicePortName, planServicePort(rsp, opts, txn));
+  dpCheckExternal(changed); // nodeport.ts: external addresses checked before any write
   checkConflicts(st, plans);
   checkCapacity(dp, st, plans);
   txn.be.commit();
   txn.rn.commit();
-  return applyLoad(dp, st, plans);
+  const stats = applyLoad(dp, st, plans);
+  dpUpdateExternal(dp, changed, deleted); // NodePort, externalIPs, LoadBalancer (nodeport.ts)
+  return stats;
 }
 
 // ---- plan ------------------------------------------------------------------------------------
@@ -256,7 +260,9 @@ function serviceScheduler(svc: Service, opts: DpLoadOptions, where: string): num
   try {
     return schedulerFromName(name.trim());
   } catch (e) {
-    throw new Error(`${where}: metadata.annotations["${SCHED_ANNOTATION}"]: ${(e as Error).message}`);
+    throw new Error(
+      `${where}: metadata.annotations["${SCHED_ANNOTATION}"]: ${(e as Error).message}`,
+    );
   }
 }
 
@@ -521,7 +527,8 @@ class IdTxn {
     const max = this.t.max;
     let id = (hash % max) + 1;
     for (let tries = 0; this.t.owner.has(id) || this.owner.has(id); tries++) {
-      if (tries >= max) throw new Error(`dpLoadServices: no free id for ${key} (all ${max} in use)`);
+      if (tries >= max)
+        throw new Error(`dpLoadServices: no free id for ${key} (all ${max} in use)`);
       id = id === max ? 1 : id + 1;
     }
     this.ids.set(key, id);

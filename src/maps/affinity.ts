@@ -171,4 +171,3 @@ export class AffinityMap {
     this.pool.clear();
   }
 }
-
