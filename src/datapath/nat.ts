@@ -1,0 +1,349 @@
+// NAT stages of the program: masquerade (SNAT) of new flows where kube-proxy marks them, the
+// source rewrite of later packets, the reply path back through the SNAT table, and the
+// external-frontend checks (loadBalancerSourceRanges, externalTrafficPolicy: Local).
+//
+// When kube-proxy masquerades (KUBE-MARK-MASQ, then MASQUERADE --random-fully):
+//   ClusterIP frontend ........ source outside the cluster CIDR (node itself, external client)
+//   any frontend .............. hairpin: the chosen backend is the client itself
+//   NodePort / externalIP / LB  policy Cluster: always (also when the backend is local);
+//                               policy Local: only sources on this node (the node's own
+//                               addresses); external clients keep their IP and get local
+//                               endpoints only; pod sources use every endpoint, unmasqueraded
+// The masquerade address is what MASQUERADE takes, the address of the outgoing interface:
+// the pod gateway (node side of the veth) for a backend in this node's pod CIDR, else the
+// node IP. SNAT ports come from the configured range (kept if the client's port lies in it and
+// is free, else a random start and a bounded linear probe), unique per (address, backend).
+//
+//   new flow:   ct4Create ─▶ nat4Masq ─(masq)─▶ snat alloc ─▶ source rewrite
+//   orig pkt:   ct hit ─▶ DNAT ─▶ nat4Orig (SNAT table forward lookup) ─▶ source rewrite
+//   reply pkt:  ct reply miss ─▶ nat4Reply (reverse lookup) ─▶ src = VIP, dst = client
+import { SnatMap } from '../maps/snat.ts';
+import {
+  SVC_F_ETP_LOCAL,
+  SVC_F_EXTERNAL_IP,
+  SVC_F_LOADBALANCER,
+  SVC_F_NODEPORT,
+  SVC_F_SOURCE_RANGE,
+} from '../maps/services.ts';
+import { parseCidr } from '../wire/addr.ts';
+import {
+  ipv4RewriteDst,
+  ipv4RewriteSrc,
+  l4RewriteDstPort,
+  l4RewriteSrcPort,
+} from '../wire/rewrite.ts';
+import type { DatapathConfig } from './config.ts';
+import { CT_DIR_ORIG, CT_DIR_REPLY, ct4Create, ct4Expired, ct4Update } from './ct.ts';
+import type { Datapath } from './datapath.ts';
+import {
+  DROP_CT_CLASH,
+  DROP_CT_FULL,
+  DROP_ETP_NO_LOCAL_ENDPOINTS,
+  DROP_NAT_NO_PORT,
+  DROP_NO_BACKEND,
+  DROP_SNAT_FULL,
+  DROP_SOURCE_RANGE,
+  TX_DNAT_NEW,
+  TX_REVSNAT,
+} from './reasons.ts';
+import { dpVerdict } from './result.ts';
+import { V_CONTINUE, V_DROP, V_TX } from './verdict.ts';
+
+/** Frontends reached from outside the cluster (KUBE-EXT-*). */
+export const SVC_F_EXTERNAL = SVC_F_NODEPORT | SVC_F_EXTERNAL_IP | SVC_F_LOADBALANCER;
+/**
+ * Added to the protocol byte of a service key: the local-endpoints scope of an external
+ * frontend with externalTrafficPolicy: Local (Cilium's two-scope lookup). The plain key holds
+ * every endpoint (pod and node sources); this one only this node's (external clients).
+ */
+export const SVC_SCOPE_LOCAL = 0x80;
+/** Port choices tried before a masquerade is dropped (Cilium: 32 .. 128). */
+export const SNAT_RETRIES = 32;
+
+const CT_CLASH = -3;
+
+/** NAT configuration in the numeric forms the fast path uses, the SNAT table, source ranges. */
+export class NatState {
+  readonly snat: SnatMap;
+  readonly nodeIp: number;
+  readonly podGateway: number;
+  readonly podNet: number;
+  readonly podMask: number;
+  readonly clusterNet: number;
+  readonly clusterMask: number;
+  /** 0 when no cluster CIDR is configured: then only hairpin and external frontends masquerade */
+  readonly hasCluster: number;
+  readonly portMin: number;
+  readonly portSpan: number;
+  /** loadBalancerSourceRanges per revNat id: rangeStart[r] .. + rangeCount[r] into net/mask */
+  rangeStart: Uint32Array;
+  rangeCount: Uint16Array;
+  rangeNet: Uint32Array;
+  rangeMask: Uint32Array;
+  /** GC cursor of nat4GcStep */
+  gcCursor = 0;
+
+  constructor(cfg: DatapathConfig, revNatCapacity: number) {
+    this.snat = new SnatMap(cfg.snatCapacity, { shared: cfg.shared });
+    this.nodeIp = cfg.nodeIp >>> 0;
+    this.podGateway = (cfg.podGateway || cfg.nodeIp) >>> 0;
+    const pod = cfg.podCidr ? parseCidr(cfg.podCidr) : undefined;
+    this.podNet = pod ? pod.addr >>> 0 : 1;
+    this.podMask = pod ? pod.mask >>> 0 : 0xffffffff;
+    const cl = cfg.clusterCidr ? parseCidr(cfg.clusterCidr) : undefined;
+    this.hasCluster = cl ? 1 : 0;
+    this.clusterNet = cl ? cl.addr >>> 0 : 0;
+    this.clusterMask = cl ? cl.mask >>> 0 : 0;
+    this.portMin = cfg.snatPortMin;
+    this.portSpan = cfg.snatPortMax - cfg.snatPortMin + 1;
+    this.rangeStart = new Uint32Array(revNatCapacity + 1);
+    this.rangeCount = new Uint16Array(revNatCapacity + 1);
+    this.rangeNet = new Uint32Array(0);
+    this.rangeMask = new Uint32Array(0);
+  }
+}
+
+/** Whether saddr is inside the cluster CIDR (a pod). */
+function fromPod(nat: NatState, saddr: number): boolean {
+  return nat.hasCluster === 1 && (saddr & nat.clusterMask) >>> 0 === nat.clusterNet;
+}
+
+/** Whether saddr is one of this node's own addresses (kube-proxy's --src-type LOCAL). */
+function fromNode(nat: NatState, saddr: number): boolean {
+  return saddr === nat.nodeIp || saddr === nat.podGateway;
+}
+
+/**
+ * External frontends, before the generic new-flow path: source ranges, and the local scope of
+ * externalTrafficPolicy: Local for external clients (served here, unmasqueraded). Returns
+ * V_CONTINUE to go on with master m (every endpoint), else the final verdict.
+ */
+export function nat4Frontend(dp: Datapath, buf: Uint8Array, m: number, bytes: number): number {
+  const flags = dp.svc.flags(m);
+  if ((flags & SVC_F_EXTERNAL) === 0) return V_CONTINUE;
+  const nat = dp.nat;
+  if ((flags & SVC_F_SOURCE_RANGE) !== 0 && !nat4InRanges(nat, dp.svc.revNat(m), dp.saddr)) {
+    return dpVerdict(dp, V_DROP, DROP_SOURCE_RANGE);
+  }
+  if ((flags & SVC_F_ETP_LOCAL) === 0) return V_CONTINUE;
+  if (fromPod(nat, dp.saddr) || fromNode(nat, dp.saddr)) return V_CONTINUE;
+  return nat4LocalScope(dp, buf, m, bytes);
+}
+
+function nat4InRanges(nat: NatState, revNat: number, saddr: number): boolean {
+  const start = nat.rangeStart[revNat];
+  const end = start + nat.rangeCount[revNat];
+  for (let k = start; k < end; k++) {
+    if ((saddr & nat.rangeMask[k]) >>> 0 === nat.rangeNet[k]) return true;
+  }
+  return false;
+}
+
+/** External client, policy Local: a random local endpoint, client IP kept (no SNAT). */
+function nat4LocalScope(dp: Datapath, buf: Uint8Array, m: number, bytes: number): number {
+  const svc = dp.svc;
+  const proto = dp.proto;
+  const scoped = proto | SVC_SCOPE_LOCAL;
+  const loc = svc.lookup(dp.daddr, dp.dport, scoped, 0);
+  const n = loc < 0 ? 0 : svc.count(loc);
+  if (n === 0) return dpVerdict(dp, V_DROP, DROP_ETP_NO_LOCAL_ENDPOINTS);
+  const s = svc.lookup(dp.daddr, dp.dport, scoped, 1 + dp.rng.below(n));
+  const id = s < 0 ? 0 : svc.backendId(s);
+  const b = id === 0 ? -1 : dp.be.lookup(id);
+  if (b < 0) return dpVerdict(dp, V_DROP, DROP_NO_BACKEND);
+  const baddr = dp.be.addr(b);
+  const bport = dp.be.port(b);
+  const i = ct4Create(
+    dp.ct,
+    dp.ctGc,
+    proto,
+    dp.saddr,
+    dp.daddr,
+    dp.sport,
+    dp.dport,
+    baddr,
+    bport,
+    id,
+    svc.revNat(m),
+    dp.nowSec,
+    dp.ctTimeouts,
+  );
+  if (i < 0) return dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
+  nat4ForgetStale(dp, baddr, bport);
+  ct4Update(dp.ct, i, CT_DIR_ORIG, proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
+  dp.lastCtIdx = i;
+  dp.lastCtNew = 1;
+  dp.lastBackendId = id;
+  ipv4RewriteDst(buf, dp.ipOff, baddr);
+  if (bport !== dp.dport) l4RewriteDstPort(buf, dp.ipOff, bport);
+  return dpVerdict(dp, V_TX, TX_DNAT_NEW);
+}
+
+/**
+ * A new flow (conntrack entry i, master m, backend baddr:bport) is about to be DNATed: decide
+ * whether kube-proxy would masquerade it and, if so, allocate a SNAT port and rewrite the
+ * source. V_CONTINUE, or V_DROP (counted; the conntrack entry is deleted again).
+ */
+export function nat4Masq(
+  dp: Datapath,
+  buf: Uint8Array,
+  i: number,
+  m: number,
+  baddr: number,
+  bport: number,
+): number {
+  const nat = dp.nat;
+  const flags = dp.svc.flags(m);
+  const saddr = dp.saddr;
+  let masq: boolean;
+  if ((flags & SVC_F_EXTERNAL) !== 0) {
+    masq = (flags & SVC_F_ETP_LOCAL) === 0 || fromNode(nat, saddr);
+  } else {
+    masq = nat.hasCluster === 1 && !fromPod(nat, saddr);
+  }
+  if (baddr === saddr) masq = true;
+  if (!masq || nat.nodeIp === 0) {
+    nat4ForgetStale(dp, baddr, bport);
+    return V_CONTINUE;
+  }
+  const natAddr = (baddr & nat.podMask) >>> 0 === nat.podNet ? nat.podGateway : nat.nodeIp;
+  const e = nat4Alloc(dp, i, natAddr, baddr, bport);
+  if (e < 0) {
+    dp.ct.delete(i);
+    return dpVerdict(dp, V_DROP, e === -2 ? DROP_SNAT_FULL : DROP_NAT_NO_PORT);
+  }
+  nat4RewriteSrc(dp, buf, natAddr, nat.snat.natPort(e));
+  return V_CONTINUE;
+}
+
+/** A non-masqueraded new flow: a SNAT entry left by a dead flow with the same tuple goes. */
+function nat4ForgetStale(dp: Datapath, baddr: number, bport: number): void {
+  const snat = dp.nat.snat;
+  if (snat.size === 0) return;
+  const e = snat.lookupFwd(dp.proto, dp.saddr, dp.sport, baddr, bport);
+  if (e >= 0) snat.delete(e);
+}
+
+/** SNAT entry for the flow, or -1 (no port free) / -2 (table full). */
+function nat4Alloc(dp: Datapath, i: number, natAddr: number, baddr: number, bport: number): number {
+  const nat = dp.nat;
+  const snat = nat.snat;
+  const proto = dp.proto;
+  const stale = snat.lookupFwd(proto, dp.saddr, dp.sport, baddr, bport);
+  if (stale >= 0) snat.delete(stale);
+  const min = nat.portMin;
+  const span = nat.portSpan;
+  let port = dp.sport - min >= 0 && dp.sport - min < span ? dp.sport : min + dp.rng.below(span);
+  for (let tries = 0; tries < SNAT_RETRIES; tries++) {
+    const o = snat.lookupRev(proto, baddr, bport, natAddr, port);
+    if (o >= 0 && nat4Dead(dp, o)) snat.delete(o);
+    if (o < 0 || !snat.isLive(o)) {
+      const e = snat.insert(proto, dp.saddr, dp.sport, baddr, bport, natAddr, port, i);
+      return e < 0 ? -2 : e;
+    }
+    // "--random-fully": the client's own port was taken, so restart at a random one
+    port = tries === 0 ? min + dp.rng.below(span) : min + ((port - min + 1) & (span - 1));
+  }
+  return -1;
+}
+
+/** Whether entry e's conntrack flow is gone (deleted, reused for another flow, or expired). */
+export function nat4Dead(dp: Datapath, e: number): boolean {
+  const snat = dp.nat.snat;
+  const ct = dp.ct;
+  const i = snat.ctIdx(e);
+  return (
+    !ct.isLive(i) ||
+    ct.saddr(i) !== snat.saddr(e) ||
+    ct.sport(i) !== snat.sport(e) ||
+    ct.baddr(i) !== snat.raddr(e) ||
+    ct.bport(i) !== snat.rport(e) ||
+    ct.proto(i) !== snat.proto(e) ||
+    ct4Expired(ct, i, dp.nowSec)
+  );
+}
+
+function nat4RewriteSrc(dp: Datapath, buf: Uint8Array, addr: number, port: number): void {
+  ipv4RewriteSrc(buf, dp.ipOff, addr);
+  if (port !== dp.sport) l4RewriteSrcPort(buf, dp.ipOff, port);
+}
+
+/** A packet of tracked flow i in the original direction, already DNATed: masquerade it too. */
+export function nat4Orig(dp: Datapath, buf: Uint8Array, i: number): void {
+  const snat = dp.nat.snat;
+  if (snat.size === 0) return;
+  const e = snat.lookupFwd(dp.proto, dp.saddr, dp.sport, dp.ct.baddr(i), dp.ct.bport(i));
+  if (e < 0 || snat.ctIdx(e) !== i) return;
+  nat4RewriteSrc(dp, buf, snat.natAddr(e), snat.natPort(e));
+}
+
+/**
+ * A reply to a masqueraded flow (backend -> natAddr:natPort): destination back to the client,
+ * source to what the client asked for (VIP:port, node IP:NodePort, ...). V_CONTINUE if the
+ * packet is no such reply.
+ */
+export function nat4Reply(dp: Datapath, buf: Uint8Array, bytes: number): number {
+  const snat = dp.nat.snat;
+  if (snat.size === 0) return V_CONTINUE;
+  const e = snat.lookupRev(dp.proto, dp.saddr, dp.sport, dp.daddr, dp.dport);
+  if (e < 0) return V_CONTINUE;
+  if (nat4Dead(dp, e)) {
+    snat.delete(e);
+    return V_CONTINUE;
+  }
+  const ct = dp.ct;
+  const i = snat.ctIdx(e);
+  ct4Update(ct, i, CT_DIR_REPLY, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
+  dp.lastCtIdx = i;
+  dp.lastBackendId = ct.backendId(i);
+  ipv4RewriteSrc(buf, dp.ipOff, ct.daddr(i));
+  if (ct.dport(i) !== dp.sport) l4RewriteSrcPort(buf, dp.ipOff, ct.dport(i));
+  ipv4RewriteDst(buf, dp.ipOff, snat.saddr(e));
+  if (snat.sport(e) !== dp.dport) l4RewriteDstPort(buf, dp.ipOff, snat.sport(e));
+  return dpVerdict(dp, V_TX, TX_REVSNAT);
+}
+
+/**
+ * GC step (agent timer, not the hot path): examine up to `max` SNAT entries from the cursor,
+ * delete those whose conntrack flow is gone. Returns the number deleted.
+ */
+export function nat4GcStep(dp: Datapath, max: number, nowSec: number): number {
+  const nat = dp.nat;
+  const snat = nat.snat;
+  dp.nowSec = nowSec >>> 0;
+  const end = Math.min(snat.used, nat.gcCursor + max);
+  let deleted = 0;
+  let e = snat.next(nat.gcCursor);
+  for (; e >= 0 && e < end; e = snat.next(e + 1)) {
+    if (!nat4Dead(dp, e)) continue;
+    snat.delete(e);
+    deleted++;
+  }
+  nat.gcCursor = end >= snat.used ? 0 : end;
+  return deleted;
+}
+
+/** Install loadBalancerSourceRanges (slow world): revNat id -> list of [net, mask]. */
+export function nat4SetSourceRanges(nat: NatState, ranges: Map<number, [number, number][]>): void {
+  let total = 0;
+  for (const list of ranges.values()) total += list.length;
+  const net = new Uint32Array(total);
+  const mask = new Uint32Array(total);
+  const start = new Uint32Array(nat.rangeStart.length);
+  const count = new Uint16Array(nat.rangeCount.length);
+  let k = 0;
+  for (const [r, list] of ranges) {
+    start[r] = k;
+    count[r] = list.length;
+    for (const [n, m] of list) {
+      net[k] = n;
+      mask[k] = m;
+      k++;
+    }
+  }
+  // Swap whole arrays: a packet in between sees either the old or the new set.
+  nat.rangeNet = net;
+  nat.rangeMask = mask;
+  nat.rangeStart = start;
+  nat.rangeCount = count;
+}

@@ -1,0 +1,236 @@
+// Control plane -> maps for the external frontends of a service port: the NodePort on this
+// node's IP, spec.externalIPs and status.loadBalancer.ingress[].ip, and the
+// loadBalancerSourceRanges. Runs after load.ts has written the ClusterIP frontends, and
+// derives from them: the external frontends share the ClusterIP master's backends (its slots),
+// reverse-NAT id, scheduler and affinity, so backend ids and scheduler state stay load.ts's.
+//
+//   key (addr, port, proto)            every endpoint (Cluster policy; pod and node sources)
+//   key (addr, port, proto | 0x80)     externalTrafficPolicy: Local only: this node's
+//                                      endpoints, for external clients (nat.ts)
+//
+// Incremental like load.ts: changed service ports are rewritten, deleted ones removed, the rest
+// untouched. Validation (addresses, CIDRs) happens before any map write.
+import { BE_F_LOCAL } from '../maps/backends.ts';
+import {
+  SVC_F_AFFINITY,
+  SVC_F_ETP_LOCAL,
+  SVC_F_EXTERNAL_IP,
+  SVC_F_LOADBALANCER,
+  SVC_F_NODEPORT,
+  SVC_F_SOURCE_RANGE,
+} from '../maps/services.ts';
+import type { ResolvedServicePort } from '../model.ts';
+import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
+import type { Datapath } from './datapath.ts';
+import { nat4SetSourceRanges, SVC_SCOPE_LOCAL } from './nat.ts';
+
+const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17 };
+
+interface ExtFrontend {
+  addr: number;
+  port: number;
+  proto: number;
+  flags: number;
+  /** slots written under the plain key / the local scope key */
+  count: number;
+  localCount: number;
+}
+
+interface ExtPlan {
+  frontends: ExtFrontend[];
+  revNat: number;
+  ranges: [number, number][];
+  /** the ClusterIP frontend the backends come from */
+  vip: number;
+  vport: number;
+}
+
+interface ExtState {
+  ports: Map<string, ExtPlan>;
+}
+
+const states = new WeakMap<Datapath, ExtState>();
+
+function stateOf(dp: Datapath): ExtState {
+  let st = states.get(dp);
+  if (!st) {
+    st = { ports: new Map() };
+    states.set(dp, st);
+  }
+  return st;
+}
+
+/** The external frontends currently loaded (tests, inspect). */
+export function dpExternalFrontends(dp: Datapath): ExtFrontend[] {
+  return [...stateOf(dp).ports.values()].flatMap((p) => p.frontends);
+}
+
+/**
+ * Write the external frontends of `changed` service ports and remove those of `deleted` ones
+ * (service port names). Call after load.ts has applied the same change. Throws (maps
+ * untouched) on a bad address or CIDR, naming the object and field.
+ */
+export function dpUpdateExternal(
+  dp: Datapath,
+  changed: readonly ResolvedServicePort[],
+  deleted: readonly string[],
+): void {
+  const st = stateOf(dp);
+  const plans = new Map<string, ExtPlan | null>();
+  for (const spn of deleted) plans.set(spn, null);
+  for (const rsp of changed) plans.set(rsp.servicePortName, planExternal(dp, rsp));
+  for (const [spn, plan] of plans) {
+    const keep = new Set(plan?.frontends.map(feKey));
+    const old = new Map(st.ports.get(spn)?.frontends.map((f) => [feKey(f), f]));
+    for (const f of plan?.frontends ?? []) writeFrontend(dp, plan!, f, old.get(feKey(f)));
+    for (const [k, f] of old) if (!keep.has(k)) removeFrontend(dp, f);
+    if (plan && plan.frontends.length > 0) st.ports.set(spn, plan);
+    else st.ports.delete(spn);
+  }
+  const ranges = new Map<number, [number, number][]>();
+  for (const p of st.ports.values()) if (p.ranges.length > 0) ranges.set(p.revNat, p.ranges);
+  nat4SetSourceRanges(dp.nat, ranges);
+}
+
+/** Validation only (no map access): throws on a bad external address or source range. */
+export function dpCheckExternal(changed: readonly ResolvedServicePort[]): void {
+  for (const rsp of changed) {
+    const svc = rsp.service;
+    const where = `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;
+    svc.externalIPs.forEach((ip, k) => {
+      if (!ip.includes(':')) addr(ip, `${where}: spec.externalIPs[${k}]`);
+    });
+    svc.loadBalancerIPs.forEach((ip, k) => {
+      if (!ip.includes(':')) addr(ip, `${where}: status.loadBalancer.ingress[${k}].ip`);
+    });
+    svc.loadBalancerSourceRanges.forEach((c, k) => {
+      if (!c.includes(':')) cidr(c, `${where}: spec.loadBalancerSourceRanges[${k}]`);
+    });
+  }
+}
+
+function feKey(f: ExtFrontend): string {
+  return `${f.addr}:${f.port}:${f.proto}`;
+}
+
+function planExternal(dp: Datapath, rsp: ResolvedServicePort): ExtPlan | null {
+  const svc = rsp.service;
+  const proto = PROTO_NUM[rsp.port.protocol];
+  const vip = svc.clusterIPs.find((ip) => !ip.includes(':'));
+  if (proto === undefined || vip === undefined) return null;
+  const where = `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;
+  const addrs: [number, number][] = []; // [addr, flag]
+  const isLb = svc.type === 'LoadBalancer';
+  if ((svc.type === 'NodePort' || isLb) && rsp.port.nodePort > 0 && dp.nat.nodeIp !== 0) {
+    addrs.push([dp.nat.nodeIp, SVC_F_NODEPORT]);
+  }
+  svc.externalIPs.forEach((ip, k) => {
+    if (!ip.includes(':')) addrs.push([addr(ip, `${where}: spec.externalIPs[${k}]`), SVC_F_EXTERNAL_IP]);
+  });
+  const ranges: [number, number][] = [];
+  if (isLb) {
+    svc.loadBalancerIPs.forEach((ip, k) => {
+      if (ip.includes(':')) return;
+      addrs.push([addr(ip, `${where}: status.loadBalancer.ingress[${k}].ip`), SVC_F_LOADBALANCER]);
+    });
+    svc.loadBalancerSourceRanges.forEach((c, k) => {
+      if (c.includes(':')) return;
+      const r = cidr(c, `${where}: spec.loadBalancerSourceRanges[${k}]`);
+      ranges.push([r.addr >>> 0, r.mask >>> 0]);
+    });
+  }
+  const v = ipv4ToU32(vip);
+  const m = dp.svc.lookup(v, rsp.port.port, proto, 0);
+  if (m < 0 || addrs.length === 0) return null;
+  const etp = svc.externalTrafficPolicy === 'Local' ? SVC_F_ETP_LOCAL : 0;
+  const base = (dp.svc.flags(m) & SVC_F_AFFINITY) | etp;
+  const frontends = addrs.map(([a, flag]): ExtFrontend => {
+    let flags = base | flag;
+    if (flag === SVC_F_LOADBALANCER && ranges.length > 0) flags |= SVC_F_SOURCE_RANGE;
+    const port = flag === SVC_F_NODEPORT ? rsp.port.nodePort : rsp.port.port;
+    return { addr: a, port, proto, flags, count: 0, localCount: etp ? 0 : -1 };
+  });
+  return { frontends, revNat: dp.svc.revNat(m), ranges, vip: v, vport: rsp.port.port };
+}
+
+function addr(ip: string, where: string): number {
+  try {
+    return ipv4ToU32(ip);
+  } catch (e) {
+    throw new Error(`${where}: ${(e as Error).message}`);
+  }
+}
+
+function cidr(s: string, where: string) {
+  try {
+    return parseCidr(s);
+  } catch (e) {
+    throw new Error(`${where}: ${(e as Error).message}`);
+  }
+}
+
+/** Backend ids in the slots of the ClusterIP frontend the plan derives from. */
+function clusterIds(dp: Datapath, p: ExtPlan, proto: number): number[] {
+  const svc = dp.svc;
+  const m = svc.lookup(p.vip, p.vport, proto, 0);
+  const ids: number[] = [];
+  for (let s = 1; m >= 0 && s <= svc.count(m); s++) {
+    const e = svc.lookup(p.vip, p.vport, proto, s);
+    if (e >= 0) ids.push(svc.backendId(e));
+  }
+  return ids;
+}
+
+/** Reader-safe order as in load.ts: slots, then the master, then stale slots deleted. */
+function writeKey(
+  dp: Datapath,
+  f: ExtFrontend,
+  proto: number,
+  ids: readonly number[],
+  oldCount: number,
+  m: number,
+): void {
+  const svc = dp.svc;
+  for (let s = 1; s <= ids.length; s++) {
+    if (!svc.upsertSlot(f.addr, f.port, proto, s, ids[s - 1]!)) mapFull();
+  }
+  const sched = m >= 0 && (proto & SVC_SCOPE_LOCAL) === 0 ? svc.scheduler(m) : 0;
+  const aff = m >= 0 ? svc.affinityTimeout(m) : 0;
+  const revNat = m >= 0 ? svc.revNat(m) : 0;
+  if (!svc.upsertMaster(f.addr, f.port, proto, ids.length, revNat, f.flags, sched, aff)) mapFull();
+  for (let s = ids.length + 1; s <= oldCount; s++) svc.delete(f.addr, f.port, proto, s);
+}
+
+function writeFrontend(dp: Datapath, p: ExtPlan, f: ExtFrontend, old?: ExtFrontend): void {
+  const ids = clusterIds(dp, p, f.proto);
+  const m = dp.svc.lookup(p.vip, p.vport, f.proto, 0);
+  writeKey(dp, f, f.proto, ids, old?.count ?? 0, m);
+  f.count = ids.length;
+  const scoped = f.proto | SVC_SCOPE_LOCAL;
+  if (f.localCount >= 0) {
+    const local = ids.filter((id) => {
+      const b = dp.be.lookup(id);
+      return b >= 0 && (dp.be.flags(b) & BE_F_LOCAL) !== 0;
+    });
+    writeKey(dp, f, scoped, local, Math.max(old?.localCount ?? 0, 0), m);
+    f.localCount = local.length;
+  } else if (old && old.localCount >= 0) {
+    dp.svc.delete(f.addr, f.port, scoped, 0);
+    for (let s = 1; s <= old.localCount; s++) dp.svc.delete(f.addr, f.port, scoped, s);
+  }
+}
+
+function removeFrontend(dp: Datapath, f: ExtFrontend): void {
+  const svc = dp.svc;
+  svc.delete(f.addr, f.port, f.proto, 0);
+  for (let s = 1; s <= f.count; s++) svc.delete(f.addr, f.port, f.proto, s);
+  if (f.localCount >= 0) {
+    const scoped = f.proto | SVC_SCOPE_LOCAL;
+    svc.delete(f.addr, f.port, scoped, 0);
+    for (let s = 1; s <= f.localCount; s++) svc.delete(f.addr, f.port, scoped, s);
+  }
+}
+
+function mapFull(): never {
+  throw new Error('dpUpdateExternal: service map full while applying (state partially applied)');
+}
