@@ -7,7 +7,9 @@
 // Nothing here allocates per packet or per batch.
 import type { Datapath } from '../datapath/datapath.ts';
 import { dpProcess } from '../datapath/program.ts';
+import { TX_REVNAT } from '../datapath/reasons.ts';
 import { V_PASS, V_REPLY, V_TX } from '../datapath/verdict.ts';
+import { ipv4RewriteSrc, l4RewriteSrcPort } from '../wire/rewrite.ts';
 import type { TunDevice } from '../tun/tun.ts';
 import type { Cidr } from '../wire/addr.ts';
 
@@ -46,6 +48,9 @@ export function createPacketLoop(
   const txLens = new Uint32Array(batchMax);
   const svcNet = serviceCidr.addr;
   const svcMask = serviceCidr.mask;
+  // TEST HOOK (lab compare tests only): a deliberately broken kubetun that undoes reverse NAT,
+  // so replies leave with the backend's address. Read once here, never per packet.
+  const testSkipRevNat = process.env.KUBETUN_TEST_SKIP_REVNAT === '1';
 
   function flush(buf: Uint8Array, m: number): void {
     if (m === 0) return;
@@ -61,6 +66,7 @@ export function createPacketLoop(
     for (let i = 0; i < n; i++) {
       const off = offs[i];
       const v = dpProcess(dp, buf, off, lens[i], now);
+      if (testSkipRevNat && dp.lastReason === TX_REVNAT) undoRevNat(dp, buf);
       if (v === V_TX || v === V_PASS) {
         if (v === V_PASS && (dp.daddr & svcMask) >>> 0 === svcNet) {
           counters[AGENT_DROP_SERVICE_CIDR_LOOP] += 1;
@@ -80,4 +86,10 @@ export function createPacketLoop(
   }
 
   return { counters, handle };
+}
+
+/** The test hook's work: put the backend (the conntrack entry's) back as the reply's source. */
+function undoRevNat(dp: Datapath, buf: Uint8Array): void {
+  ipv4RewriteSrc(buf, dp.ipOff, dp.ct.baddr(dp.lastCtIdx));
+  l4RewriteSrcPort(buf, dp.ipOff, dp.ct.bport(dp.lastCtIdx));
 }

@@ -6,6 +6,8 @@ import type { NPkt } from './normalise.ts';
 export interface PointDiff {
   point: string;
   same: boolean;
+  /** not the same, but only in documented deliberate ways (NPkt.loose equal everywhere) */
+  deliberate: boolean;
   /** index of the first packet that differs (or where one side ends), -1 when same */
   firstDiff: number;
   a: NPkt[];
@@ -14,10 +16,15 @@ export interface PointDiff {
 
 export function diffPoint(point: string, a: NPkt[], b: NPkt[]): PointDiff {
   const n = Math.max(a.length, b.length);
+  let firstDiff = -1;
+  let deliberate = true;
   for (let i = 0; i < n; i++) {
-    if (a[i]?.text !== b[i]?.text) return { point, same: false, firstDiff: i, a, b };
+    if (a[i]?.text === b[i]?.text) continue;
+    if (firstDiff < 0) firstDiff = i;
+    if (a[i] === undefined || b[i] === undefined || a[i]!.loose !== b[i]!.loose) deliberate = false;
   }
-  return { point, same: true, firstDiff: -1, a, b };
+  if (firstDiff < 0) return { point, same: true, deliberate: false, firstDiff, a, b };
+  return { point, same: false, deliberate, firstDiff, a, b };
 }
 
 /** Diffs two runs point by point; a point missing on one side counts as an empty capture. */
@@ -36,8 +43,9 @@ export function diffRuns(
  */
 export function formatPointDiff(d: PointDiff, labelA: string, labelB: string, context = 2): string[] {
   if (d.same) return [`  ${d.point}: ${d.a.length} packets, same`];
+  const what = d.deliberate ? 'DELIBERATE DIFFERENCE (ICMP error source/TTL)' : 'DIFFERENT';
   const out = [
-    `  ${d.point}: DIFFERENT from packet ${d.firstDiff + 1} (${labelA} ${d.a.length} packets, ${labelB} ${d.b.length})`,
+    `  ${d.point}: ${what} from packet ${d.firstDiff + 1} (${labelA} ${d.a.length} packets, ${labelB} ${d.b.length})`,
   ];
   for (let i = Math.max(0, d.firstDiff - context); i < d.firstDiff; i++)
     out.push(`      ${i + 1}  ${d.a[i]!.text}`);

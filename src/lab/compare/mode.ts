@@ -13,16 +13,22 @@ import { LabError } from '../sh.ts';
 import { type LabMode, type LabState, readState, writeState } from '../state.ts';
 import { loadTopology } from '../topology.ts';
 
-export function labSwitchMode(mode: LabMode, progress?: Progress): Promise<LabState> {
-  return withLabLock(() => switchUnlocked(mode, progress ?? (() => {})));
+/** reinstall: program the data plane afresh even when the lab already runs this mode (the
+ * manifests may have changed since). */
+export function labSwitchMode(
+  mode: LabMode,
+  progress?: Progress,
+  opts: { reinstall?: boolean } = {},
+): Promise<LabState> {
+  return withLabLock(() => switchUnlocked(mode, progress ?? (() => {}), opts.reinstall ?? false));
 }
 
-async function switchUnlocked(mode: LabMode, say: Progress): Promise<LabState> {
+async function switchUnlocked(mode: LabMode, say: Progress, reinstall: boolean): Promise<LabState> {
   const state = readState();
   if (!state || state.phase !== 'up')
     throw new LabError('the lab is not up (run: kubetun lab up --mode <mode>)');
   const t = loadTopology(state.topologyFile);
-  if (state.mode === mode && state.processes.every((p) => isAlive(p))) {
+  if (!reinstall && state.mode === mode && state.processes.every((p) => isAlive(p))) {
     say(`the lab already runs mode ${mode}`);
     return state;
   }

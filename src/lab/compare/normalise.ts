@@ -4,7 +4,7 @@
 import type { Pkt } from './packets.ts';
 
 export const NORMALISATIONS: readonly string[] = [
-  'capture times are dropped (packet order within a capture point is kept)',
+  'capture times are dropped; packet order is kept within each flow, and flows are listed one after the other in the order of their first packet (how two back-to-back connections interleave is timing, not the data plane)',
   'IP identification is dropped (the sender picks it)',
   'ephemeral ports (>= 32768: client ports, SNAT ports) become eph1, eph2, … in order of first appearance in the run',
   'ICMP echo identifiers become id1, id2, … in order of first appearance',
@@ -20,6 +20,14 @@ export interface NPkt {
   dst: string;
   /** arrow label: ports, protocol and flags */
   label: string;
+  /**
+   * The text without what a documented deliberate difference may change: for ICMP errors the
+   * outer source address and TTL (docs/compare.md). Equal loose texts with different texts are
+   * reported as a deliberate difference, never as "same".
+   */
+  loose: string;
+  /** the flow's ephemeral-port symbol (eph1…), '' when none: flows are grouped by it */
+  flow: string;
 }
 
 export const EPHEMERAL_MIN = 32768;
@@ -82,7 +90,13 @@ export class Normaliser {
       label = `proto ${p.proto}`;
       rest = label;
     }
-    return { text: `${head}: ${rest} ${ip}`, src: p.src, dst: p.dst, label };
+    const text = `${head}: ${rest} ${ip}`;
+    const isError = p.proto === 'icmp' && p.icmpType !== 0 && p.icmpType !== 8;
+    const loose = isError ? `ICMP-ERROR-SOURCE > ${ep(p.dst, p.dport)}: ${rest}` : text;
+    const ports = [p.sport, p.dport, p.inner?.sport, p.inner?.dport];
+    const eph = ports.find((x) => x !== undefined && x >= EPHEMERAL_MIN);
+    const flow = eph === undefined ? '' : this.port(eph);
+    return { text, src: p.src, dst: p.dst, label, loose, flow };
   }
 
   private icmp(p: Pkt): { label: string; rest: string } {
@@ -106,5 +120,18 @@ export function normaliseRun(
   points: readonly { name: string; packets: Pkt[] }[],
 ): { name: string; packets: NPkt[] }[] {
   const n = new Normaliser();
-  return points.map((cp) => ({ name: cp.name, packets: cp.packets.map((p) => n.packet(p)) }));
+  const runs = points.map((cp) => ({ name: cp.name, packets: cp.packets.map((p) => n.packet(p)) }));
+  return runs.map((cp) => ({ name: cp.name, packets: groupByFlow(cp.packets) }));
+}
+
+/** Stable: flows in order of their first packet, each flow's packets in capture order. */
+export function groupByFlow(pkts: NPkt[]): NPkt[] {
+  const first = new Map<string, number>();
+  pkts.forEach((p, i) => {
+    if (!first.has(p.flow)) first.set(p.flow, i);
+  });
+  return pkts
+    .map((p, i) => ({ p, i }))
+    .sort((a, b) => first.get(a.p.flow)! - first.get(b.p.flow)! || a.i - b.i)
+    .map((x) => x.p);
 }
