@@ -1,0 +1,110 @@
+// The comparison's offline parts on fixed packets: decoding, normalisation (what is ignored and
+// what is not), the per-point diff with its first difference, deliberate ICMP-error
+// differences, flow grouping, and the HTML's ladder diagrams.
+import { describe, expect, it } from 'vitest';
+import { diffPoint, diffRuns, formatPointDiff } from '../../src/lab/compare/diff.ts';
+import { renderHtml } from '../../src/lab/compare/html.ts';
+import { normaliseRun } from '../../src/lab/compare/normalise.ts';
+import { decodeIpv4, type Pkt } from '../../src/lab/compare/packets.ts';
+import { judge, type ScenarioRun } from '../../src/lab/compare/run.ts';
+import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
+
+function tcp(src: string, dst: string, sport: number, dport: number, flags: string, seq: number, ack: number, extra: Partial<Pkt> = {}): Pkt {
+  return { tUs: 0, src, dst, proto: 'tcp', ttl: 64, ipId: 1, df: true, ipCsumOk: true, sport, dport, flags, seq, ack, win: 64240, opts: 'mss 1460', len: 0, ...extra };
+}
+
+/** A handshake from client port cport with ISNs a and b, IP ids and windows as given. */
+function handshake(cport: number, a: number, b: number, ipId: number, win: number): Pkt[] {
+  return [
+    tcp('10.244.2.3', '10.96.0.10', cport, 80, 'S', a, 0, { ipId, win }),
+    tcp('10.96.0.10', '10.244.2.3', 80, cport, 'S.', b, a + 1, { ipId: ipId + 7, win }),
+    tcp('10.244.2.3', '10.96.0.10', cport, 80, '.', a + 1, b + 1, { ipId: ipId + 1, win }),
+  ];
+}
+
+describe('compare: normalise and diff', () => {
+  it('decodes an IPv4/TCP SYN with its options', () => {
+    const b = new Uint8Array([
+      0x45, 0, 0, 44, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 244, 2, 3, 10, 96, 0, 10,
+      0x9c, 0x40, 0, 80, 0, 0, 0, 100, 0, 0, 0, 0, 0x60, 0x02, 0xfa, 0xf0, 0, 0, 0, 0,
+      2, 4, 5, 0xb4,
+    ]);
+    let sum = 0;
+    for (let i = 0; i < 20; i += 2) sum += (b[i]! << 8) | b[i + 1]!;
+    while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
+    const c = ~sum & 0xffff;
+    b[10] = c >> 8;
+    b[11] = c & 0xff;
+    const p = decodeIpv4(b)!;
+    expect(p).toMatchObject({ src: '10.244.2.3', dst: '10.96.0.10', sport: 40000, dport: 80, flags: 'S', seq: 100, opts: 'mss 1460', ipCsumOk: true, df: true, ipId: 0x1234 });
+    b[8] = 63; // TTL changed, checksum not
+    expect(decodeIpv4(b)!.ipCsumOk).toBe(false);
+  });
+
+  it('ignores ports, ISNs, IP ids and windows, and nothing else', () => {
+    const a = normaliseRun([{ name: 'veth', packets: handshake(40001, 1000, 5000, 10, 64240) }]);
+    const b = normaliseRun([{ name: 'veth', packets: handshake(51234, 777777, 99, 4242, 65160) }]);
+    expect(diffRuns(a, b).every((d) => d.same)).toBe(true);
+    expect(a[0]!.packets[1]!.text).toBe(
+      '10.96.0.10.80 > 10.244.2.3.eph1: tcp [S.] seq 0 ack 1 len 0 <mss 1460> ttl 64 DF',
+    );
+    const ttl = handshake(51234, 9, 9, 1, 1);
+    ttl[1]!.ttl = 63;
+    const d = diffRuns(a, normaliseRun([{ name: 'veth', packets: ttl }]))[0]!;
+    expect(d).toMatchObject({ same: false, deliberate: false, firstDiff: 1 });
+  });
+
+  it('catches a reply that kept the backend address (no reverse NAT) and shows it packet by packet', () => {
+    const good = handshake(40001, 1, 2, 1, 1);
+    const broken = handshake(40001, 1, 2, 1, 1);
+    broken[1]!.src = '10.244.1.2';
+    broken[1]!.sport = 8080;
+    const d = diffPoint('pod-d veth', normaliseRun([{ name: 'x', packets: good }])[0]!.packets, normaliseRun([{ name: 'x', packets: broken }])[0]!.packets);
+    expect(d.firstDiff).toBe(1);
+    const text = formatPointDiff(d, 'nftables', 'kubetun').join('\n');
+    expect(text).toContain('DIFFERENT from packet 2');
+    expect(text).toContain('- 2  10.96.0.10.80 > 10.244.2.3.eph1');
+    expect(text).toContain('+ 2  10.244.1.2.8080 > 10.244.2.3.eph1');
+  });
+
+  it('reports an ICMP error that differs only in source and TTL as deliberate, anything more as different', () => {
+    const syn = tcp('10.244.2.3', '10.96.0.30', 40001, 80, 'S', 5, 0);
+    const inner = { ...syn };
+    const err = (src: string, ttl: number, code = 3): Pkt => ({ tUs: 0, src, dst: '10.244.2.3', proto: 'icmp', ttl, ipId: 0, df: false, ipCsumOk: true, len: 28, icmpType: 3, icmpCode: code, inner });
+    const k = normaliseRun([{ name: 'v', packets: [syn, err('10.244.2.1', 64)] }])[0]!.packets;
+    const t = normaliseRun([{ name: 'v', packets: [syn, err('10.96.0.30', 63)] }])[0]!.packets;
+    expect(diffPoint('v', k, t)).toMatchObject({ same: false, deliberate: true, firstDiff: 1 });
+    const h = normaliseRun([{ name: 'v', packets: [syn, err('10.96.0.30', 63, 1)] }])[0]!.packets;
+    expect(diffPoint('v', k, h).deliberate).toBe(false);
+    const run = (mode: 'kubetun' | 'nftables', packets: typeof k): ScenarioRun => ({ mode, attempts: [], kept: [], points: [{ name: 'v', packets }] });
+    const s = SCENARIOS.find((x) => x.name === 'no-endpoints')!;
+    expect(judge(s, 'nftables', run('nftables', k), run('kubetun', t)).verdict).toBe('expected-difference');
+    expect(judge(s, 'nftables', run('nftables', k), run('kubetun', h)).verdict).toBe('different');
+    expect(judge(s, 'nftables', run('nftables', k), run('kubetun', k)).verdict).toBe('same');
+  });
+
+  it('groups interleaved flows one after the other, keeping each flow in order', () => {
+    const f1 = handshake(40001, 1, 2, 1, 1);
+    const f2 = handshake(40002, 3, 4, 1, 1);
+    const interleaved = [f1[0]!, f1[1]!, f2[0]!, f1[2]!, f2[1]!, f2[2]!];
+    const a = normaliseRun([{ name: 'v', packets: [...f1, ...f2] }]);
+    const b = normaliseRun([{ name: 'v', packets: interleaved }]);
+    expect(diffRuns(a, b)[0]!.same).toBe(true);
+    const swapped = [f1[1]!, f1[0]!, f1[2]!];
+    expect(diffRuns(normaliseRun([{ name: 'v', packets: f1 }]), normaliseRun([{ name: 'v', packets: swapped }]))[0]!.same).toBe(false);
+  });
+
+  it('draws one ladder per capture point and plane, differences in red', () => {
+    const a = normaliseRun([{ name: 'v', packets: handshake(40001, 1, 2, 1, 1) }]);
+    const bad = handshake(40001, 1, 2, 1, 1);
+    bad[2]!.flags = 'R.';
+    const b = normaliseRun([{ name: 'v', packets: bad }]);
+    const s = SCENARIOS[0]!;
+    const r = judge(s, 'nftables', { mode: 'nftables', attempts: [], kept: [], points: a }, { mode: 'kubetun', attempts: [], kept: [], points: b });
+    const html = renderHtml({ kernel: 'nftables', normalisations: ['x'], results: [r], differences: 1 });
+    expect(html.match(/<svg class="ladder"/g)).toHaveLength(2);
+    expect(html).toContain('stroke="#cf222e"');
+    expect(html).toContain('eph1→80 [R.]');
+    expect(html).not.toMatch(/(src|href)="https?:/);
+  });
+});
