@@ -1,6 +1,13 @@
 // Datapath configuration: map sizes, the RNG seed, and the knobs of generated ICMP errors.
 
-export interface DatapathConfig {
+import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from './ct.ts';
+
+export interface DatapathConfig extends CtTimeouts {
+  // CtTimeouts (ct.ts): ctTcpSynSent .. ctTcpClose, ctUdp, ctUdpStream, ctIcmp, seconds
+  /** drop packets conntrack classifies INVALID (kube-proxy's ctstate INVALID DROP); else pass */
+  ctDropInvalid: boolean;
+  /** IP fragment tracking entries (frag.ts): (src, dst, id, proto) -> translation */
+  fragCapacity: number;
   /** service map entries: masters + backend slots + one wildcard per VIP */
   svcCapacity: number;
   /** backend map entries (distinct ip:port:proto) */
@@ -37,6 +44,9 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   ctCapacity: 262144,
   affinityCapacity: 65536,
   ctGcBatch: 256,
+  ...DEFAULT_CT_TIMEOUTS,
+  ctDropInvalid: false,
+  fragCapacity: 4096,
   shared: false,
   seed: 0x6b756265, // "kube"
   icmpErrorSrc: 0,
@@ -54,6 +64,7 @@ export function resolveDatapathConfig(cfg: Partial<DatapathConfig> = {}): Datapa
     'revNatCapacity',
     'ctCapacity',
     'affinityCapacity',
+    'fragCapacity',
   ] as const;
   for (const k of positive) {
     if (!Number.isInteger(c[k]) || c[k] < 1) {
@@ -72,5 +83,19 @@ export function resolveDatapathConfig(cfg: Partial<DatapathConfig> = {}): Datapa
   if (!(c.icmpRatePerSec >= 0) || !(c.icmpBurst >= 1)) {
     throw new Error('datapath config: icmpRatePerSec must be >= 0 and icmpBurst >= 1');
   }
+  checkCtTimeouts(c);
   return c;
+}
+
+function checkCtTimeouts(c: DatapathConfig): void {
+  for (const k of Object.keys(DEFAULT_CT_TIMEOUTS) as (keyof CtTimeouts)[]) {
+    if (!Number.isInteger(c[k]) || c[k] < 1 || c[k] > 0x7fffffff) {
+      throw new Error(`datapath config: ${k} must be a positive integer of seconds, got ${c[k]}`);
+    }
+  }
+}
+
+/** kube-proxy's nf_conntrack_max: max(32768 x cores, 131072) (its --conntrack-max-per-core). */
+export function ctMaxDefault(cores: number): number {
+  return Math.max(32768 * cores, 131072);
 }

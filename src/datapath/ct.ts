@@ -1,33 +1,53 @@
 // Conntrack stage of the ClusterIP program: lookup in both directions, create, and the per-packet
-// update of flags, counters and lifetime. One entry per flow (ConntrackMap indexes it from both
+// update of state, counters and lifetime. One entry per flow (ConntrackMap indexes it from both
 // the client->VIP and the backend->client tuple).
 //
-// Lifetimes are deliberately simple here (Cilium-like, kube-proxy's timeouts), and live in this
-// file so a fuller TCP state machine can replace ct4Update later without touching the program:
+// TCP follows nf_conntrack's state machine (nf_conntrack_proto_tcp.c), without window tracking:
 //
-//   TCP  not yet established .............. 60 s      (CT_TIMEOUT_TCP_SYN)
-//        a non-SYN packet and a reply seen  86400 s   (kube-proxy: tcp_timeout_established)
-//        FIN/RST seen in both directions .. 10 s      (RST closes both at once)
-//   UDP  no reply yet ..................... 30 s      (kernel nf_conntrack_udp_timeout)
-//        reply seen ....................... 120 s     (nf_conntrack_udp_timeout_stream)
+//   event (dir)      NONE     SYN_SENT SYN_RECV ESTAB    FIN_WAIT  CLOSE_WAIT LAST_ACK TIME_WAIT CLOSE
+//   SYN (orig)       SYN_SENT SYN_SENT  -        -        -         -          -        new flow  new flow
+//   SYN+ACK (reply)  INVALID  SYN_RECV SYN_RECV  -        -         -          -        -         -
+//   FIN (dir d)      pickup** INVALID  FIN_WAIT FIN_WAIT LAST_ACK* LAST_ACK   -        -         -
+//   ACK (orig)       pickup** INVALID  ESTAB    -        CLOSE_WAIT*         TIME_WAIT*
+//   ACK (reply)      -        INVALID  -        -        CLOSE_WAIT*         TIME_WAIT*
+//   RST (any)        INVALID  CLOSE    CLOSE    CLOSE    CLOSE     CLOSE      CLOSE    CLOSE     -
+//     "-" = no change; * only from the side that did not send the (last) FIN: FIN_WAIT + FIN
+//     from the same side stays FIN_WAIT, and an ACK moves FIN_WAIT -> CLOSE_WAIT and
+//     LAST_ACK -> TIME_WAIT only when it comes from the other side.
+//     ** a non-SYN first packet is INVALID (nothing legitimate starts that way); unless
+//     ctDropInvalid is set it is still picked up mid-stream as ESTABLISHED (the kernel's
+//     nf_conntrack_tcp_loose), but keeps the syn_recv lifetime until a reply is seen.
 //
-// "Established" needs a reply as well as a non-SYN packet (Cilium only asks for the non-SYN):
-// a stray ACK to a VIP picked up mid-stream, never answered, then lives 60 s, not a day.
+// INVALID packets change neither state nor lifetime; they are counted (dp.ctInvalid) and, when
+// configured, dropped (kube-proxy's `-m conntrack --ctstate INVALID -j DROP`).
 //
-// A pure SYN on an entry closing in both directions starts a new connection on a reused port
-// (the kernel's TIME_WAIT reopen): the old entry is deleted and the flow is treated as new.
+// Lifetimes per state come from a preallocated table (ct4TimeoutTable, DatapathConfig) with
+// kube-proxy's settings as defaults: established 86400 s and close_wait 3600 s (the kernel's own
+// defaults are 432000 and 60); UDP 30 s, 120 s once replied; ICMP 30 s.
+//
+// The TCP state lives in the high nibble of the entry's flags byte, the seen-bits in the low
+// nibble, so every view of a flow (inspect, filters) reads both from one field.
 
 import { CT_CLASH, CT_FULL, type ConntrackMap } from '../maps/conntrack.ts';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from '../wire/tcp.ts';
+import type { Datapath } from './datapath.ts';
 
-export const CT_TIMEOUT_TCP_SYN = 60;
-export const CT_TIMEOUT_TCP_ESTABLISHED = 86400;
-export const CT_TIMEOUT_TCP_CLOSE = 10;
-export const CT_TIMEOUT_UDP = 30;
-export const CT_TIMEOUT_UDP_STREAM = 120;
-export const CT_TIMEOUT_OTHER = 60;
+// ---- TCP states (the flags byte's high nibble)
+export const CT_TCP_NONE = 0;
+export const CT_TCP_SYN_SENT = 1;
+export const CT_TCP_SYN_RECV = 2;
+export const CT_TCP_ESTABLISHED = 3;
+export const CT_TCP_FIN_WAIT = 4;
+export const CT_TCP_CLOSE_WAIT = 5;
+/** both sides sent FIN, the last one from the client */
+export const CT_TCP_LAST_ACK = 6;
+export const CT_TCP_TIME_WAIT = 7;
+export const CT_TCP_CLOSE = 8;
+/** both sides sent FIN, the last one from the backend (shown as LAST_ACK) */
+export const CT_TCP_LAST_ACK_R = 9;
+export const CT_STATE_SHIFT = 4;
 
-// Entry flags (ConntrackMap.flags): what has been seen on the flow.
+// Entry flags (low nibble): what has been seen on the flow.
 /** a TCP packet without SYN has been seen (handshake done, or a mid-stream pickup) */
 export const CT_F_SEEN_NON_SYN = 1;
 /** a packet in the reply direction has been seen */
@@ -37,24 +57,106 @@ export const CT_F_TX_CLOSING = 4;
 /** FIN or RST seen backend -> client */
 export const CT_F_RX_CLOSING = 8;
 export const CT_F_CLOSING = CT_F_TX_CLOSING | CT_F_RX_CLOSING;
+const CT_F_BITS = 0x0f;
 
 export const CT_DIR_ORIG = 0;
 export const CT_DIR_REPLY = 1;
 
+/** TCP state of a flags byte. */
+export function ctTcpState(flags: number): number {
+  return flags >>> CT_STATE_SHIFT;
+}
+
+// ---- timeout table: index = TCP state (0..9), then these
+export const CT_TMO_UDP = 10;
+export const CT_TMO_UDP_STREAM = 11;
+export const CT_TMO_ICMP = 12;
+export const CT_TMO_OTHER = 13;
+const CT_TMO_SIZE = 14;
+
+// kube-proxy's settings (kernel defaults in the comments), seconds
+export const CT_TIMEOUT_TCP_SYN_SENT = 120;
+export const CT_TIMEOUT_TCP_SYN_RECV = 60;
+export const CT_TIMEOUT_TCP_ESTABLISHED = 86400; // kernel 432000
+export const CT_TIMEOUT_TCP_FIN_WAIT = 120;
+export const CT_TIMEOUT_TCP_CLOSE_WAIT = 3600; // kernel 60
+export const CT_TIMEOUT_TCP_LAST_ACK = 30;
+export const CT_TIMEOUT_TCP_TIME_WAIT = 120;
+export const CT_TIMEOUT_TCP_CLOSE = 10;
+export const CT_TIMEOUT_UDP = 30;
+export const CT_TIMEOUT_UDP_STREAM = 120;
+export const CT_TIMEOUT_ICMP = 30;
+export const CT_TIMEOUT_OTHER = 60;
+/** an unreplied flow's lifetime before the handshake completes (old name, = syn_sent) */
+export const CT_TIMEOUT_TCP_SYN = CT_TIMEOUT_TCP_SYN_SENT;
+
+/** Lifetimes in seconds, as DatapathConfig names them. */
+export interface CtTimeouts {
+  ctTcpSynSent: number;
+  ctTcpSynRecv: number;
+  ctTcpEstablished: number;
+  ctTcpFinWait: number;
+  ctTcpCloseWait: number;
+  ctTcpLastAck: number;
+  ctTcpTimeWait: number;
+  ctTcpClose: number;
+  ctUdp: number;
+  ctUdpStream: number;
+  ctIcmp: number;
+}
+
+export const DEFAULT_CT_TIMEOUTS: Readonly<CtTimeouts> = {
+  ctTcpSynSent: CT_TIMEOUT_TCP_SYN_SENT,
+  ctTcpSynRecv: CT_TIMEOUT_TCP_SYN_RECV,
+  ctTcpEstablished: CT_TIMEOUT_TCP_ESTABLISHED,
+  ctTcpFinWait: CT_TIMEOUT_TCP_FIN_WAIT,
+  ctTcpCloseWait: CT_TIMEOUT_TCP_CLOSE_WAIT,
+  ctTcpLastAck: CT_TIMEOUT_TCP_LAST_ACK,
+  ctTcpTimeWait: CT_TIMEOUT_TCP_TIME_WAIT,
+  ctTcpClose: CT_TIMEOUT_TCP_CLOSE,
+  ctUdp: CT_TIMEOUT_UDP,
+  ctUdpStream: CT_TIMEOUT_UDP_STREAM,
+  ctIcmp: CT_TIMEOUT_ICMP,
+};
+
+/** Build the per-state lifetime table the fast path indexes (slow world, once). */
+export function ct4TimeoutTable(t: CtTimeouts): Uint32Array {
+  const a = new Uint32Array(CT_TMO_SIZE);
+  a[CT_TCP_NONE] = t.ctTcpSynSent;
+  a[CT_TCP_SYN_SENT] = t.ctTcpSynSent;
+  a[CT_TCP_SYN_RECV] = t.ctTcpSynRecv;
+  a[CT_TCP_ESTABLISHED] = t.ctTcpEstablished;
+  a[CT_TCP_FIN_WAIT] = t.ctTcpFinWait;
+  a[CT_TCP_CLOSE_WAIT] = t.ctTcpCloseWait;
+  a[CT_TCP_LAST_ACK] = t.ctTcpLastAck;
+  a[CT_TCP_LAST_ACK_R] = t.ctTcpLastAck;
+  a[CT_TCP_TIME_WAIT] = t.ctTcpTimeWait;
+  a[CT_TCP_CLOSE] = t.ctTcpClose;
+  a[CT_TMO_UDP] = t.ctUdp;
+  a[CT_TMO_UDP_STREAM] = t.ctUdpStream;
+  a[CT_TMO_ICMP] = t.ctIcmp;
+  a[CT_TMO_OTHER] = CT_TIMEOUT_OTHER;
+  return a;
+}
+
+export const CT_DEFAULT_TIMEOUTS: Uint32Array = ct4TimeoutTable(DEFAULT_CT_TIMEOUTS);
+
+const IPPROTO_ICMP = 1;
 const IPPROTO_TCP = 6;
 const IPPROTO_UDP = 17;
 
-/** Lifetime in seconds of an entry with these flags. */
-export function ct4Timeout(proto: number, flags: number): number {
+/** Lifetime in seconds of an entry with these flags (state in the high nibble). */
+export function ct4Timeout(proto: number, flags: number, tmo = CT_DEFAULT_TIMEOUTS): number {
   if (proto === IPPROTO_TCP) {
-    if ((flags & CT_F_CLOSING) === CT_F_CLOSING) return CT_TIMEOUT_TCP_CLOSE;
-    const est = CT_F_SEEN_NON_SYN | CT_F_SEEN_REPLY;
-    return (flags & est) === est ? CT_TIMEOUT_TCP_ESTABLISHED : CT_TIMEOUT_TCP_SYN;
+    const s = flags >>> CT_STATE_SHIFT;
+    // a mid-stream pickup nobody answered must not hold an entry for a day
+    if (s === CT_TCP_ESTABLISHED && (flags & CT_F_SEEN_REPLY) === 0) return tmo[CT_TCP_SYN_RECV];
+    return tmo[s];
   }
   if (proto === IPPROTO_UDP) {
-    return (flags & CT_F_SEEN_REPLY) !== 0 ? CT_TIMEOUT_UDP_STREAM : CT_TIMEOUT_UDP;
+    return (flags & CT_F_SEEN_REPLY) !== 0 ? tmo[CT_TMO_UDP_STREAM] : tmo[CT_TMO_UDP];
   }
-  return CT_TIMEOUT_OTHER;
+  return proto === IPPROTO_ICMP ? tmo[CT_TMO_ICMP] : tmo[CT_TMO_OTHER];
 }
 
 /** Entries live while now < expires. */
@@ -64,7 +166,8 @@ export function ct4Expired(ct: ConntrackMap, i: number, nowSec: number): boolean
 
 /**
  * Find the flow of a client->service packet. An expired entry is deleted and reported as a
- * miss (GC may not have run yet); so is a closed TCP entry hit by a pure SYN (port reuse).
+ * miss (GC may not have run yet); so is a TIME_WAIT/CLOSE entry hit by a pure SYN (port
+ * reuse: a new connection, which may get a new backend).
  */
 export function ct4LookupOrig(
   ct: ConntrackMap,
@@ -105,18 +208,21 @@ export function ct4LookupReply(
 }
 
 function ct4Reopens(ct: ConntrackMap, i: number, proto: number, tcpFlags: number): boolean {
-  return (
-    proto === IPPROTO_TCP &&
-    (tcpFlags & (TCP_SYN | TCP_ACK)) === TCP_SYN &&
-    (ct.flags(i) & CT_F_CLOSING) === CT_F_CLOSING
-  );
+  if (proto !== IPPROTO_TCP || (tcpFlags & (TCP_SYN | TCP_ACK | TCP_RST)) !== TCP_SYN) return false;
+  const s = ct.flags(i) >>> CT_STATE_SHIFT;
+  return s === CT_TCP_TIME_WAIT || s === CT_TCP_CLOSE;
+}
+
+/** Whether the first packet of a new TCP flow may create an entry (a SYN), else INVALID. */
+export function ct4TcpMayStart(tcpFlags: number): boolean {
+  return (tcpFlags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) === TCP_SYN;
 }
 
 /**
  * Create the entry of a new service flow. Returns the entry, or CT_FULL / CT_CLASH (< 0).
  * An expired flow still holding the reply tuple (not yet collected) is deleted and the create
  * retried; a full table gets one bounded GC step (`gcBatch` positions from `gc.cursor`, as
- * Cilium triggers GC on a failed insert) and one retry.
+ * Cilium triggers GC on a failed insert), is flagged for the agent's GC, and one retry.
  */
 export function ct4Create(
   ct: ConntrackMap,
@@ -131,8 +237,9 @@ export function ct4Create(
   backendId: number,
   revNat: number,
   nowSec: number,
+  tmo = CT_DEFAULT_TIMEOUTS,
 ): number {
-  const expires = nowSec + ct4Timeout(proto, 0);
+  const expires = nowSec + ct4Timeout(proto, 0, tmo);
   let i = ct.create(proto, saddr, daddr, sport, dport, baddr, bport, backendId, revNat, expires);
   if (i >= 0) return i;
   if (i === CT_CLASH) {
@@ -140,6 +247,7 @@ export function ct4Create(
     if (owner < 0 || !ct4Expired(ct, owner, nowSec)) return CT_CLASH;
     ct.delete(owner);
   } else if (i === CT_FULL) {
+    gc.insertFailures++;
     if (gc.batch === 0) return CT_FULL;
     gc.cursor = ct.scan(gc.cursor, gc.batch, nowSec);
   } else {
@@ -149,13 +257,20 @@ export function ct4Create(
   return i;
 }
 
-/** Where the datapath's inline GC continues, and how far one step goes (0 = never inline). */
+/**
+ * Where the datapath's inline GC continues, how far one step goes (0 = never inline), and how
+ * many creates found the table full (the agent's GC runs at once when this grows).
+ */
 export interface Ct4GcState {
   cursor: number;
   batch: number;
+  insertFailures: number;
 }
 
-/** Account one packet of `bytes` in direction `dir` and refresh the lifetime. */
+/**
+ * Account one packet of `bytes` in direction `dir`, advance the TCP state and refresh the
+ * lifetime. Returns 1, or 0 for an INVALID packet (then state and lifetime are unchanged).
+ */
 export function ct4Update(
   ct: ConntrackMap,
   i: number,
@@ -164,7 +279,8 @@ export function ct4Update(
   tcpFlags: number,
   bytes: number,
   nowSec: number,
-): void {
+  tmo = CT_DEFAULT_TIMEOUTS,
+): number {
   let flags = ct.flags(i);
   const old = flags;
   if (dir === CT_DIR_ORIG) {
@@ -173,14 +289,91 @@ export function ct4Update(
     ct.addReply(i, bytes);
     flags |= CT_F_SEEN_REPLY;
   }
-  if (proto === IPPROTO_TCP) flags = ct4TcpFlags(flags, dir, tcpFlags);
+  if (proto === IPPROTO_TCP) {
+    flags = ct4TcpNext(flags, dir, tcpFlags);
+    if (flags < 0) return 0;
+  }
   if (flags !== old) ct.setFlags(i, flags);
-  ct.setExpires(i, nowSec + ct4Timeout(proto, flags));
+  ct.setExpires(i, nowSec + ct4Timeout(proto, flags, tmo));
+  return 1;
 }
 
-function ct4TcpFlags(flags: number, dir: number, tcpFlags: number): number {
-  if ((tcpFlags & TCP_SYN) === 0) flags |= CT_F_SEEN_NON_SYN;
-  if ((tcpFlags & TCP_RST) !== 0) return flags | CT_F_CLOSING;
-  if ((tcpFlags & TCP_FIN) !== 0) flags |= dir === CT_DIR_ORIG ? CT_F_TX_CLOSING : CT_F_RX_CLOSING;
-  return flags;
+/** Flags byte after a TCP packet with `tcpFlags` in `dir`; -1 when the packet is INVALID. */
+export function ct4TcpNext(flags: number, dir: number, tcpFlags: number): number {
+  const s = flags >>> CT_STATE_SHIFT;
+  let bits = flags & CT_F_BITS;
+  if ((tcpFlags & TCP_SYN) === 0) bits |= CT_F_SEEN_NON_SYN;
+  if ((tcpFlags & TCP_RST) !== 0) {
+    if (s === CT_TCP_NONE) return -1;
+    return ((CT_TCP_CLOSE << CT_STATE_SHIFT) | bits | CT_F_CLOSING) >>> 0;
+  }
+  let n: number;
+  if ((tcpFlags & TCP_SYN) !== 0) n = ct4OnSyn(s, dir, tcpFlags);
+  else if ((tcpFlags & TCP_FIN) !== 0) n = ct4OnFin(s, dir, bits);
+  else n = ct4OnAck(s, dir, bits);
+  if (n < 0) return -1;
+  if ((tcpFlags & (TCP_SYN | TCP_FIN)) === TCP_FIN)
+    bits |= dir === CT_DIR_ORIG ? CT_F_TX_CLOSING : CT_F_RX_CLOSING;
+  return (n << CT_STATE_SHIFT) | bits;
+}
+
+function ct4OnSyn(s: number, dir: number, tcpFlags: number): number {
+  const synAck = (tcpFlags & TCP_ACK) !== 0;
+  if (dir === CT_DIR_ORIG) {
+    if (synAck) return s === CT_TCP_NONE ? -1 : s;
+    return s === CT_TCP_NONE ? CT_TCP_SYN_SENT : s;
+  }
+  if (!synAck) return s === CT_TCP_NONE ? -1 : s; // simultaneous open: ignored
+  if (s === CT_TCP_SYN_SENT || s === CT_TCP_SYN_RECV) return CT_TCP_SYN_RECV;
+  return s === CT_TCP_NONE ? -1 : s;
+}
+
+function ct4OnFin(s: number, dir: number, bits: number): number {
+  const mine = dir === CT_DIR_ORIG ? CT_F_TX_CLOSING : CT_F_RX_CLOSING;
+  switch (s) {
+    case CT_TCP_SYN_RECV:
+    case CT_TCP_ESTABLISHED:
+      return CT_TCP_FIN_WAIT;
+    case CT_TCP_FIN_WAIT:
+    case CT_TCP_CLOSE_WAIT:
+      if ((bits & mine) !== 0) return s; // a retransmitted FIN from the same side
+      return dir === CT_DIR_ORIG ? CT_TCP_LAST_ACK : CT_TCP_LAST_ACK_R;
+    case CT_TCP_NONE:
+      return CT_TCP_FIN_WAIT; // mid-stream pickup of a closing connection
+    case CT_TCP_SYN_SENT:
+      return -1;
+    default:
+      return s;
+  }
+}
+
+function ct4OnAck(s: number, dir: number, bits: number): number {
+  switch (s) {
+    case CT_TCP_NONE:
+      return CT_TCP_ESTABLISHED; // mid-stream pickup (the caller decides whether to allow it)
+    case CT_TCP_SYN_SENT:
+      return -1;
+    case CT_TCP_SYN_RECV:
+      return dir === CT_DIR_ORIG ? CT_TCP_ESTABLISHED : s;
+    case CT_TCP_FIN_WAIT: {
+      // the other side acknowledging the FIN
+      const finBy = (bits & CT_F_TX_CLOSING) !== 0 ? CT_DIR_ORIG : CT_DIR_REPLY;
+      return dir !== finBy ? CT_TCP_CLOSE_WAIT : s;
+    }
+    case CT_TCP_LAST_ACK:
+      return dir === CT_DIR_REPLY ? CT_TCP_TIME_WAIT : s;
+    case CT_TCP_LAST_ACK_R:
+      return dir === CT_DIR_ORIG ? CT_TCP_TIME_WAIT : s;
+    default:
+      return s;
+  }
+}
+
+/**
+ * Count an INVALID packet; true when it must be dropped (cfg.ctDropInvalid). An RST for no
+ * flow is always dropped: there is nothing to reset, and unNATed it would go nowhere.
+ */
+export function ct4Invalid(dp: Datapath, rstNoFlow: boolean): boolean {
+  dp.ctInvalid++;
+  return rstNoFlow || dp.cfg.ctDropInvalid;
 }

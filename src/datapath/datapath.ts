@@ -9,10 +9,11 @@
 import { AffinityMap } from '../maps/affinity.ts';
 import { BackendMap } from '../maps/backends.ts';
 import { ConntrackMap } from '../maps/conntrack.ts';
+import { FragMap } from '../maps/frag.ts';
 import { RevNatMap } from '../maps/revnat.ts';
 import { ServiceMap } from '../maps/services.ts';
 import { SchedulerTable } from '../sched/table.ts';
-import type { Ct4GcState } from './ct.ts';
+import { type Ct4GcState, ct4TimeoutTable } from './ct.ts';
 import { type DatapathConfig, resolveDatapathConfig } from './config.ts';
 import { REASON_COUNT } from './reasons.ts';
 import { Rng } from './rng.ts';
@@ -26,6 +27,12 @@ export class Datapath {
   readonly be: BackendMap;
   readonly revnat: RevNatMap;
   readonly ct: ConntrackMap;
+  /** later fragments' translation, learnt from first fragments (frag.ts) */
+  readonly frags: FragMap;
+  /** conntrack lifetime per state (ct4TimeoutTable of the config) */
+  readonly ctTimeouts: Uint32Array;
+  /** packets conntrack classified INVALID (dropped only with cfg.ctDropInvalid) */
+  ctInvalid = 0;
   /** session affinity (client, revNat) -> backend, last used */
   readonly aff: AffinityMap;
   /** per-service scheduler state (rr/wrr/lc/../maglev), indexed by revNat */
@@ -59,7 +66,7 @@ export class Datapath {
   tcpFlags = 0;
   /** backend id chosen by lb4SelectBackend */
   selBackendId = 0;
-  /** 1 when MF is set (first fragment of a fragmented datagram) */
+  /** 1 when MF is set (first fragment of a fragmented datagram), 2 for a later fragment */
   frag = 0;
   /** the packet's clock in seconds (conntrack time) and milliseconds (rate limits) */
   nowSec = 0;
@@ -79,13 +86,15 @@ export class Datapath {
     this.be = new BackendMap(cfg.beCapacity, opts);
     this.revnat = new RevNatMap(cfg.revNatCapacity, opts);
     this.ct = new ConntrackMap(cfg.ctCapacity, opts);
+    this.frags = new FragMap(cfg.fragCapacity);
+    this.ctTimeouts = ct4TimeoutTable(cfg);
     this.aff = new AffinityMap(cfg.affinityCapacity, opts);
     this.sched = new SchedulerTable({ capacity: Math.min(this.revnat.capacity + 1, 65536) });
     this.counters = new Float64Array(REASON_COUNT);
     this.rng = new Rng(cfg.seed);
     this.out = new Uint8Array(DP_OUT_CAPACITY);
     this.icmpTokens = cfg.icmpBurst;
-    this.ctGc = { cursor: 0, batch: cfg.ctGcBatch };
+    this.ctGc = { cursor: 0, batch: cfg.ctGcBatch, insertFailures: 0 };
   }
 }
 

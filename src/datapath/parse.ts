@@ -39,10 +39,9 @@ import {
   DROP_BAD_VERSION,
   DROP_TRUNCATED_IPV4,
   DROP_TRUNCATED_L4,
-  PASS_NON_FIRST_FRAGMENT,
 } from './reasons.ts';
 import { dpVerdict } from './result.ts';
-import { V_CONTINUE, V_DROP, V_PASS } from './verdict.ts';
+import { V_CONTINUE, V_DROP } from './verdict.ts';
 
 const UDP_HDR_LEN = 8;
 
@@ -59,9 +58,12 @@ export function dp4Parse(dp: Datapath, buf: Uint8Array, off: number, len: number
   dp.sport = 0;
   dp.dport = 0;
   dp.tcpFlags = 0;
-  // A non-first fragment has no L4 header: nothing to look up. Passed as is (documented: the
-  // datapath does not reassemble or track fragments yet; the first fragment is translated).
-  if (ipv4FragOffset(buf, off) !== 0) return dpVerdict(dp, V_PASS, PASS_NON_FIRST_FRAGMENT);
+  // A non-first fragment has no L4 header: nothing to look up here; frag.ts translates it
+  // like its first fragment (dp.frag = 2 sends it there).
+  if (ipv4FragOffset(buf, off) !== 0) {
+    dp.frag = 2;
+    return V_CONTINUE;
+  }
   dp.frag = ipv4Mf(buf, off) ? 1 : 0;
   if (dp.proto === IPPROTO_TCP) return dp4ParseTcp(dp, buf);
   if (dp.proto === IPPROTO_UDP) return dp4ParseUdp(dp, buf);

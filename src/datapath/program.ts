@@ -16,17 +16,22 @@
 
 import { CT_CLASH } from '../maps/conntrack.ts';
 import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
-import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpType } from '../wire/icmp.ts';
+import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpIsError, icmpType } from '../wire/icmp.ts';
 import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/ipv4.ts';
+import { TCP_RST } from '../wire/tcp.ts';
 import {
   CT_DIR_ORIG,
   CT_DIR_REPLY,
   ct4Create,
   ct4LookupOrig,
+  ct4Invalid,
   ct4LookupReply,
+  ct4TcpMayStart,
   ct4Update,
 } from './ct.ts';
 import type { Datapath } from './datapath.ts';
+import { FRAG_REWRITE_DST, FRAG_REWRITE_SRC, frag4Later, frag4Remember } from './frag.ts';
+import { icmp4RelatedError } from './icmp-error.ts';
 import {
   lb4ConnFlags,
   lb4ConnOpen,
@@ -40,6 +45,7 @@ import { dp4Parse } from './parse.ts';
 import {
   DROP_CT_CLASH,
   DROP_CT_FULL,
+  DROP_CT_INVALID,
   DROP_ECHO_TO_VIP,
   DROP_ICMP_TO_VIP,
   DROP_NO_BACKEND,
@@ -73,6 +79,7 @@ export function dpProcess(
   dp.nowSec = Math.floor(nowMs / 1000) >>> 0;
   const v = dp4Parse(dp, buf, off, len);
   if (v !== V_CONTINUE) return v;
+  if (dp.frag === 2) return frag4Later(dp, buf);
   const proto = dp.proto;
   if (proto === IPPROTO_TCP || proto === IPPROTO_UDP) return lb4Flow(dp, buf);
   if (proto === IPPROTO_ICMP) return lb4Icmp(dp, buf);
@@ -96,23 +103,45 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   );
   if (i >= 0) {
     const f0 = ct.flags(i);
-    ct4Update(ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+    const ok = ct4Update(
+      ct,
+      i,
+      CT_DIR_ORIG,
+      dp.proto,
+      dp.tcpFlags,
+      bytes,
+      dp.nowSec,
+      dp.ctTimeouts,
+    );
+    if (ok === 0 && ct4Invalid(dp, false)) return dpVerdict(dp, V_DROP, DROP_CT_INVALID);
     if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
     dp.lastCtIdx = i;
     dp.lastBackendId = ct.backendId(i);
     lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
+    if (dp.frag === 1) frag4Remember(dp, buf, ct.baddr(i), FRAG_REWRITE_DST);
     return dpVerdict(dp, V_TX, TX_DNAT);
   }
   i = ct4LookupReply(ct, dp.proto, dp.saddr, dp.daddr, dp.sport, dp.dport, dp.nowSec);
   if (i >= 0) {
     const f0 = ct.flags(i);
-    ct4Update(ct, i, CT_DIR_REPLY, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+    const ok = ct4Update(
+      ct,
+      i,
+      CT_DIR_REPLY,
+      dp.proto,
+      dp.tcpFlags,
+      bytes,
+      dp.nowSec,
+      dp.ctTimeouts,
+    );
+    if (ok === 0 && ct4Invalid(dp, false)) return dpVerdict(dp, V_DROP, DROP_CT_INVALID);
     if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
     dp.lastCtIdx = i;
     dp.lastBackendId = ct.backendId(i);
     // The entry's own original destination is the VIP:port the client used: exact for this
     // flow and it cannot go stale, unlike a revNat id whose service may since have been deleted.
     lb4RevNat(dp, buf, ct.daddr(i), ct.dport(i));
+    if (dp.frag === 1) frag4Remember(dp, buf, ct.daddr(i), FRAG_REWRITE_SRC);
     return dpVerdict(dp, V_TX, TX_REVNAT);
   }
   return lb4NewFlow(dp, buf, bytes);
@@ -129,6 +158,11 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
     if ((svc.flags(m) & SVC_F_ITP_LOCAL) !== 0)
       return dpVerdict(dp, V_DROP, DROP_NO_LOCAL_ENDPOINTS);
     return lb4Reject(dp, buf, REPLY_REJECT_NO_ENDPOINTS);
+  }
+  // nothing legitimate starts a TCP connection without a SYN (conntrack: INVALID)
+  if (dp.proto === IPPROTO_TCP && !ct4TcpMayStart(dp.tcpFlags)) {
+    if (ct4Invalid(dp, (dp.tcpFlags & TCP_RST) !== 0))
+      return dpVerdict(dp, V_DROP, DROP_CT_INVALID);
   }
   const b = lb4SelectBackend(dp, m);
   if (b < 0) return dpVerdict(dp, V_DROP, DROP_NO_BACKEND);
@@ -149,19 +183,26 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
     backendId,
     svc.revNat(m),
     dp.nowSec,
+    dp.ctTimeouts,
   );
   if (i < 0) return dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
-  ct4Update(dp.ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec);
+  ct4Update(dp.ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
   lb4ConnOpen(dp, i);
   dp.lastCtIdx = i;
   dp.lastCtNew = 1;
   dp.lastBackendId = backendId;
   lb4Dnat(dp, buf, baddr, bport);
+  if (dp.frag === 1) frag4Remember(dp, buf, baddr, FRAG_REWRITE_DST);
   return dpVerdict(dp, V_TX, TX_DNAT_NEW);
 }
 
 /** ICMP: only traffic to a VIP is ours (iptables mode: echo neither translated nor answered). */
 function lb4Icmp(dp: Datapath, buf: Uint8Array): number {
+  // errors about a service flow first: they come from backends/routers, not only to VIPs
+  if (icmpCheck(buf, dp.l4Off, dp.ipEnd) === ICMP_OK && icmpIsError(icmpType(buf, dp.l4Off))) {
+    const r = icmp4RelatedError(dp, buf);
+    if (r !== V_CONTINUE) return r;
+  }
   if (!lb4IsVip(dp, dp.daddr)) return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
   if (icmpCheck(buf, dp.l4Off, dp.ipEnd) !== ICMP_OK) {
     return dpVerdict(dp, V_DROP, DROP_TRUNCATED_L4);

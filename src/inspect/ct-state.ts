@@ -1,16 +1,15 @@
-// conntrack(8)'s view of a kubetun flow, derived from the flags the datapath keeps per entry
-// (src/datapath/ct.ts): a state name, [UNREPLIED], [ASSURED].
-//
-// The datapath tracks less than nf_conntrack's TCP state machine, so some kernel states fold
-// together: FIN or RST seen both ways is CLOSE (the kernel says TIME_WAIT after a FIN
-// exchange, CLOSE after a RST); a FIN from the client only is FIN_WAIT, from the backend only
-// CLOSE_WAIT.
+// conntrack(8)'s view of a kubetun flow: a state name, [UNREPLIED], [ASSURED]. The datapath
+// keeps nf_conntrack's TCP state in the high nibble of the entry's flags byte (ct.ts) and the
+// seen-bits in the low nibble; both LAST_ACK variants (last FIN from either side) show as
+// LAST_ACK. Entries written without a state (state 0, e.g. by older tooling) are named from the
+// seen-bits as before.
 import {
   CT_F_CLOSING,
   CT_F_RX_CLOSING,
   CT_F_SEEN_NON_SYN,
   CT_F_SEEN_REPLY,
   CT_F_TX_CLOSING,
+  CT_STATE_SHIFT,
 } from '../datapath/ct.ts';
 
 export const TCP_STATES = [
@@ -19,8 +18,23 @@ export const TCP_STATES = [
   'ESTABLISHED',
   'FIN_WAIT',
   'CLOSE_WAIT',
+  'LAST_ACK',
+  'TIME_WAIT',
   'CLOSE',
 ] as const;
+/** state nibble (CT_TCP_*) -> name; index 0 (no state) is resolved from the seen-bits */
+const BY_STATE = [
+  '',
+  'SYN_SENT',
+  'SYN_RECV',
+  'ESTABLISHED',
+  'FIN_WAIT',
+  'CLOSE_WAIT',
+  'LAST_ACK',
+  'TIME_WAIT',
+  'CLOSE',
+  'LAST_ACK',
+];
 /** what `state` says for protocols without a state machine */
 export const OTHER_STATES = ['UNREPLIED', 'REPLIED'] as const;
 
@@ -28,6 +42,8 @@ const IPPROTO_TCP = 6;
 
 export function ctStateName(proto: number, flags: number): string {
   if (proto === IPPROTO_TCP) {
+    const named = BY_STATE[flags >>> CT_STATE_SHIFT];
+    if (named) return named;
     if ((flags & CT_F_CLOSING) === CT_F_CLOSING) return 'CLOSE';
     if (flags & CT_F_TX_CLOSING) return 'FIN_WAIT';
     if (flags & CT_F_RX_CLOSING) return 'CLOSE_WAIT';

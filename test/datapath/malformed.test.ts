@@ -87,8 +87,8 @@ describe('malformed packets', () => {
     expect(run(dp, p).reason).toBe('DROP_TRUNCATED_IPV4');
   });
 
-  it('passes a non-first fragment untouched and counts it', () => {
-    const tail = buildIpv4({ src: CLIENT, dst: VIP, fragOffset: 185 }, 6, new Uint8Array(100));
+  it('passes a non-first fragment of no tracked datagram, not to a VIP, untouched and counts it', () => {
+    const tail = buildIpv4({ src: VIP, dst: CLIENT, fragOffset: 185 }, 6, new Uint8Array(100));
     const r = run(dp, tail);
     expect([r.verdict, r.reason]).toEqual([V_PASS, 'PASS_NON_FIRST_FRAGMENT']);
     expect(r.pkt).toEqual(tail);

@@ -14,9 +14,14 @@ import {
   CT_F_CLOSING,
   CT_F_SEEN_NON_SYN,
   CT_F_SEEN_REPLY,
+  CT_STATE_SHIFT,
+  CT_TCP_SYN_SENT,
   CT_TIMEOUT_TCP_CLOSE,
   CT_TIMEOUT_TCP_ESTABLISHED,
-  CT_TIMEOUT_TCP_SYN,
+  CT_TIMEOUT_TCP_FIN_WAIT,
+  CT_TIMEOUT_TCP_LAST_ACK,
+  CT_TIMEOUT_TCP_SYN_RECV,
+  CT_TIMEOUT_TCP_SYN_SENT,
 } from '../../src/datapath/ct.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
 import { dpLoadServices } from '../../src/datapath/load.ts';
@@ -116,33 +121,33 @@ describe('TCP through a ClusterIP', () => {
   it('gives an unanswered mid-stream pickup 60 s, not the established day', () => {
     run(dp, fromClient(ACK, 1001, 7001)[0], T0);
     expect(dp.lastCtNew).toBe(1);
-    expect(dp.ct.expires(dp.lastCtIdx)).toBe(Math.floor(T0 / 1000) + CT_TIMEOUT_TCP_SYN);
+    expect(dp.ct.expires(dp.lastCtIdx)).toBe(Math.floor(T0 / 1000) + CT_TIMEOUT_TCP_SYN_RECV);
     run(dp, fromBackend(ACK, 7001, 1001)[0], T0);
     expect(dp.ct.expires(dp.lastCtIdx)).toBe(Math.floor(T0 / 1000) + CT_TIMEOUT_TCP_ESTABLISHED);
   });
 
-  it('sets the flow lifetime from what it has seen: SYN 60 s, established 1 day, closed 10 s', () => {
+  it('sets the flow lifetime from its TCP state: syn_sent, syn_recv, established, fin_wait, last_ack', () => {
     const sec = Math.floor(T0 / 1000);
     run(dp, fromClient(SYN, 1000, 0)[0], T0);
     const ct = dp.lastCtIdx;
-    expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_SYN);
+    expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_SYN_SENT);
     run(dp, fromBackend(SYN | ACK, 7000, 1001)[0], T0);
-    expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_SYN);
+    expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_SYN_RECV);
     expect(dp.ct.flags(ct) & CT_F_SEEN_REPLY).toBe(CT_F_SEEN_REPLY);
     run(dp, fromClient(ACK, 1001, 7001)[0], T0);
     expect(dp.ct.flags(ct) & CT_F_SEEN_NON_SYN).toBe(CT_F_SEEN_NON_SYN);
     expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_ESTABLISHED);
     run(dp, fromClient(FIN | ACK, 1001, 7001)[0], T0);
-    expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_ESTABLISHED); // one side closing only
+    expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_FIN_WAIT); // one side closing only
     run(dp, fromBackend(FIN | ACK, 7001, 1002)[0], T0);
     expect(dp.ct.flags(ct) & CT_F_CLOSING).toBe(CT_F_CLOSING);
-    expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_CLOSE);
+    expect(dp.ct.expires(ct)).toBe(sec + CT_TIMEOUT_TCP_LAST_ACK);
   });
 
-  it('lets an unanswered SYN flow expire after 60 s: the next SYN is a new flow', () => {
+  it('lets an unanswered SYN flow expire after 120 s: the next SYN is a new flow', () => {
     run(dp, fromClient(SYN, 1000, 0)[0], T0);
-    expect(run(dp, fromClient(SYN, 1000, 0)[0], T0 + 59_999).reason).toBe('TX_DNAT');
-    expect(run(dp, fromClient(SYN, 1000, 0)[0], T0 + 59_999 + 60_000).reason).toBe('TX_DNAT_NEW');
+    expect(run(dp, fromClient(SYN, 1000, 0)[0], T0 + 119_999).reason).toBe('TX_DNAT');
+    expect(run(dp, fromClient(SYN, 1000, 0)[0], T0 + 119_999 + 120_000).reason).toBe('TX_DNAT_NEW');
     expect(dp.ct.size).toBe(1);
   });
 
@@ -151,10 +156,11 @@ describe('TCP through a ClusterIP', () => {
     run(dp, fromBackend(SYN | ACK, 7000, 1001)[0], T0);
     run(dp, fromClient(FIN | ACK, 1001, 7001)[0], T0);
     run(dp, fromBackend(FIN | ACK, 7001, 1002)[0], T0);
-    // Still in the 10 s close window: a pure SYN starts over instead of riding the old entry.
+    run(dp, fromClient(ACK, 1002, 7002)[0], T0); // TIME_WAIT
+    // Still in TIME_WAIT: a pure SYN starts over instead of riding the old entry.
     const r = run(dp, fromClient(SYN, 5000, 0)[0], T0 + 1000);
     expect(r.reason).toBe('TX_DNAT_NEW');
-    expect(dp.ct.flags(dp.lastCtIdx)).toBe(0);
+    expect(dp.ct.flags(dp.lastCtIdx)).toBe(CT_TCP_SYN_SENT << CT_STATE_SHIFT); // nothing else seen
     expect(dp.ct.size).toBe(1);
   });
 

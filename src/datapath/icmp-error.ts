@@ -1,0 +1,91 @@
+// ICMP errors RELATED to a service flow (the kernel's nf_nat_icmp_reply_translation): the
+// error quotes the packet that caused it, as that packet was on the wire where it failed —
+// after our DNAT. Matching the quote against conntrack finds the flow, and both the outer
+// header and the quote are translated back so the sender of the quoted packet recognises it
+// (its socket sees EMSGSIZE / ECONNREFUSED, and PMTU discovery works through a ClusterIP).
+//
+//   error from the backend or a router on its path, about client -> backend:
+//     outer  X -> client  ICMP type/code         quote  client:cp -> backend:bp
+//     lookupReply(backend:bp -> client:cp)  ─▶  outer  VIP -> client
+//                                              quote  client:cp -> VIP:vp       TX_ICMP_ERR_REVNAT
+//   error from the client, about a reply backend -> client (seen by the client as VIP -> it):
+//     outer  client -> VIP                      quote  VIP:vp -> client:cp
+//     lookupOrig(client:cp -> VIP:vp)       ─▶  outer  client -> backend
+//                                              quote  backend:bp -> client:cp   TX_ICMP_ERR_DNAT
+//
+// The outer source becomes the VIP even when a router sent the error, as the kernel does: the
+// client only knows the VIP. Every changed word is folded into the quoted IP and L4 checksums
+// (when the quote holds them) and the ICMP checksum (rewrite.ts). The flow's lifetime is not
+// refreshed: an error is not traffic of the flow.
+
+import { read16 } from '../wire/bytes.ts';
+import { ICMP_EMBEDDED_OFF } from '../wire/icmp.ts';
+import {
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+  IPV4_OK,
+  ipv4CheckQuoted,
+  ipv4Dst,
+  ipv4FragOffset,
+  ipv4HeaderLen,
+  ipv4Proto,
+  ipv4Src,
+} from '../wire/ipv4.ts';
+import {
+  icmpErrRewriteInnerDst,
+  icmpErrRewriteInnerDstPort,
+  icmpErrRewriteInnerSrc,
+  icmpErrRewriteInnerSrcPort,
+  ipv4RewriteDst,
+  ipv4RewriteSrc,
+} from '../wire/rewrite.ts';
+import { ct4Expired } from './ct.ts';
+import type { Datapath } from './datapath.ts';
+import { TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from './reasons.ts';
+import { dpVerdict } from './result.ts';
+import { V_CONTINUE, V_TX } from './verdict.ts';
+
+/**
+ * The ICMP error at dp.l4Off (icmpCheck passed, type is an error): translate it if it quotes
+ * a packet of a tracked flow. V_CONTINUE when it is not about one of ours.
+ */
+export function icmp4RelatedError(dp: Datapath, buf: Uint8Array): number {
+  if (dp.frag !== 0) return V_CONTINUE;
+  const inner = dp.l4Off + ICMP_EMBEDDED_OFF;
+  if (ipv4CheckQuoted(buf, inner, dp.ipEnd) !== IPV4_OK) return V_CONTINUE;
+  const proto = ipv4Proto(buf, inner);
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return V_CONTINUE;
+  if (ipv4FragOffset(buf, inner) !== 0) return V_CONTINUE; // quote of a later fragment: no ports
+  const l4 = inner + ipv4HeaderLen(buf, inner);
+  if (l4 + 4 > dp.ipEnd) return V_CONTINUE;
+  const qsrc = ipv4Src(buf, inner);
+  const qdst = ipv4Dst(buf, inner);
+  // an error goes back to the quoted packet's sender; anything else is not a real error of it
+  if (dp.daddr !== qsrc) return V_CONTINUE;
+  const qsport = read16(buf, l4);
+  const qdport = read16(buf, l4 + 2);
+  const ct = dp.ct;
+  let i = ct.lookupReply(proto, qdst, qsrc, qdport, qsport);
+  if (i >= 0 && !ct4Expired(ct, i, dp.nowSec)) {
+    const vip = ct.daddr(i);
+    icmpErrRewriteInnerDst(buf, dp.ipOff, vip);
+    icmpErrRewriteInnerDstPort(buf, dp.ipOff, ct.dport(i));
+    ipv4RewriteSrc(buf, dp.ipOff, vip);
+    return icmp4Done(dp, i, TX_ICMP_ERR_REVNAT);
+  }
+  i = ct.lookupOrig(proto, qdst, qsrc, qdport, qsport);
+  if (i >= 0 && !ct4Expired(ct, i, dp.nowSec)) {
+    const baddr = ct.baddr(i);
+    icmpErrRewriteInnerSrc(buf, dp.ipOff, baddr);
+    icmpErrRewriteInnerSrcPort(buf, dp.ipOff, ct.bport(i));
+    ipv4RewriteDst(buf, dp.ipOff, baddr);
+    return icmp4Done(dp, i, TX_ICMP_ERR_DNAT);
+  }
+  return V_CONTINUE;
+}
+
+function icmp4Done(dp: Datapath, i: number, reason: number): number {
+  dp.lastCtIdx = i;
+  dp.lastBackendId = dp.ct.backendId(i);
+  return dpVerdict(dp, V_TX, reason);
+}
