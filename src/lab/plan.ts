@@ -151,8 +151,13 @@ export function planNodeUndo(t: Topology, n: LabNode, at: NodeTarget): string[][
     ...t.nodes
       .filter((m) => m !== n)
       .map((m) => onNode(at, ['ip', 'route', 'del', m.podCidr, 'via', m.ip])),
-    // Deleting a pod's namespace deletes its veth pair, the gateway address and the /32 route.
-    ...n.pods.map((p) => ['ip', 'netns', 'del', p.ns]),
+    // The veth first: deleting it takes its peer, the gateway address and the /32 route at
+    // once, while a deleted namespace is torn down by the kernel later (a re-provision would
+    // find veth-<pod> still there).
+    ...n.pods.flatMap((p) => [
+      onNode(at, ['ip', 'link', 'del', p.hostIf]),
+      ['ip', 'netns', 'del', p.ns],
+    ]),
   ];
 }
 

@@ -320,7 +320,9 @@ export function systemdUnits(t: Topology, n: LabNode, uplink: string, c: UnitCon
         'ExecReload=/bin/kill -HUP $MAINPID',
         'Restart=on-failure',
         'RestartSec=2',
-        'KillMode=process',
+        // Only the agent gets SIGTERM: its fail-open watchdog (its own session, node/failure.ts)
+      // must outlive a crashed agent long enough to undo the steering.
+      'KillMode=process',
       ],
     ),
   );

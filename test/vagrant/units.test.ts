@@ -1,0 +1,65 @@
+// The systemd units `kubetun lab provision-node --systemd` writes in a node VM (offline): the
+// network part as a oneshot that re-runs the same provisioning at boot, one unit per pod server
+// in its pod namespace, and kubetun with the uplink, socket and manifests of this node.
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ctlSocketFor, kubetunArgv, systemdUnits } from '../../src/lab/provision.ts';
+import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+const t = loadTopology(join(ROOT, 'lab/vagrant-topology.yaml'));
+const node2 = t.nodes[1]!;
+const units = systemdUnits(t, node2, 'eth1', {
+  topologyFile: t.file,
+  nodes: 3,
+  node: '/usr/bin/node',
+});
+const byName = new Map(units.map((u) => [u.name, u.text]));
+const line = (unit: string, key: string) =>
+  byName
+    .get(unit)!
+    .split('\n')
+    .filter((l) => l.startsWith(`${key}=`))
+    .map((l) => l.slice(key.length + 1));
+
+describe('systemd units for a node VM', () => {
+  it('are the network oneshot, one unit per pod of this node, and kubetun', () => {
+    expect(units.map((u) => u.name)).toEqual([
+      'kubetun-node.service',
+      'kubetun-pod-pod-c.service',
+      'kubetun-pod-pod-d.service',
+      'kubetun.service',
+    ]);
+  });
+
+  it('rebuild the network at boot with the same provisioning command, and undo it on stop', () => {
+    const cli = `/usr/bin/node ${ROOT}/bin/kubetun.mjs lab provision-node --topology ${t.file} --node node2 --nodes 3 --uplink eth1`;
+    expect(line('kubetun-node.service', 'ExecStart')).toEqual([`${cli} --network-only`]);
+    expect(line('kubetun-node.service', 'ExecStop')).toEqual([`${cli} --down`]);
+    expect(line('kubetun-node.service', 'Environment')).toEqual([
+      `KUBETUN_LAB_PREFIX=${LAB_PREFIX}`,
+    ]);
+    expect(line('kubetun-node.service', 'Type')).toEqual(['oneshot']);
+  });
+
+  it('run each pod server inside its pod namespace, after the network', () => {
+    expect(line('kubetun-pod-pod-d.service', 'ExecStart')).toEqual([
+      `/usr/bin/env ip netns exec ${LAB_PREFIX}pod-d /usr/bin/node ${ROOT}/lab/servers/echo.mjs --name pod-d --ip 10.244.2.3 --http 8080 --udp 5353`,
+    ]);
+    expect(line('kubetun-pod-pod-d.service', 'Requires')).toEqual(['kubetun-node.service']);
+  });
+
+  it('run kubetun for this node on the shared manifests, reloadable with SIGHUP', () => {
+    const argv = kubetunArgv(t, node2, 'eth1', ctlSocketFor(node2), '/usr/bin/node');
+    expect(line('kubetun.service', 'ExecStart')).toEqual([argv.join(' ')]);
+    expect(argv).toEqual(
+      expect.arrayContaining([
+        '--manifests',
+        join(ROOT, 'lab/manifests'),
+        '--node-ip',
+        '192.168.56.12',
+      ]),
+    );
+    expect(line('kubetun.service', 'ExecReload')).toEqual(['/bin/kill -HUP $MAINPID']);
+  });
+});
