@@ -16,6 +16,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import {
   BENCH_POD,
@@ -27,6 +28,9 @@ import {
   IPERF_VIP,
   LAT_POD,
   LAT_VIP,
+  growScenario,
+  type Scenario,
+  shrinkScenario,
   UDP_PORT,
   writeScenario,
 } from './bench-e2e/manifests.ts';
@@ -59,16 +63,23 @@ const lab = await import('../src/lab/lab.ts');
 const { readState } = await import('../src/lab/state.ts');
 const { stopProcess } = await import('../src/lab/procs.ts');
 const { labCtl } = await import('../src/lab/ctl.ts');
-const { LAB_PREFIX } = await import('../src/lab/topology.ts');
+const { LAB_PREFIX, loadTopology } = await import('../src/lab/topology.ts');
+const { nodeIptablesRules } = await import('../src/lab/kube-proxy.ts');
+const { inNs, sh } = await import('../src/lab/sh.ts');
 
 type Mode = 'kubetun' | 'iptables';
 const QUICK = args.quick;
 const CONNS = Number(args.conns ?? (QUICK ? 300 : 2000));
+/** untimed connections first: the JIT of a freshly started agent and echo server warms up */
+const WARMUP = Math.min(400, Math.max(20, Math.round(CONNS / 5)));
 const BIG = Number(args.services ?? (QUICK ? 2000 : 10_000));
-const SCALES = [10, BIG];
+const SMALL = 10;
+const SCALES = [SMALL, BIG];
 const MODES = args.modes.split(',').filter((m): m is Mode => m === 'kubetun' || m === 'iptables');
 const IPERF_SEC = QUICK ? 2 : 5;
-const FLOOD_COUNT = QUICK ? 100_000 : 500_000;
+const FLOOD_COUNT = QUICK ? 200_000 : 1_000_000;
+/** TUN counter sampling period during the flood */
+const SAMPLE_MS = 100;
 
 const t0 = Date.now();
 const say = (msg: string) =>
@@ -77,7 +88,8 @@ const ns = (pod: string) => `${LAB_PREFIX}${pod}`;
 
 interface ScaleResult {
   services: number;
-  upSec: number;
+  /** lab up (small) or the resync to the big set */
+  syncSec: number;
   vip: Latency;
   direct: Latency;
   iperfVip?: Throughput;
@@ -86,7 +98,10 @@ interface ScaleResult {
 }
 interface FloodResult extends Flood {
   /** per node, kubetun mode only: TUN packets read / written during the flood */
-  tun?: Record<string, { rx: number; tx: number; kernelDrops: number }>;
+  tun?: Record<
+    string,
+    { rx: number; tx: number; rxPps?: number; txPps?: number; kernelDrops: number }
+  >;
 }
 const results: Partial<Record<Mode, ScaleResult[]>> = {};
 const started: NsProcess[] = [];
@@ -113,18 +128,26 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 async function prepareBenchPod(): Promise<void> {
   const echo = readState()?.processes.find((p) => p.role === 'server' && p.name === BENCH_POD.name);
   if (echo) await stopProcess(echo);
-  const server = new NsProcess(ns(BENCH_POD.name), ['iperf3', '-s', '-p', String(HTTP_PORT)]);
+  const server = new NsProcess(ns(BENCH_POD.name), [
+    'iperf3',
+    '-s',
+    '-p',
+    String(HTTP_PORT),
+    '--forceflush',
+  ]);
   started.push(server);
   await server.waitFor(/listening/i, 5000);
 }
 
 async function latencyPair(mode: Mode, services: number): Promise<[Latency, Latency]> {
-  const client = ns(CLIENT_POD.name);
-  say(`${mode} @ ${services} services: ${CONNS} connections to ${LAT_POD.ip}:${HTTP_PORT} direct`);
-  const direct = await connLatency(client, LAT_POD.ip, HTTP_PORT, CONNS);
-  say(`${mode} @ ${services} services: ${CONNS} connections to VIP ${LAT_VIP}:80`);
-  const vip = await connLatency(client, LAT_VIP, 80, CONNS);
-  say(`  direct p50 ${direct.p50} µs p99 ${direct.p99} µs; VIP p50 ${vip.p50} µs p99 ${vip.p99} µs`);
+  const vipT = `${LAT_VIP}:80`;
+  const directT = `${LAT_POD.ip}:${HTTP_PORT}`;
+  say(`${mode} @ ${services} services: ${CONNS} connections each to VIP ${vipT} and ${directT}`);
+  const [vip, direct] = await connLatency(ns(CLIENT_POD.name), [vipT, directT], CONNS, WARMUP);
+  if (!vip || !direct) throw new Error('connlat.py answered no figures');
+  say(
+    `  direct p50 ${direct.p50} µs p99 ${direct.p99} µs; VIP p50 ${vip.p50} µs p99 ${vip.p99} µs`,
+  );
   return [vip, direct];
 }
 
@@ -138,32 +161,80 @@ async function throughputPair(mode: Mode): Promise<[Throughput, Throughput]> {
   return [vip, direct];
 }
 
-async function tunSnapshot(): Promise<Record<string, { rx: number; tx: number; drops: number }>> {
-  const out: Record<string, { rx: number; tx: number; drops: number }> = {};
+interface TunCount {
+  at: number;
+  rx: number;
+  tx: number;
+}
+
+/** Each agent's TUN packet counters, from its control socket. */
+async function tunCounts(): Promise<Record<string, TunCount>> {
+  const out: Record<string, TunCount> = {};
   for (const p of readState()?.processes ?? []) {
     if (p.role !== 'kubetun' || !p.ctlSocket) continue;
     const c = await labCtl<{ tun: { rxPackets: number; txPackets: number } }>(p.ctlSocket, {
       cmd: 'counters',
     });
-    // Packets the kernel could not queue to a reader that lagged (the TUN's own tx queue).
-    const drops = Number(
-      (await nsRun(p.ns, ['cat', `/sys/class/net/${lab.LAB_TUN}/statistics/tx_dropped`])).trim(),
-    );
-    out[p.name] = { rx: c.tun.rxPackets, tx: c.tun.txPackets, drops };
+    out[p.name] = { at: performance.now() / 1000, rx: c.tun.rxPackets, tx: c.tun.txPackets };
   }
   return out;
 }
 
+/** Packets the kernel could not queue to a TUN reader that lagged (the device's tx_dropped). */
+async function tunDrops(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const n of ['node1', 'node2']) {
+    const file = `/sys/class/net/${lab.LAB_TUN}/statistics/tx_dropped`;
+    out[n] = Number((await nsRun(ns(n), ['cat', file])).trim());
+  }
+  return out;
+}
+
+/**
+ * The reader's sustained rate: over the samples taken while the counter was still moving (after
+ * the first packet, before the last), so idle time around the flood does not dilute it.
+ */
+function busyRate(samples: TunCount[], key: 'rx' | 'tx'): number | undefined {
+  if (samples.length < 2) return undefined;
+  const first = samples[0]![key];
+  const last = samples[samples.length - 1]![key];
+  const busy = samples.filter((x) => x[key] > first && x[key] < last);
+  if (busy.length < 2) return undefined;
+  const a = busy[0]!;
+  const b = busy[busy.length - 1]!;
+  return (b[key] - a[key]) / (b.at - a.at);
+}
+
 async function flood(mode: Mode, bin: string): Promise<FloodResult> {
   say(`${mode}: UDP flood, ${FLOOD_COUNT} datagrams of 64 B to VIP ${FLOOD_VIP}:${FLOOD_PORT}`);
-  const before = mode === 'kubetun' ? await tunSnapshot() : undefined;
-  const f: FloodResult = await udpFloodVip(bin);
-  if (before) {
-    const after = await tunSnapshot();
+  const kubetun = mode === 'kubetun';
+  const drops0 = kubetun ? await tunDrops() : {};
+  const samples: Record<string, TunCount>[] = kubetun ? [await tunCounts()] : [];
+  let done = false;
+  const sampler = (async () => {
+    while (kubetun && !done) {
+      await new Promise((r) => setTimeout(r, SAMPLE_MS));
+      samples.push(await tunCounts());
+    }
+  })();
+  const f: FloodResult = await udpFloodVip(bin).finally(() => {
+    done = true;
+  });
+  await sampler;
+  if (kubetun) {
+    samples.push(await tunCounts());
+    const drops1 = await tunDrops();
     f.tun = {};
-    for (const [node, a] of Object.entries(after)) {
-      const b = before[node] ?? { rx: 0, tx: 0, drops: 0 };
-      f.tun[node] = { rx: a.rx - b.rx, tx: a.tx - b.tx, kernelDrops: a.drops - b.drops };
+    for (const node of Object.keys(samples[0]!)) {
+      const s = samples.map((x) => x[node]!);
+      const [a, b] = [s[0]!, s[s.length - 1]!];
+      f.tun[node] = {
+        rx: b.rx - a.rx,
+        tx: b.tx - a.tx,
+        rxPps: busyRate(s, 'rx'),
+        txPps: busyRate(s, 'tx'),
+        kernelDrops: (drops1[node] ?? 0) - (drops0[node] ?? 0),
+      };
     }
   }
   const offered = f.sent / f.sendSec;
@@ -171,6 +242,8 @@ async function flood(mode: Mode, bin: string): Promise<FloodResult> {
   say(
     `  offered ${kpps(offered)}, delivered ${kpps(delivered)} (${f.received}/${f.sent} received)`,
   );
+  for (const [node, t] of Object.entries(f.tun ?? {}))
+    say(`  TUN ${node}: read ${t.rx} at ${kpps(t.rxPps)}, written ${t.tx} at ${kpps(t.txPps)}`);
   return f;
 }
 
@@ -183,25 +256,65 @@ function udpFloodVip(bin: string): Promise<Flood> {
   );
 }
 
-const kpps = (pps: number) => `${(pps / 1000).toFixed(0)} kpps`;
+const kpps = (pps: number | undefined) =>
+  pps === undefined ? '? kpps' : `${(pps / 1000).toFixed(0)} kpps`;
 
-async function runMode(mode: Mode, scenarios: { services: number; topology: string }[], bin?: string) {
-  const out: ScaleResult[] = [];
-  for (const sc of scenarios) {
-    say(`lab up --mode ${mode} with ${sc.services} services`);
-    const u0 = Date.now();
-    await lab.labUp({ topology: sc.topology, mode, progress: (m) => say(`lab: ${m}`) });
-    const upSec = (Date.now() - u0) / 1000;
-    await prepareBenchPod();
-    const [vip, direct] = await latencyPair(mode, sc.services);
-    const r: ScaleResult = { services: sc.services, upSec, vip, direct };
-    if (sc === scenarios[0]) {
-      [r.iperfVip, r.iperfDirect] = await throughputPair(mode);
-      if (bin) r.flood = await flood(mode, bin);
-    }
-    for (const p of started.splice(0)) await p.stop();
-    out.push(r);
+/** kubetun: every agent reloads the grown manifests dir (the maps are rewritten in place). */
+async function growKubetun(total: number): Promise<void> {
+  const agents = (readState()?.processes ?? []).filter((p) => p.role === 'kubetun');
+  await Promise.all(
+    agents.map(async (p) => {
+      const r = await labCtl<{ services: number }>(p.ctlSocket!, { cmd: 'reload' }, 300_000);
+      if (r.services !== total)
+        throw new Error(`kubetun on ${p.name} reloaded ${r.services} services, not ${total}`);
+    }),
+  );
+}
+
+/** The kernel: kube-proxy's full sync, the whole ruleset restored for the grown manifests. */
+async function growIptables(topology: string): Promise<number> {
+  const t = loadTopology(topology);
+  let rules = 0;
+  for (const n of t.nodes) {
+    const text = nodeIptablesRules(t, n);
+    sh(inNs(n.ns, ['iptables-restore', '-w', '--noflush', '--counters']), {
+      input: text,
+      timeoutMs: 600_000,
+    });
+    rules = text.split('\n').filter((l) => l.startsWith('-A ')).length;
+    say(`  ${n.name}: ${rules} rules restored`);
   }
+  return rules;
+}
+
+async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleResult[]> {
+  shrinkScenario(sc);
+  say(`lab up --mode ${mode} with ${sc.services} services`);
+  let u0 = Date.now();
+  await lab.labUp({ topology: sc.topology, mode, progress: (m) => say(`lab: ${m}`) });
+  await prepareBenchPod();
+  const upSec = (Date.now() - u0) / 1000;
+  const [vip, direct] = await latencyPair(mode, sc.services);
+  const small: ScaleResult = { services: sc.services, syncSec: upSec, vip, direct };
+  [small.iperfVip, small.iperfDirect] = await throughputPair(mode);
+  if (bin) small.flood = await flood(mode, bin);
+  const out = [small];
+  if (BIG > sc.services) {
+    const probe = growScenario(sc, BIG);
+    say(
+      `${mode}: growing to ${BIG} services in place (${mode === 'kubetun' ? 'reload' : 'iptables-restore'})`,
+    );
+    u0 = Date.now();
+    if (mode === 'kubetun') await growKubetun(BIG);
+    else await growIptables(sc.topology);
+    const syncSec = (Date.now() - u0) / 1000;
+    const [check] = await connLatency(ns(CLIENT_POD.name), [`${probe}:80`], 3, 0);
+    if (!check || check.errors > 0)
+      throw new Error(`${mode}: the last filler VIP ${probe} does not answer`);
+    const [bigVip, bigDirect] = await latencyPair(mode, BIG);
+    out.push({ services: BIG, syncSec, vip: bigVip, direct: bigDirect });
+  }
+  for (const p of started.splice(0)) await p.stop();
   return out;
 }
 
@@ -218,7 +331,10 @@ function latencyTable(): string[] {
   const w = [9, 9, 10, 10, 10, 10, 11, 11, 7];
   const lines = [
     `new-connection latency, µs (connect + GET / + response + RST close; ${CONNS} in a row, one at a time)`,
-    row(['mode', 'services', 'direct p50', 'p99', 'VIP p50', 'p99', 'VIP/dir p50', 'p99', 'errors'], w),
+    row(
+      ['mode', 'services', 'direct p50', 'p99', 'VIP p50', 'p99', 'VIP/dir p50', 'p99', 'errors'],
+      w,
+    ),
   ];
   for (const m of MODES) {
     for (const r of results[m] ?? []) {
@@ -241,7 +357,7 @@ function latencyTable(): string[] {
     if (rs.length < 2) continue;
     const [a, b] = [rs[0]!, rs[rs.length - 1]!];
     lines.push(
-      `${m}: ${b.services} vs ${a.services} services: VIP p50 ${ratio(b.vip.p50, a.vip.p50)}, p99 ${ratio(b.vip.p99, a.vip.p99)}; lab up ${a.upSec.toFixed(1)} s -> ${b.upSec.toFixed(1)} s`,
+      `${m}: ${b.services} vs ${a.services} services: VIP p50 ${ratio(b.vip.p50, a.vip.p50)}, p99 ${ratio(b.vip.p99, a.vip.p99)}; lab up ${a.syncSec.toFixed(1)} s, resync to ${b.services} ${b.syncSec.toFixed(1)} s`,
     );
   }
   return lines;
@@ -258,7 +374,9 @@ function throughputTable(): string[] {
     if (!r?.iperfVip || !r.iperfDirect) continue;
     const cells = [m, f2(r.iperfDirect.gbps), f2(r.iperfVip.gbps)];
     cells.push(ratio(r.iperfVip.gbps, r.iperfDirect.gbps));
-    lines.push(row([...cells, String(r.iperfDirect.retransmits), String(r.iperfVip.retransmits)], w));
+    lines.push(
+      row([...cells, String(r.iperfDirect.retransmits), String(r.iperfVip.retransmits)], w),
+    );
   }
   const k = results.kubetun?.[0]?.iperfVip?.gbps;
   const i = results.iptables?.[0]?.iperfVip?.gbps;
@@ -280,10 +398,8 @@ function floodTable(): string[] {
       `${m.padEnd(9)} offered ${kpps(offered)}, delivered ${kpps(delivered)}, lost ${loss.toFixed(1)}%`,
     );
     for (const [node, t] of Object.entries(f.tun ?? {})) {
-      // The flood dominates the window: its packets over the sender's time (the TUN backlog,
-      // at most a queue's worth, drains right after).
       lines.push(
-        `          TUN on ${node}: read ${t.rx} (${kpps(t.rx / f.sendSec)}), written ${t.tx} (${kpps(t.tx / f.sendSec)}), dropped by the kernel before the reader ${t.kernelDrops}`,
+        `          TUN on ${node}: read ${t.rx} at ${kpps(t.rxPps)}, written ${t.tx} at ${kpps(t.txPps)}; ${t.kernelDrops} dropped by the kernel before the reader`,
       );
     }
   }
@@ -301,11 +417,11 @@ async function main(): Promise<void> {
   );
   const dir = mkdtempSync(join(tmpdir(), 'kubetun-bench-e2e-'));
   try {
-    const scenarios = SCALES.map((n) => writeScenario(dir, join(lab.REPO_ROOT, 'lab/manifests'), n));
-    say(`manifests in ${dir}: ${scenarios.map((s) => s.services).join(' and ')} services`);
+    const sc = writeScenario(dir, join(lab.REPO_ROOT, 'lab/manifests'), SMALL);
+    say(`manifests in ${dir}: ${sc.services} services, later ${BIG}`);
     const bin = await buildFlood(dir);
     if (!bin) say('no C compiler (cc): the UDP flood is skipped');
-    for (const mode of MODES) results[mode] = await runMode(mode, scenarios, bin);
+    for (const mode of MODES) results[mode] = await runMode(mode, sc, bin);
   } finally {
     await cleanup();
     rmSync(dir, { recursive: true, force: true });
@@ -321,4 +437,9 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+try {
+  await main();
+} catch (err) {
+  process.stderr.write(`bench-e2e: ${(err as Error).stack ?? err}\n`);
+  process.exitCode = 1;
+}

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""New-connection latency: N sequential connections, each connect + one tiny HTTP GET + the
-whole response + close with SO_LINGER 0 (an RST, so no TIME_WAIT piles up and every connection
-is a fresh 4-tuple and a fresh conntrack entry). Runs inside the client pod's namespace (Node
-cannot set SO_LINGER). Prints one JSON line: count, errors, p50/p90/p99/max in microseconds.
+"""New-connection latency: N sequential connections per target, each connect + one tiny HTTP
+GET + the whole response + close with SO_LINGER 0 (an RST, so no TIME_WAIT piles up and every
+connection is a fresh 4-tuple and a fresh conntrack entry). Runs inside the client pod's
+namespace (Node cannot set SO_LINGER). Several targets are visited in turn, one connection each,
+so drift on a busy machine (JIT warm-up, other load) hits them alike.
+Prints one JSON line: a list with count, errors, p50/p90/p99/max in microseconds per target.
 
-usage: connlat.py IP PORT COUNT [WARMUP]
+usage: connlat.py COUNT WARMUP IP:PORT [IP:PORT ...]
 """
 import json
 import socket
@@ -52,29 +54,37 @@ def pct(sorted_us, p):
     return round(sorted_us[k], 1)
 
 
-def main():
-    ip, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 20
-    addr = (ip, port)
-    req = ('GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % ip).encode()
-    for _ in range(warmup):
-        one(addr, req)
-    lat = []
-    errors = 0
-    t0 = time.perf_counter()
-    for _ in range(count):
-        ok, us = one(addr, req)
-        if ok:
-            lat.append(us)
-        else:
-            errors += 1
-    wall = time.perf_counter() - t0
+def summary(lat, errors, wall):
     lat.sort()
-    print(json.dumps({
+    return {
         'count': len(lat), 'errors': errors, 'wallSec': round(wall, 3),
         'p50': pct(lat, 50), 'p90': pct(lat, 90), 'p99': pct(lat, 99),
         'max': round(lat[-1], 1) if lat else None,
-    }))
+    }
+
+
+def main():
+    count, warmup = int(sys.argv[1]), int(sys.argv[2])
+    targets = []
+    for t in sys.argv[3:]:
+        ip, port = t.rsplit(':', 1)
+        req = ('GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % ip).encode()
+        targets.append(((ip, int(port)), req))
+    for _ in range(warmup):
+        for addr, req in targets:
+            one(addr, req)
+    lat = [[] for _ in targets]
+    errors = [0 for _ in targets]
+    wall = [0.0 for _ in targets]
+    for _ in range(count):
+        for i, (addr, req) in enumerate(targets):
+            ok, us = one(addr, req)
+            wall[i] += us / 1e6
+            if ok:
+                lat[i].append(us)
+            else:
+                errors[i] += 1
+    print(json.dumps([summary(lat[i], errors[i], wall[i]) for i in range(len(targets))]))
 
 
 if __name__ == '__main__':

@@ -76,14 +76,16 @@ export interface Latency {
   max: number;
 }
 
+/** COUNT connections to each target, alternating target by target; one Latency per target. */
 export async function connLatency(
   ns: string,
-  ip: string,
-  port: number,
+  targets: readonly string[],
   count: number,
-): Promise<Latency> {
-  const out = await nsRun(ns, ['python3', join(HERE, 'connlat.py'), ip, String(port), `${count}`]);
-  return JSON.parse(out.trim().split('\n').pop() ?? '{}') as Latency;
+  warmup = 20,
+): Promise<Latency[]> {
+  const argv = ['python3', join(HERE, 'connlat.py'), `${count}`, `${warmup}`, ...targets];
+  const out = await nsRun(ns, argv, 600_000);
+  return JSON.parse(out.trim().split('\n').pop() ?? '[]') as Latency[];
 }
 
 export interface Throughput {
