@@ -6,7 +6,7 @@
 // network namespace, as a VM has its own network but the provisioner still sees the machine's
 // filesystem (/run/netns, where it creates the pod namespaces).
 //
-//   <p>node1: eth1 192.168.56.11 ══ eth1 192.168.56.12 :<p>node2      <p> = LAB_PREFIX + "vm-"
+//   <p>node1: eth1 192.168.56.11 ══ eth1 192.168.56.12 :<p>node2      <p> = "vm-" + LAB_PREFIX
 //     veth-pod-a/b ══ <p>pod-a/b          veth-pod-c/d ══ <p>pod-c/d
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -20,8 +20,9 @@ import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const TOPOLOGY = join(ROOT, 'lab/vagrant-topology.yaml');
-/** The VM stand-ins' own prefix: beside any lab running with LAB_PREFIX, never the same names. */
-const P = `${LAB_PREFIX}vm-`;
+/** The VM stand-ins' own prefix, derived from LAB_PREFIX but not starting with it: a lab test
+ * running beside this one lists every namespace that starts with LAB_PREFIX as its own. */
+const P = `vm-${LAB_PREFIX}`;
 const VM = { node1: `${P}node1`, node2: `${P}node2` } as const;
 type NodeName = keyof typeof VM;
 // A fresh state directory, so the stand-ins' sockets and records are theirs alone.
