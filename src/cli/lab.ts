@@ -112,9 +112,12 @@ export function register(program: Command): void {
     .action((mode: string) =>
       guarded(async () => {
         if (!(LAB_MODES as readonly string[]).includes(mode))
-          throw Object.assign(new Error(`unknown mode "${mode}" (known: ${LAB_MODES.join(', ')})`), {
-            name: 'LabError',
-          });
+          throw Object.assign(
+            new Error(`unknown mode "${mode}" (known: ${LAB_MODES.join(', ')})`),
+            {
+              name: 'LabError',
+            },
+          );
         const { labSwitchMode } = await import('../lab/compare/mode.ts');
         await labSwitchMode(mode as LabMode, progress);
       }),
@@ -134,10 +137,21 @@ export function register(program: Command): void {
     .option('--html <file>', 'also write a self-contained HTML report with ladder diagrams')
     .option('--json', 'print the report as JSON')
     .option('--list', 'list the scenarios and exit')
+    .option(
+      '--kubetun-first',
+      "run kubetun first; its backend choices become the kernel run's targets",
+    )
     .action(
       (
         names: string[],
-        o: { topology: string; kernel: 'iptables' | 'nftables'; html?: string; json?: boolean; list?: boolean },
+        o: {
+          topology: string;
+          kernel: 'iptables' | 'nftables';
+          html?: string;
+          json?: boolean;
+          list?: boolean;
+          kubetunFirst?: boolean;
+        },
       ) =>
         guarded(async () => {
           const { findScenarios, SCENARIOS } = await import('../lab/compare/scenarios.ts');
@@ -148,7 +162,12 @@ export function register(program: Command): void {
           const scenarios = findScenarios(names);
           const { labCompare } = await import('../lab/compare/run.ts');
           const { formatReport } = await import('../lab/compare/report.ts');
-          const r = await labCompare(scenarios, { kernel: o.kernel, topology: o.topology, progress });
+          const r = await labCompare(scenarios, {
+            kernel: o.kernel,
+            topology: o.topology,
+            progress,
+            kubetunFirst: o.kubetunFirst,
+          });
           if (o.html) {
             const { renderHtml } = await import('../lab/compare/html.ts');
             writeFileSync(o.html, renderHtml(r));

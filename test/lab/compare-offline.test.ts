@@ -9,8 +9,35 @@ import { decodeIpv4, type Pkt } from '../../src/lab/compare/packets.ts';
 import { judge, type ScenarioRun } from '../../src/lab/compare/run.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 
-function tcp(src: string, dst: string, sport: number, dport: number, flags: string, seq: number, ack: number, extra: Partial<Pkt> = {}): Pkt {
-  return { tUs: 0, src, dst, proto: 'tcp', ttl: 64, ipId: 1, df: true, ipCsumOk: true, sport, dport, flags, seq, ack, win: 64240, opts: 'mss 1460', len: 0, ...extra };
+function tcp(
+  src: string,
+  dst: string,
+  sport: number,
+  dport: number,
+  flags: string,
+  seq: number,
+  ack: number,
+  extra: Partial<Pkt> = {},
+): Pkt {
+  return {
+    tUs: 0,
+    src,
+    dst,
+    proto: 'tcp',
+    ttl: 64,
+    ipId: 1,
+    df: true,
+    ipCsumOk: true,
+    sport,
+    dport,
+    flags,
+    seq,
+    ack,
+    win: 64240,
+    opts: 'mss 1460',
+    len: 0,
+    ...extra,
+  };
 }
 
 /** A handshake from client port cport with ISNs a and b, IP ids and windows as given. */
@@ -25,9 +52,8 @@ function handshake(cport: number, a: number, b: number, ipId: number, win: numbe
 describe('compare: normalise and diff', () => {
   it('decodes an IPv4/TCP SYN with its options', () => {
     const b = new Uint8Array([
-      0x45, 0, 0, 44, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 244, 2, 3, 10, 96, 0, 10,
-      0x9c, 0x40, 0, 80, 0, 0, 0, 100, 0, 0, 0, 0, 0x60, 0x02, 0xfa, 0xf0, 0, 0, 0, 0,
-      2, 4, 5, 0xb4,
+      0x45, 0, 0, 44, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 244, 2, 3, 10, 96, 0, 10, 0x9c, 0x40, 0,
+      80, 0, 0, 0, 100, 0, 0, 0, 0, 0x60, 0x02, 0xfa, 0xf0, 0, 0, 0, 0, 2, 4, 5, 0xb4,
     ]);
     let sum = 0;
     for (let i = 0; i < 20; i += 2) sum += (b[i]! << 8) | b[i + 1]!;
@@ -36,7 +62,18 @@ describe('compare: normalise and diff', () => {
     b[10] = c >> 8;
     b[11] = c & 0xff;
     const p = decodeIpv4(b)!;
-    expect(p).toMatchObject({ src: '10.244.2.3', dst: '10.96.0.10', sport: 40000, dport: 80, flags: 'S', seq: 100, opts: 'mss 1460', ipCsumOk: true, df: true, ipId: 0x1234 });
+    expect(p).toMatchObject({
+      src: '10.244.2.3',
+      dst: '10.96.0.10',
+      sport: 40000,
+      dport: 80,
+      flags: 'S',
+      seq: 100,
+      opts: 'mss 1460',
+      ipCsumOk: true,
+      df: true,
+      ipId: 0x1234,
+    });
     b[8] = 63; // TTL changed, checksum not
     expect(decodeIpv4(b)!.ipCsumOk).toBe(false);
   });
@@ -59,7 +96,11 @@ describe('compare: normalise and diff', () => {
     const broken = handshake(40001, 1, 2, 1, 1);
     broken[1]!.src = '10.244.1.2';
     broken[1]!.sport = 8080;
-    const d = diffPoint('pod-d veth', normaliseRun([{ name: 'x', packets: good }])[0]!.packets, normaliseRun([{ name: 'x', packets: broken }])[0]!.packets);
+    const d = diffPoint(
+      'pod-d veth',
+      normaliseRun([{ name: 'x', packets: good }])[0]!.packets,
+      normaliseRun([{ name: 'x', packets: broken }])[0]!.packets,
+    );
     expect(d.firstDiff).toBe(1);
     const text = formatPointDiff(d, 'nftables', 'kubetun').join('\n');
     expect(text).toContain('DIFFERENT from packet 2');
@@ -70,15 +111,35 @@ describe('compare: normalise and diff', () => {
   it('reports an ICMP error that differs only in source and TTL as deliberate, anything more as different', () => {
     const syn = tcp('10.244.2.3', '10.96.0.30', 40001, 80, 'S', 5, 0);
     const inner = { ...syn };
-    const err = (src: string, ttl: number, code = 3): Pkt => ({ tUs: 0, src, dst: '10.244.2.3', proto: 'icmp', ttl, ipId: 0, df: false, ipCsumOk: true, len: 28, icmpType: 3, icmpCode: code, inner });
+    const err = (src: string, ttl: number, code = 3): Pkt => ({
+      tUs: 0,
+      src,
+      dst: '10.244.2.3',
+      proto: 'icmp',
+      ttl,
+      ipId: 0,
+      df: false,
+      ipCsumOk: true,
+      len: 28,
+      icmpType: 3,
+      icmpCode: code,
+      inner,
+    });
     const k = normaliseRun([{ name: 'v', packets: [syn, err('10.244.2.1', 64)] }])[0]!.packets;
     const t = normaliseRun([{ name: 'v', packets: [syn, err('10.96.0.30', 63)] }])[0]!.packets;
     expect(diffPoint('v', k, t)).toMatchObject({ same: false, deliberate: true, firstDiff: 1 });
     const h = normaliseRun([{ name: 'v', packets: [syn, err('10.96.0.30', 63, 1)] }])[0]!.packets;
     expect(diffPoint('v', k, h).deliberate).toBe(false);
-    const run = (mode: 'kubetun' | 'nftables', packets: typeof k): ScenarioRun => ({ mode, attempts: [], kept: [], points: [{ name: 'v', packets }] });
+    const run = (mode: 'kubetun' | 'nftables', packets: typeof k): ScenarioRun => ({
+      mode,
+      attempts: [],
+      kept: [],
+      points: [{ name: 'v', packets }],
+    });
     const s = SCENARIOS.find((x) => x.name === 'no-endpoints')!;
-    expect(judge(s, 'nftables', run('nftables', k), run('kubetun', t)).verdict).toBe('expected-difference');
+    expect(judge(s, 'nftables', run('nftables', k), run('kubetun', t)).verdict).toBe(
+      'expected-difference',
+    );
     expect(judge(s, 'nftables', run('nftables', k), run('kubetun', h)).verdict).toBe('different');
     expect(judge(s, 'nftables', run('nftables', k), run('kubetun', k)).verdict).toBe('same');
   });
@@ -91,7 +152,12 @@ describe('compare: normalise and diff', () => {
     const b = normaliseRun([{ name: 'v', packets: interleaved }]);
     expect(diffRuns(a, b)[0]!.same).toBe(true);
     const swapped = [f1[1]!, f1[0]!, f1[2]!];
-    expect(diffRuns(normaliseRun([{ name: 'v', packets: f1 }]), normaliseRun([{ name: 'v', packets: swapped }]))[0]!.same).toBe(false);
+    expect(
+      diffRuns(
+        normaliseRun([{ name: 'v', packets: f1 }]),
+        normaliseRun([{ name: 'v', packets: swapped }]),
+      )[0]!.same,
+    ).toBe(false);
   });
 
   it('draws one ladder per capture point and plane, differences in red', () => {
@@ -100,8 +166,18 @@ describe('compare: normalise and diff', () => {
     bad[2]!.flags = 'R.';
     const b = normaliseRun([{ name: 'v', packets: bad }]);
     const s = SCENARIOS[0]!;
-    const r = judge(s, 'nftables', { mode: 'nftables', attempts: [], kept: [], points: a }, { mode: 'kubetun', attempts: [], kept: [], points: b });
-    const html = renderHtml({ kernel: 'nftables', normalisations: ['x'], results: [r], differences: 1 });
+    const r = judge(
+      s,
+      'nftables',
+      { mode: 'nftables', attempts: [], kept: [], points: a },
+      { mode: 'kubetun', attempts: [], kept: [], points: b },
+    );
+    const html = renderHtml({
+      kernel: 'nftables',
+      normalisations: ['x'],
+      results: [r],
+      differences: 1,
+    });
     expect(html.match(/<svg class="ladder"/g)).toHaveLength(2);
     expect(html).toContain('stroke="#cf222e"');
     expect(html).toContain('eph1→80 [R.]');

@@ -22,11 +22,17 @@ export interface CapturePoint {
 export function capturePoints(t: Topology, client: LabPod, backendIps: string[]): CapturePoint[] {
   const node = (name: string) => t.nodes.find((n) => n.name === name)!;
   const points: CapturePoint[] = [
-    { name: `${client.name} veth (client)`, ns: node(client.node).ns, ifname: client.hostIf, pod: client.name },
+    {
+      name: `${client.name} veth (client)`,
+      ns: node(client.node).ns,
+      ifname: client.hostIf,
+      pod: client.name,
+    },
   ];
   for (const p of allPods(t).filter((p) => backendIps.includes(p.ip) && p !== client))
     points.push({ name: `${p.name} veth`, ns: node(p.node).ns, ifname: p.hostIf, pod: p.name });
-  for (const n of t.nodes) points.push({ name: `${n.name} ${n.uplink}`, ns: n.ns, ifname: n.uplink });
+  for (const n of t.nodes)
+    points.push({ name: `${n.name} ${n.uplink}`, ns: n.ns, ifname: n.uplink });
   return points;
 }
 
@@ -36,7 +42,11 @@ export interface Running {
   files: string[];
 }
 
-export async function startCaptures(points: CapturePoint[], clientIp: string, tag: string): Promise<Running> {
+export async function startCaptures(
+  points: CapturePoint[],
+  clientIp: string,
+  tag: string,
+): Promise<Running> {
   const dir = join(LOG_DIR, 'compare');
   mkdirSync(dir, { recursive: true });
   const procs: LabProcess[] = [];

@@ -41,7 +41,12 @@ export function diffRuns(
  * The first difference as text, packet by packet: the packets before it once (they match), then
  * both sides from the first difference on, `-` for the first run and `+` for the second.
  */
-export function formatPointDiff(d: PointDiff, labelA: string, labelB: string, context = 2): string[] {
+export function formatPointDiff(
+  d: PointDiff,
+  labelA: string,
+  labelB: string,
+  context = 2,
+): string[] {
   if (d.same) return [`  ${d.point}: ${d.a.length} packets, same`];
   const what = d.deliberate ? 'DELIBERATE DIFFERENCE (ICMP error source/TTL)' : 'DIFFERENT';
   const out = [

@@ -38,7 +38,10 @@ document.body.setAttribute('data-diagrams',String(document.querySelectorAll('svg
 
 export function renderHtml(r: CompareReport): string {
   const summary = r.results
-    .map((s) => `<li><a href="#${esc(s.name)}">${esc(s.name)}</a>: <b class="${s.verdict}">${s.verdict}</b></li>`)
+    .map(
+      (s) =>
+        `<li><a href="#${esc(s.name)}">${esc(s.name)}</a>: <b class="${s.verdict}">${s.verdict}</b></li>`,
+    )
     .join('');
   const body = r.results.map((s) => renderScenario(s, r.kernel)).join('\n');
   const norms = r.normalisations.map((n) => `<li>${esc(n)}</li>`).join('');
@@ -69,13 +72,18 @@ function renderScenario(s: ScenarioResult, kernel: string): string {
   parts.push(`<p class="note">${esc(runLine(a))}<br>${esc(runLine(b))}</p>`);
   const shown = s.points.filter((p) => p.a.length + p.b.length > 0);
   for (const p of shown) {
-    const state = p.same ? 'same' : p.deliberate ? 'deliberate difference' : `differs from packet ${p.firstDiff + 1}`;
+    const state = p.same
+      ? 'same'
+      : p.deliberate
+        ? 'deliberate difference'
+        : `differs from packet ${p.firstDiff + 1}`;
     parts.push(`<div class="point">${esc(p.point)} — ${esc(state)}</div><div class="pair">`);
     parts.push(renderRun(p, 'a', a.mode === 'kubetun' ? 'kubetun' : kernel));
     parts.push(renderRun(p, 'b', b.mode));
     parts.push('</div>');
   }
-  if (shown.length === 0) parts.push('<p class="note">No packets at any capture point in either plane.</p>');
+  if (shown.length === 0)
+    parts.push('<p class="note">No packets at any capture point in either plane.</p>');
   parts.push('</section>');
   return parts.join('\n');
 }
@@ -99,8 +107,12 @@ export function ladder(pkts: NPkt[], d: PointDiff): string {
     '<defs><marker id="ah" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>',
   ];
   hosts.forEach((host) => {
-    out.push(`<text x="${x(host)}" y="16" text-anchor="middle" font-weight="bold">${esc(host)}</text>`);
-    out.push(`<line x1="${x(host)}" y1="24" x2="${x(host)}" y2="${h - 6}" stroke="#999" stroke-dasharray="3,3"/>`);
+    out.push(
+      `<text x="${x(host)}" y="16" text-anchor="middle" font-weight="bold">${esc(host)}</text>`,
+    );
+    out.push(
+      `<line x1="${x(host)}" y1="24" x2="${x(host)}" y2="${h - 6}" stroke="#999" stroke-dasharray="3,3"/>`,
+    );
   });
   rows.forEach((p, i) => {
     const y = TOP + i * ROW_H;
@@ -110,7 +122,9 @@ export function ladder(pkts: NPkt[], d: PointDiff): string {
     out.push(
       `<line x1="${x1}" y1="${y}" x2="${x2}" y2="${y + 10}" stroke="${color}" stroke-width="1.6" marker-end="url(#ah)"><title>${esc(p.text)}</title></line>`,
     );
-    out.push(`<text x="${(x1 + x2) / 2}" y="${y - 2}" text-anchor="middle" fill="${color}">${esc(p.label)}</text>`);
+    out.push(
+      `<text x="${(x1 + x2) / 2}" y="${y - 2}" text-anchor="middle" fill="${color}">${esc(p.label)}</text>`,
+    );
   });
   if (pkts.length > MAX_ROWS)
     out.push(`<text x="4" y="${h - 4}">… ${pkts.length - MAX_ROWS} more packets</text>`);

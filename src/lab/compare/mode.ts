@@ -25,7 +25,7 @@ export function labSwitchMode(
 
 async function switchUnlocked(mode: LabMode, say: Progress, reinstall: boolean): Promise<LabState> {
   const state = readState();
-  if (!state || state.phase !== 'up')
+  if (state?.phase !== 'up')
     throw new LabError('the lab is not up (run: kubetun lab up --mode <mode>)');
   const t = loadTopology(state.topologyFile);
   if (!reinstall && state.mode === mode && state.processes.every((p) => isAlive(p))) {

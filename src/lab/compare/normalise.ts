@@ -104,7 +104,10 @@ export class Normaliser {
     if (t === 8 || t === 0) {
       const kind = t === 8 ? 'echo request' : 'echo reply';
       const id = this.icmpId(p.icmpId ?? 0);
-      return { label: `icmp ${kind} seq ${p.icmpSeq}`, rest: `icmp ${kind} ${id} seq ${p.icmpSeq} len ${p.len}` };
+      return {
+        label: `icmp ${kind} seq ${p.icmpSeq}`,
+        rest: `icmp ${kind} ${id} seq ${p.icmpSeq} len ${p.len}`,
+      };
     }
     const name = t === 3 ? `unreachable code ${p.icmpCode}` : `type ${t} code ${p.icmpCode}`;
     const i = p.inner;

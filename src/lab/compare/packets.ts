@@ -61,7 +61,8 @@ export function decodeIpv4(b: Uint8Array, tUs = 0, embedded = false): Pkt | unde
   const total = Math.min(be16(b, 2), b.length);
   if (ihl < 20 || b.length < ihl) return undefined;
   const protoNum = b[9]!;
-  const proto = protoNum === 6 ? 'tcp' : protoNum === 17 ? 'udp' : protoNum === 1 ? 'icmp' : protoNum;
+  const proto =
+    protoNum === 6 ? 'tcp' : protoNum === 17 ? 'udp' : protoNum === 1 ? 'icmp' : protoNum;
   const p: Pkt = {
     tUs,
     src: ip4(b, 12),

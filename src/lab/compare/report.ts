@@ -3,7 +3,11 @@
 import { formatPointDiff } from './diff.ts';
 import type { CompareReport, ScenarioResult } from './run.ts';
 
-const VERDICT = { same: 'SAME', different: 'DIFFERENT', 'expected-difference': 'EXPECTED DIFFERENCE' };
+const VERDICT = {
+  same: 'SAME',
+  different: 'DIFFERENT',
+  'expected-difference': 'EXPECTED DIFFERENCE',
+};
 
 export function formatReport(r: CompareReport): string {
   const out = [`kubetun vs kube-proxy (${r.kernel} mode), ${r.results.length} scenarios`, ''];
@@ -29,6 +33,7 @@ function formatScenario(s: ScenarioResult, kernel: string): string[] {
   }
   if (s.expected) out.push(`  deliberate: ${s.expected}`);
   if (s.note && s.verdict !== 'same') out.push(`  note: ${s.note}`);
-  for (const p of s.points) out.push(...formatPointDiff(p, a.mode === 'kubetun' ? 'kubetun' : kernel, b.mode));
+  for (const p of s.points)
+    out.push(...formatPointDiff(p, a.mode === 'kubetun' ? 'kubetun' : kernel, b.mode));
   return out;
 }

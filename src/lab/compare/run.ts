@@ -49,35 +49,43 @@ export interface CompareOptions {
   kernel?: KernelMode;
   topology?: string;
   progress?: Progress;
+  /** run kubetun first (its backends become the targets); default: the kernel first */
+  kubetunFirst?: boolean;
 }
 
-export async function labCompare(scenarios: Scenario[], opts: CompareOptions = {}): Promise<CompareReport> {
+export async function labCompare(
+  scenarios: Scenario[],
+  opts: CompareOptions = {},
+): Promise<CompareReport> {
   const say = opts.progress ?? (() => {});
   const kernel = opts.kernel ?? 'nftables';
   let state = readState();
-  if (!state || state.phase !== 'up') state = await labUp({ topology: opts.topology, mode: kernel, progress: say });
+  if (state?.phase !== 'up')
+    state = await labUp({ topology: opts.topology, mode: kernel, progress: say });
   const original: LabMode = state.mode;
   const t = loadTopology(state.topologyFile);
-  const targets = new Map<string, string | undefined>();
-  const kernelRuns = new Map<string, ScenarioRun>();
-  const kubetunRuns = new Map<string, ScenarioRun>();
+  const runs = new Map<PlaneMode, Map<string, ScenarioRun>>();
+  const order: PlaneMode[] = opts.kubetunFirst ? ['kubetun', kernel] : [kernel, 'kubetun'];
   try {
-    await labSwitchMode(kernel, say, { reinstall: true });
-    for (const s of scenarios) {
-      say(`${s.name} with ${kernel}`);
-      const r = await runScenario(t, s, kernel, undefined);
-      kernelRuns.set(s.name, r);
-      targets.set(s.name, r.backend);
-    }
-    await labSwitchMode('kubetun', say, { reinstall: true });
-    for (const s of scenarios) {
-      say(`${s.name} with kubetun`);
-      kubetunRuns.set(s.name, await runScenario(t, s, 'kubetun', targets.get(s.name)));
+    for (const [i, mode] of order.entries()) {
+      await labSwitchMode(mode, say, { reinstall: true });
+      const done = new Map<string, ScenarioRun>();
+      for (const s of scenarios) {
+        say(`${s.name} with ${mode}`);
+        // The first plane's backend is the target the second plane's same-backend runs seek.
+        const target = i === 0 ? undefined : runs.get(order[0]!)!.get(s.name)!.backend;
+        done.set(s.name, await runScenario(t, s, mode, target));
+      }
+      runs.set(mode, done);
     }
   } finally {
     if (readState()?.mode !== original) await labSwitchMode(original, say);
   }
-  const results = scenarios.map((s) => judge(s, kernel, kernelRuns.get(s.name)!, kubetunRuns.get(s.name)!));
+  const kernelRuns = runs.get(kernel)!;
+  const kubetunRuns = runs.get('kubetun')!;
+  const results = scenarios.map((s) =>
+    judge(s, kernel, kernelRuns.get(s.name)!, kubetunRuns.get(s.name)!),
+  );
   return {
     kernel,
     normalisations: NORMALISATIONS,
@@ -86,12 +94,19 @@ export async function labCompare(scenarios: Scenario[], opts: CompareOptions = {
   };
 }
 
-export function judge(s: Scenario, kernel: KernelMode, a: ScenarioRun, b: ScenarioRun): ScenarioResult {
+export function judge(
+  s: Scenario,
+  kernel: KernelMode,
+  a: ScenarioRun,
+  b: ScenarioRun,
+): ScenarioResult {
   const points = diffRuns(a.points, b.points);
   const same = points.every((p) => p.same);
   const onlyDeliberate = points.every((p) => p.same || p.deliberate);
   const scenarioReason = s.expectedDifference?.[kernel];
-  const expected = same ? undefined : (scenarioReason ?? (onlyDeliberate ? ICMP_ERROR_SOURCE : undefined));
+  const expected = same
+    ? undefined
+    : (scenarioReason ?? (onlyDeliberate ? ICMP_ERROR_SOURCE : undefined));
   return {
     name: s.name,
     title: s.title,
@@ -154,7 +169,11 @@ function pickPackets(
     ports.has(p.sport!) ||
     ports.has(p.dport!) ||
     (p.inner !== undefined && (ports.has(p.inner.sport!) || ports.has(p.inner.dport!)));
-  return captured.map((c) => ({ name: c.point.name, pod: c.point.pod, packets: c.packets.filter(mine) }));
+  return captured.map((c) => ({
+    name: c.point.name,
+    pod: c.point.pod,
+    packets: c.packets.filter(mine),
+  }));
 }
 
 /** first-choice: the first connection's backend becomes "backend1"; the other backends merge. */

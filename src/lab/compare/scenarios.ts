@@ -120,7 +120,7 @@ export const SCENARIOS: readonly Scenario[] = [
       nftables:
         'nftables mode rejects everything to a ClusterIP that no service port matches, echo requests included (ICMP port unreachable); kubetun drops echo requests to a VIP silently and counts them (DROP_ECHO_TO_VIP), like iptables mode, where no rule matches them',
       iptables:
-        "iptables mode has no rule for ICMP to a ClusterIP: the node routes the echo on (here out of the uplink, where nothing answers); kubetun drops it at the node and counts it (DROP_ECHO_TO_VIP)",
+        'iptables mode has no rule for ICMP to a ClusterIP: the node routes the echo on (here out of the uplink, where nothing answers); kubetun drops it at the node and counts it (DROP_ECHO_TO_VIP)',
     },
   },
   {

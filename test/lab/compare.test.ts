@@ -1,0 +1,181 @@
+// `lab compare` end to end (root): one lab, switched between data planes in place. Every
+// scenario compared with kube-proxy's nftables and iptables rules, kernel first and kubetun
+// first, finds no undocumented difference (session affinity aside: it is reported, whatever it
+// is); a kubetun that skips reverse NAT (test hook KUBETUN_TEST_SKIP_REVNAT) is caught at the
+// client's veth; `lab mode` swaps the data plane without touching the namespaces; the HTML report
+// loads in headless Chromium without script errors and shows one ladder per plane and point.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { renderHtml } from '../../src/lab/compare/html.ts';
+import { labSwitchMode } from '../../src/lab/compare/mode.ts';
+import { type CompareReport, labCompare } from '../../src/lab/compare/run.ts';
+import { findScenarios, SCENARIOS } from '../../src/lab/compare/scenarios.ts';
+import { labDown, labUp } from '../../src/lab/lab.ts';
+import { isAlive } from '../../src/lab/procs.ts';
+import { readState } from '../../src/lab/state.ts';
+import { LAB_PREFIX } from '../../src/lab/topology.ts';
+
+const BASIC = ['clusterip-tcp', 'udp', 'ping-vip', 'no-endpoints', 'unknown-port'];
+
+function nsOut(ns: string, argv: string[]): string {
+  return spawnSync('ip', ['netns', 'exec', ns, ...argv], { encoding: 'utf8' }).stdout ?? '';
+}
+
+function verdicts(r: CompareReport): Record<string, string> {
+  return Object.fromEntries(r.results.map((s) => [s.name, s.verdict]));
+}
+
+/** Every basic scenario the same or a documented difference; the kernel's affinity held. */
+function expectFaithful(r: CompareReport): void {
+  for (const s of r.results.filter((x) => BASIC.includes(x.name))) {
+    expect(`${s.name}: ${s.verdict}`).not.toBe(`${s.name}: different`);
+    if (s.verdict === 'expected-difference') expect(s.expected).toBeTruthy();
+  }
+  const tcp = r.results.find((s) => s.name === 'clusterip-tcp')!;
+  expect(tcp.verdict).toBe('same');
+  expect(tcp.runs[0].backend).toBe(tcp.runs[1].backend);
+  const client = tcp.points.find((p) => p.point.endsWith('(client)'))!;
+  expect(client.a.length).toBeGreaterThanOrEqual(8); // handshake, request, response, close
+  const sticky = r.results.find((s) => s.name === 'session-affinity')!;
+  const kernelRun = sticky.runs.find((x) => x.mode !== 'kubetun')!;
+  expect(new Set(kernelRun.attempts.map((a) => a.backend)).size).toBe(1);
+  expect(kernelRun.attempts.every((a) => a.ok)).toBe(true);
+}
+
+describe(`lab compare (lab prefix ${LAB_PREFIX})`, () => {
+  beforeAll(async () => {
+    await labUp({ mode: 'kubetun' });
+  }, 180_000);
+  afterAll(async () => {
+    delete process.env.KUBETUN_TEST_SKIP_REVNAT;
+    await labDown();
+  }, 120_000);
+
+  it('switches the running lab between data planes without rebuilding it', async () => {
+    const before = readState()!;
+    const servers = before.processes.filter((p) => p.role === 'server');
+    const node = before.namespaces.find((n) => n.endsWith('node1'))!;
+    const lines: string[] = [];
+    await labSwitchMode('nftables', (m) => lines.push(m));
+    expect(nsOut(node, ['nft', 'list', 'tables'])).toContain('table ip kube-proxy');
+    expect(readState()!.processes.some((p) => p.role === 'kubetun')).toBe(false);
+    expect(lines.some((l) => /nf_conntrack_tcp_timeout_established = 86400/.test(l))).toBe(true);
+    expect(
+      nsOut(node, ['sysctl', '-n', 'net.netfilter.nf_conntrack_tcp_timeout_close_wait']).trim(),
+    ).toBe('3600');
+    await labSwitchMode('iptables');
+    expect(nsOut(node, ['nft', 'list', 'tables'])).not.toContain('table ip kube-proxy');
+    expect(nsOut(node, ['iptables', '-w', '-t', 'nat', '-S', 'KUBE-SERVICES'])).toContain(
+      '10.96.0.10/32',
+    );
+    await labSwitchMode('kubetun');
+    const after = readState()!;
+    expect(after.mode).toBe('kubetun');
+    expect(nsOut(node, ['iptables', '-w', '-t', 'nat', '-S'])).not.toContain('KUBE-SERVICES');
+    expect(after.processes.filter((p) => p.role === 'kubetun').every((p) => isAlive(p))).toBe(true);
+    // the same pod servers (same PIDs): nothing was rebuilt
+    expect(servers.every((s) => isAlive(s))).toBe(true);
+  }, 180_000);
+
+  it('finds kubetun faithful to kube-proxy nftables mode, kernel first', async () => {
+    const r = await labCompare([...SCENARIOS], { kernel: 'nftables' });
+    expectFaithful(r);
+    expect(verdicts(r)['unknown-port']).toBe('expected-difference'); // the ICMP error's source
+    expect(readState()!.mode).toBe('kubetun'); // left as found
+  }, 600_000);
+
+  it('finds kubetun faithful to kube-proxy iptables mode, kubetun first', async () => {
+    const r = await labCompare([...SCENARIOS], { kernel: 'iptables', kubetunFirst: true });
+    expectFaithful(r);
+    expect(r.results.find((s) => s.name === 'unknown-port')!.expected).toMatch(
+      /iptables mode has no rule/,
+    );
+  }, 600_000);
+
+  it('catches a kubetun that skips reverse NAT, at the client veth, packet by packet', async () => {
+    process.env.KUBETUN_TEST_SKIP_REVNAT = '1';
+    let r: CompareReport;
+    try {
+      r = await labCompare(findScenarios(['clusterip-tcp', 'udp']), { kernel: 'nftables' });
+    } finally {
+      delete process.env.KUBETUN_TEST_SKIP_REVNAT;
+    }
+    expect(verdicts(r)).toEqual({ 'clusterip-tcp': 'different', udp: 'different' });
+    expect(r.differences).toBe(2);
+    const client = r.results[0]!.points.find((p) => p.point.endsWith('(client)'))!;
+    expect(client.same).toBe(false);
+    expect(client.firstDiff).toBe(1); // the SYN-ACK
+    expect(client.b[1]!.src).not.toBe('10.96.0.10');
+    // the CLI says so with its exit status
+    await labSwitchMode('kubetun', undefined, { reinstall: true });
+    const cli = spawnSync(
+      process.execPath,
+      [join(import.meta.dirname, '../../bin/kubetun.mjs'), 'lab', 'compare', 'clusterip-tcp'],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, KUBETUN_TEST_SKIP_REVNAT: '1' },
+        timeout: 300_000,
+      },
+    );
+    expect(cli.status).toBe(1);
+    expect(cli.stdout).toContain('clusterip-tcp: DIFFERENT');
+  }, 600_000);
+
+  it('writes an HTML report that loads in headless Chromium without errors, one ladder per plane and point', async () => {
+    const r = await labCompare(findScenarios(['clusterip-tcp', 'no-endpoints', 'ping-vip']), {
+      kernel: 'nftables',
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'kubetun-compare-'));
+    try {
+      const file = join(dir, 'report.html');
+      writeFileSync(file, renderHtml(r));
+      const chrome = (args: string[]) =>
+        spawnSync(
+          'chromium',
+          [...CHROMIUM_FLAGS, `--user-data-dir=${join(dir, 'profile')}`, ...args, `file://${file}`],
+          {
+            encoding: 'utf8',
+            timeout: 120_000,
+          },
+        );
+      const dom = chrome(['--virtual-time-budget=3000', '--dump-dom']).stdout;
+      expect(dom).toContain('data-loaded="yes"');
+      expect(/<pre id="errors"><\/pre>/.test(dom)).toBe(true);
+      const ladders =
+        r.results.flatMap((s) => s.points.filter((p) => p.a.length + p.b.length > 0)).length * 2;
+      expect(dom).toContain(`data-diagrams="${ladders}"`);
+      for (const s of r.results) expect(dom).toContain(`<section class="scenario" id="${s.name}">`);
+      chrome(['--window-size=1400,2000', `--screenshot=${join(dir, 'shot.png')}`]);
+      expect(
+        existsSync(join(dir, 'shot.png')) && statSync(join(dir, 'shot.png')).size,
+      ).toBeGreaterThan(10_000);
+      expect(readFileSync(join(dir, 'shot.png')).subarray(1, 4).toString()).toBe('PNG');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 600_000);
+});
+
+const CHROMIUM_FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+// CI images may lack Chromium: install it (as root) rather than skip the HTML test.
+beforeAll(() => {
+  if (spawnSync('chromium', ['--version']).status === 0) return;
+  const r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'chromium'], {
+    encoding: 'utf8',
+    timeout: 600_000,
+  });
+  if (r.status !== 0) throw new Error(`apt-get install chromium failed:\n${r.stderr}`);
+}, 620_000);
