@@ -2,7 +2,9 @@
 // The lab's pod server: says who answered, so every curl through a ClusterIP shows the backend.
 //   HTTP  GET /            -> "<pod> <ip>\n"
 //         GET /bytes?n=N   -> N bytes of the deterministic pattern (big-transfer checksum test)
-//   UDP   any datagram     -> "<pod> <ip>"
+//         GET /whoami      -> "<pod> <ip> <peer ip>\n": the source address the pod saw
+//                             (masqueraded NodePort traffic shows a node address)
+//   UDP   any datagram     -> "<pod> <ip>"; the datagram "whoami" -> "<pod> <ip> <peer ip>"
 // Plain JavaScript with no dependencies so it starts in milliseconds inside a pod namespace.
 // Usage: node echo.mjs --name pod-a --ip 10.244.1.2 [--http 8080] [--udp 5353]
 import { createSocket } from 'node:dgram';
@@ -53,6 +55,9 @@ const http = createServer((req, res) => {
   if (url.pathname === '/') {
     res.writeHead(200, { 'content-type': 'text/plain', 'x-pod': values.name });
     res.end(`${ident}\n`);
+  } else if (url.pathname === '/whoami') {
+    res.writeHead(200, { 'content-type': 'text/plain', 'x-pod': values.name });
+    res.end(`${ident} ${req.socket.remoteAddress}\n`);
   } else if (url.pathname === '/bytes') {
     const n = Number(url.searchParams.get('n'));
     if (!Number.isSafeInteger(n) || n < 0 || n > MAX_BYTES) {
@@ -69,7 +74,10 @@ const http = createServer((req, res) => {
 http.keepAliveTimeout = 1000;
 
 const udp = createSocket('udp4');
-udp.on('message', (_msg, rinfo) => udp.send(ident, rinfo.port, rinfo.address));
+udp.on('message', (msg, rinfo) => {
+  const who = msg.toString() === 'whoami' ? `${ident} ${rinfo.address}` : ident;
+  udp.send(who, rinfo.port, rinfo.address);
+});
 
 let pending = 2;
 const ready = () => {

@@ -17,6 +17,21 @@
 //                                                must stay on the veth)
 //   tc filter add dev <uplink> ingress pref 7701 protocol ip u32 match ip dst <pod-cidr> \
 //      action mirred egress redirect dev <tun>   replies of remote backends to local clients
+//   sysctl net.ipv4.ip_local_reserved_ports=<prev>,61440-62463
+//                                                no local socket takes a SNAT port
+//   tc filter add dev <uplink> ingress pref 7702 protocol ip u32 match ip dst <node-ip>/32 \
+//      match ip protocol 6|17 0xff match u8 0x05 0x0f at 0 match ip dport <v> <m> \
+//      action mirred egress redirect dev <tun>   NodePorts 30000-32767, TCP and UDP, 5 keys
+//                                                each (0x7530/fff0 0x7540/ffc0 0x7580/ff80
+//                                                0x7600/fe00 0x7800/f800). u32 reads the port
+//                                                at a fixed offset, hence the IHL=5 guard:
+//                                                packets with IP options (and non-first
+//                                                fragments) bypass the NodePort, as counted
+//                                                nowhere but documented here.
+//   tc filter ... pref 7703 ... match ip dst <node-ip>/32 match ip protocol 6|17 0xff \
+//      match u8 0x05 0x0f at 0 match ip dport 0xf000 0xfc00 ...   replies to SNAT ports
+//   tc filter ... pref 7704 ... match ip dst <external/LB ip>/32 ...  externalIPs and
+//                                                LoadBalancer ingress IPs (re-synced on reload)
 //
 // No address on the TUN: rp_filter 0 (not loose mode 2, which drops everything arriving on an
 // address-less device) is the documented choice, so there is no link-local address to pick per
@@ -27,11 +42,36 @@
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
+import type { DatapathConfig } from '../datapath/config.ts';
+import type { ResolvedServicePort } from '../model.ts';
+import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
 import { run, runJson, tryRun } from './sh.ts';
 import { sysctlPath, sysctlRead, sysctlWrite, sysctlWriteArgv } from './sysctl.ts';
 
 export const TC_PREF_POD = 7700;
 export const TC_PREF_UPLINK = 7701;
+export const TC_PREF_NODEPORT = 7702;
+export const TC_PREF_SNAT = 7703;
+export const TC_PREF_EXTERNAL = 7704;
+const KUBETUN_PREFS = [
+  TC_PREF_POD,
+  TC_PREF_UPLINK,
+  TC_PREF_NODEPORT,
+  TC_PREF_SNAT,
+  TC_PREF_EXTERNAL,
+];
+
+/** 30000-32767 as u32 prefix/mask keys on the destination port. */
+export const NODEPORT_KEYS: readonly [number, number][] = [
+  [0x7530, 0xfff0],
+  [0x7540, 0xffc0],
+  [0x7580, 0xff80],
+  [0x7600, 0xfe00],
+  [0x7800, 0xf800],
+];
+/** IPv4 header length 5 words: u32's fixed-offset port matches are only right then. */
+const IHL5 = ['match', 'u8', '0x05', '0x0f', 'at', '0'];
+const L4_PROTOS = ['6', '17'];
 
 export interface SteeringConfig {
   tun: string;
@@ -39,6 +79,10 @@ export interface SteeringConfig {
   nodeIp: string;
   podCidr: string;
   serviceCidr: string;
+  /** SNAT port range (power-of-two aligned), reserved and steered; absent = no NAT steering */
+  snatPorts?: { min: number; max: number };
+  /** steer NodePorts 30000-32767 on the node IP into the TUN */
+  nodePorts?: boolean;
 }
 
 /** Undo steps (argv lists) in install order; listeners persist them as they come. */
@@ -80,6 +124,7 @@ export class Steering {
   private readonly cfg: SteeringConfig;
   private readonly undo: UndoLog;
   private readonly log: Logger;
+  private externalKey = '';
 
   constructor(cfg: SteeringConfig, undo: UndoLog, log: Logger) {
     this.cfg = cfg;
@@ -93,16 +138,91 @@ export class Steering {
     this.undo.add(['ip', 'route', 'del', serviceCidr, 'dev', tun]);
     this.exec(['ip', 'route', 'replace', serviceCidr, 'dev', tun, 'src', nodeIp]);
     for (const dev of podIfaces) this.hookPod(dev);
-    this.hook(this.cfg.uplink, TC_PREF_UPLINK, ['match', 'ip', 'dst', this.cfg.podCidr]);
+    this.hook(this.cfg.uplink, TC_PREF_UPLINK, [['match', 'ip', 'dst', this.cfg.podCidr]]);
+    this.installNat();
+  }
+
+  /** NodePorts and SNAT replies on the uplink, and the reserved SNAT ports (see the header). */
+  private installNat(): void {
+    const { uplink, nodeIp, snatPorts, nodePorts } = this.cfg;
+    const dst = ['match', 'ip', 'dst', `${nodeIp}/32`];
+    if (snatPorts) {
+      this.reservePorts(snatPorts.min, snatPorts.max);
+      const mask = (0xffff & ~(snatPorts.max - snatPorts.min)) >>> 0;
+      const key = ['match', 'ip', 'dport', hex(snatPorts.min), hex(mask)];
+      const matches = L4_PROTOS.map((p) => [
+        ...dst,
+        'match',
+        'ip',
+        'protocol',
+        p,
+        '0xff',
+        ...IHL5,
+        ...key,
+      ]);
+      this.hook(uplink, TC_PREF_SNAT, matches);
+    }
+    if (nodePorts) {
+      const matches = L4_PROTOS.flatMap((p) =>
+        NODEPORT_KEYS.map(([v, m]) => [
+          ...dst,
+          ...['match', 'ip', 'protocol', p, '0xff', ...IHL5],
+          ...['match', 'ip', 'dport', hex(v), hex(m)],
+        ]),
+      );
+      this.hook(uplink, TC_PREF_NODEPORT, matches);
+    }
+  }
+
+  /**
+   * externalIPs and LoadBalancer ingress IPs arriving on the uplink go to the TUN (the client
+   * routes them to a node). Replaces the previous set; an empty set removes the filters.
+   */
+  setExternalAddrs(addrs: readonly string[]): void {
+    const key = [...addrs].sort().join(',');
+    if (key === this.externalKey) return;
+    this.externalKey = key;
+    const del = [
+      'tc',
+      'filter',
+      'del',
+      'dev',
+      this.cfg.uplink,
+      'ingress',
+      'pref',
+      String(TC_PREF_EXTERNAL),
+    ];
+    if (addrs.length === 0) {
+      tryRun(del);
+      return;
+    }
+    this.hook(
+      this.cfg.uplink,
+      TC_PREF_EXTERNAL,
+      addrs.map((a) => ['match', 'ip', 'dst', `${a}/32`]),
+    );
+  }
+
+  private reservePorts(min: number, max: number): void {
+    const key = 'net/ipv4/ip_local_reserved_ports';
+    const prev = sysctlRead(key);
+    const range = `${min}-${max}`;
+    if (prev.split(',').includes(range)) return;
+    const value = prev ? `${prev},${range}` : range;
+    this.undo.add(sysctlWriteArgv(key, prev));
+    sysctlWrite(key, value);
+    this.sysctls.push({ key, prev, value });
+    this.applied.push(`sysctl ${key}=${value} (was ${prev || '""'})`);
   }
 
   /** Redirects everything IPv4 from one pod veth into the TUN (idempotent). */
   hookPod(dev: string): void {
-    this.hook(dev, TC_PREF_POD, ['match', 'u32', '0', '0']);
+    this.hook(dev, TC_PREF_POD, [['match', 'u32', '0', '0']]);
     this.hooked.add(dev);
   }
 
-  private hook(dev: string, pref: number, match: string[]): void {
+  /** One filter per match list, all at `pref` (replacing what was there). */
+  private hook(dev: string, pref: number, matches: string[][]): void {
     const qdiscs = runJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
     if (!qdiscs.some((q) => q.kind === 'clsact')) {
       this.undo.add(['tc', 'qdisc', 'del', 'dev', dev, 'clsact']);
@@ -113,8 +233,10 @@ export class Steering {
     this.undo.add(del);
     const action = ['action', 'mirred', 'egress', 'redirect', 'dev', this.cfg.tun];
     const filter = ['tc', 'filter', 'add', 'dev', dev, 'ingress', 'pref', String(pref)];
-    this.exec([...filter, 'protocol', 'ip', 'u32', ...match, ...action]);
-    this.log.debug({ dev, pref, match: match.join(' ') }, 'tc redirect installed');
+    for (const match of matches) {
+      this.exec([...filter, 'protocol', 'ip', 'u32', ...match, ...action]);
+      this.log.debug({ dev, pref, match: match.join(' ') }, 'tc redirect installed');
+    }
   }
 
   private exec(argv: string[]): void {
@@ -165,11 +287,42 @@ export function sweepStaleFilters(): string[] {
       q.dev,
       'ingress',
     ]);
-    for (const pref of [TC_PREF_POD, TC_PREF_UPLINK]) {
+    for (const pref of KUBETUN_PREFS) {
       if (!filters.some((f) => f.pref === pref)) continue;
       tryRun(['tc', 'filter', 'del', 'dev', q.dev, 'ingress', 'pref', String(pref)]);
       swept.push(`${q.dev}/pref ${pref}`);
     }
   }
   return swept;
+}
+
+function hex(n: number): string {
+  return `0x${n.toString(16)}`;
+}
+
+/** The NAT part of the datapath config for this node (nat.ts). */
+export function natDatapathConfig(o: {
+  nodeIp: string;
+  podCidr: string;
+  clusterCidr: string;
+}): Partial<DatapathConfig> {
+  const pod = parseCidr(o.podCidr);
+  return {
+    nodeIp: ipv4ToU32(o.nodeIp),
+    // The node side of every pod veth carries the pod CIDR's first address (the lab's and the
+    // usual CNI bridge convention): MASQUERADE toward a local pod picks it.
+    podGateway: (pod.addr + 1) >>> 0,
+    podCidr: o.podCidr,
+    clusterCidr: o.clusterCidr,
+  };
+}
+
+/** externalIPs and LoadBalancer ingress IPs (IPv4) of the services, for setExternalAddrs. */
+export function externalAddrs(ports: readonly ResolvedServicePort[]): string[] {
+  const out = new Set<string>();
+  for (const { service: s } of ports) {
+    const lb = s.type === 'LoadBalancer' ? s.loadBalancerIPs : [];
+    for (const ip of [...s.externalIPs, ...lb]) if (!ip.includes(':')) out.add(ip);
+  }
+  return [...out].sort();
 }
