@@ -5,8 +5,18 @@
 // changed, for flows whose backend is no longer serving the service: without it a connected UDP
 // socket (DNS clients) keeps sending to a dead pod until its entry times out (kubernetes
 // #59368). TCP is never flushed: a removed backend's connections fail or drain on their own.
+//
+// Expiry GC is Cilium's adaptive scheme (pkg/maps/ctmap/gc) on the agent's timer: a *pass*
+// visits every entry position, at most `batch` positions per tick so no tick stalls the packet
+// loop (both run on one thread); passes start `interval` apart. After a pass, interval adapts
+// to the share of the table it reclaimed: > 25% -> interval x (1 - share), < 5% -> x 1.5,
+// clamped to [min, max]. A create that found the table full (dp.ctGc.insertFailures grew)
+// starts a pass at the next tick. The datapath's own inline step (ct4Create) still runs first.
 
+import { ctMaxDefault, type DatapathConfig } from './config.ts';
+import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from './ct.ts';
 import type { Datapath } from './datapath.ts';
+import { DROP_CT_FULL } from './reasons.ts';
 
 const IPPROTO_UDP = 17;
 
@@ -49,4 +59,239 @@ export function dpCtFlushStaleUdp(dp: Datapath): number {
     deleted++;
   }
   return deleted;
+}
+
+/** GC schedule, seconds except the per-tick bounds. */
+export interface CtGcConfig {
+  /** first interval between passes (Cilium: 5 min) */
+  intervalSec: number;
+  minIntervalSec: number;
+  maxIntervalSec: number;
+  /** entry positions examined per tick (bounds one tick's work) */
+  batch: number;
+  /** timer period */
+  tickMs: number;
+}
+
+export const DEFAULT_CT_GC: Readonly<CtGcConfig> = {
+  intervalSec: 300,
+  minIntervalSec: 10,
+  maxIntervalSec: 43200,
+  batch: 16384,
+  tickMs: 100,
+};
+
+/** What the agent's GC did (inspect, tests, logs). */
+export interface CtGcStats {
+  passes: number;
+  deleted: number;
+  /** reclaimed by the last finished pass */
+  lastPassDeleted: number;
+  /** the interval now in force, seconds */
+  intervalSec: number;
+  running: boolean;
+}
+
+/** Adaptive incremental conntrack GC, driven by tick(nowMs) from the agent's timer. */
+export class CtGcScheduler {
+  readonly cfg: CtGcConfig;
+  readonly stats: CtGcStats;
+  private cursor = 0;
+  private passDeleted = 0;
+  private nextRunMs: number;
+  private seenFailures: number;
+  private readonly onExpired: ((i: number) => void) | undefined;
+
+  constructor(
+    private readonly dp: Datapath,
+    cfg: Partial<CtGcConfig> = {},
+    nowMs = 0,
+    onExpired?: (i: number) => void,
+  ) {
+    this.cfg = { ...DEFAULT_CT_GC, ...cfg };
+    this.onExpired = onExpired;
+    this.nextRunMs = nowMs + this.cfg.intervalSec * 1000;
+    this.seenFailures = dp.ctGc.insertFailures;
+    this.stats = {
+      passes: 0,
+      deleted: 0,
+      lastPassDeleted: 0,
+      intervalSec: this.cfg.intervalSec,
+      running: false,
+    };
+  }
+
+  /** One tick: start a pass if due (or the table was found full), run one bounded step. */
+  tick(nowMs: number): number {
+    const failed = this.dp.ctGc.insertFailures !== this.seenFailures;
+    this.seenFailures = this.dp.ctGc.insertFailures;
+    if (!this.stats.running) {
+      if (nowMs < this.nextRunMs && !failed) return 0;
+      this.stats.running = true;
+      this.cursor = 0;
+      this.passDeleted = 0;
+    }
+    const ct = this.dp.ct;
+    const before = ct.size;
+    this.cursor = ct.scan(this.cursor, this.cfg.batch, Math.floor(nowMs / 1000), this.onExpired);
+    const deleted = before - ct.size;
+    this.passDeleted += deleted;
+    this.stats.deleted += deleted;
+    if (this.cursor === 0) this.finishPass(nowMs);
+    return deleted;
+  }
+
+  private finishPass(nowMs: number): void {
+    const s = this.stats;
+    s.running = false;
+    s.passes++;
+    s.lastPassDeleted = this.passDeleted;
+    s.intervalSec = ctGcNextInterval(
+      s.intervalSec,
+      this.passDeleted / this.dp.ct.capacity,
+      this.cfg,
+    );
+    this.nextRunMs = nowMs + s.intervalSec * 1000;
+  }
+}
+
+/** Cilium's adaptation: a pass that reclaimed `share` of the capacity sets the next interval. */
+export function ctGcNextInterval(intervalSec: number, share: number, cfg: CtGcConfig): number {
+  let next = intervalSec;
+  if (share > 0.25) next = intervalSec * (1 - share);
+  else if (share < 0.05) next = intervalSec * 1.5;
+  return Math.min(cfg.maxIntervalSec, Math.max(cfg.minIntervalSec, next));
+}
+
+/**
+ * The kernel's "nf_conntrack: table full, dropping packet", rate limited: check() returns the
+ * number of DROP_CT_FULL packets since the last line when a line is due (at most one per
+ * `everyMs`), else 0.
+ */
+export class CtFullLog {
+  static readonly MESSAGE = 'kubetun conntrack: table full, dropping packet';
+  private lastCount: number;
+  private lastLogMs = -Infinity;
+
+  constructor(
+    private readonly dp: Datapath,
+    private readonly everyMs = 5000,
+  ) {
+    this.lastCount = dp.counters[DROP_CT_FULL];
+  }
+
+  check(nowMs: number): number {
+    const n = this.dp.counters[DROP_CT_FULL] - this.lastCount;
+    if (n === 0 || nowMs - this.lastLogMs < this.everyMs) return 0;
+    this.lastCount = this.dp.counters[DROP_CT_FULL];
+    this.lastLogMs = nowMs;
+    return n;
+  }
+}
+
+// ---- `kubetun run` flags (slow world; errors name the flag like OptionError does)
+
+/** Conntrack flags of `kubetun run`, as given (strings from the command line). */
+export interface CtRunFlags {
+  ctMax?: string;
+  ctDropInvalid?: boolean;
+  /** "tcp-established=86400,udp=30,..." */
+  ctTimeout?: string;
+  ctGcInterval?: string;
+  ctGcMinInterval?: string;
+  ctGcMaxInterval?: string;
+}
+
+/** Parsed: the datapath's part and the agent GC's part. */
+export interface CtRunOptions {
+  datapath: Partial<DatapathConfig>;
+  gc: Partial<CtGcConfig>;
+}
+
+const TIMEOUT_FLAG_NAMES: Record<string, keyof CtTimeouts> = {
+  'tcp-syn-sent': 'ctTcpSynSent',
+  'tcp-syn-recv': 'ctTcpSynRecv',
+  'tcp-established': 'ctTcpEstablished',
+  'tcp-fin-wait': 'ctTcpFinWait',
+  'tcp-close-wait': 'ctTcpCloseWait',
+  'tcp-last-ack': 'ctTcpLastAck',
+  'tcp-time-wait': 'ctTcpTimeWait',
+  'tcp-close': 'ctTcpClose',
+  udp: 'ctUdp',
+  'udp-stream': 'ctUdpStream',
+  icmp: 'ctIcmp',
+};
+
+function posInt(flag: string, v: string, max = 0x7fffffff): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || !Number.isInteger(n) || n < 1 || n > max) {
+    throw new Error(`--${flag}: a positive integer up to ${max}, got ${JSON.stringify(v)}`);
+  }
+  return n;
+}
+
+/** Validate the conntrack flags; `cores` gives kube-proxy's default table size. */
+export function parseCtRunFlags(f: CtRunFlags, cores: number): CtRunOptions {
+  const datapath: Partial<DatapathConfig> = {
+    ctCapacity: f.ctMax === undefined ? ctMaxDefault(cores) : posInt('ct-max', f.ctMax, 1 << 25),
+    ctDropInvalid: f.ctDropInvalid === true,
+  };
+  for (const part of (f.ctTimeout ?? '').split(',')) {
+    if (part.trim() === '') continue;
+    const [name, value] = part.split('=');
+    const key = TIMEOUT_FLAG_NAMES[name?.trim() ?? ''];
+    if (!key || value === undefined) {
+      const names = Object.keys(TIMEOUT_FLAG_NAMES).join(', ');
+      throw new Error(
+        `--ct-timeout: expected name=seconds with name one of ${names}, got ${JSON.stringify(part)}`,
+      );
+    }
+    datapath[key] = posInt('ct-timeout', value);
+  }
+  const gc: Partial<CtGcConfig> = {};
+  if (f.ctGcInterval !== undefined) gc.intervalSec = posInt('ct-gc-interval', f.ctGcInterval);
+  if (f.ctGcMinInterval !== undefined)
+    gc.minIntervalSec = posInt('ct-gc-min-interval', f.ctGcMinInterval);
+  if (f.ctGcMaxInterval !== undefined)
+    gc.maxIntervalSec = posInt('ct-gc-max-interval', f.ctGcMaxInterval);
+  const g = { ...DEFAULT_CT_GC, ...gc };
+  if (g.minIntervalSec > g.maxIntervalSec) {
+    throw new Error('--ct-gc-min-interval: larger than --ct-gc-max-interval');
+  }
+  return { datapath, gc };
+}
+
+export { DEFAULT_CT_TIMEOUTS };
+
+/** Minimal logger the GC timer needs (pino fits). */
+export interface CtGcLog {
+  warn(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+}
+
+/**
+ * The agent's conntrack timer: a CtGcScheduler tick every cfg.tickMs, and the rate-limited
+ * table-full line. Returns the scheduler (stats) and the timer (the caller clears it).
+ */
+export function startCtGcTimer(
+  dp: Datapath,
+  cfg: Partial<CtGcConfig>,
+  nowMs: () => number,
+  onExpired: ((i: number) => void) | undefined,
+  log: CtGcLog,
+): { gc: CtGcScheduler; timer: NodeJS.Timeout } {
+  const gc = new CtGcScheduler(dp, cfg, nowMs(), onExpired);
+  const full = new CtFullLog(dp);
+  const timer = setInterval(() => {
+    const now = nowMs();
+    const passes = gc.stats.passes;
+    gc.tick(now);
+    if (gc.stats.passes !== passes) log.debug({ ...gc.stats }, 'conntrack GC pass');
+    const dropped = full.check(now);
+    if (dropped > 0) {
+      const max = dp.ct.capacity;
+      log.warn({ table: 'conntrack', max, dropped }, CtFullLog.MESSAGE);
+    }
+  }, gc.cfg.tickMs);
+  return { gc, timer };
 }
