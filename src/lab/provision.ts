@@ -321,8 +321,8 @@ export function systemdUnits(t: Topology, n: LabNode, uplink: string, c: UnitCon
         'Restart=on-failure',
         'RestartSec=2',
         // Only the agent gets SIGTERM: its fail-open watchdog (its own session, node/failure.ts)
-      // must outlive a crashed agent long enough to undo the steering.
-      'KillMode=process',
+        // must outlive a crashed agent long enough to undo the steering.
+        'KillMode=process',
       ],
     ),
   );
