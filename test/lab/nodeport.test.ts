@@ -1,0 +1,161 @@
+// NodePort, LoadBalancer, externalTrafficPolicy and hairpin on the namespace lab with kubetun
+// on every node (root). The lab's prefix follows KUBETUN_LAB_PREFIX, so this can run beside
+// another lab: `KUBETUN_LAB_PREFIX=kn- npx vitest run test/lab/nodeport.test.ts`.
+//
+//   client 172.30.0.100 ── node1 172.30.0.11 (pod-a, pod-b) ── node2 172.30.0.12 (pod-c, pod-d)
+//   web-np     NodePort 30080/TCP, 30053/UDP, Cluster  -> pod-a (node1), pod-c (node2)
+//   web-local  NodePort 30081/TCP, Local, health 32081 -> pod-c, pod-d (node2 only)
+//   web-lb     LB 172.30.0.200:80, ranges 172.30.0.100/32 (admits the client)
+//   web-lb-deny LB 172.30.0.201:80, ranges 192.0.2.0/24 (refuses it)
+//   web        ClusterIP 10.96.0.10:80 -> pod-a, pod-b, pod-c (hairpin for pod-a/pod-b/pod-c)
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { labCtl } from '../../src/lab/ctl.ts';
+import { labDown, labUp } from '../../src/lab/lab.ts';
+import type { LabState } from '../../src/lab/state.ts';
+import { allPods, loadTopology } from '../../src/lab/topology.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+const TOPOLOGY = join(ROOT, 'lab/topology.yaml');
+const UDPQ = join(ROOT, 'lab/servers/udpq.mjs');
+const t = loadTopology(TOPOLOGY);
+const client = t.clients[0]!;
+const [node1, node2] = t.nodes as [(typeof t.nodes)[0], (typeof t.nodes)[0]];
+const podByIp = new Map(allPods(t).map((p) => [p.ip, p]));
+const TRIES = 24; // 2 backends: both seen with probability 1 - 2 * 2^-24
+
+function sh(ns: string, script: string): string {
+  const r = spawnSync('ip', ['netns', 'exec', ns, 'sh', '-c', script], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  return r.stdout;
+}
+
+/** n curls of /whoami, each a new connection: "<pod> <pod ip> <peer>" or "curl exit N". */
+function whoami(ns: string, url: string, n: number): string[] {
+  const s = `for i in $(seq ${n}); do curl -sS -m 2 '${url}/whoami' 2>/dev/null || echo "curl exit $?"; done`;
+  return sh(ns, s).trim().split('\n');
+}
+
+/** pod -> set of peers it saw */
+function seen(answers: string[]): Record<string, string[]> {
+  const out: Record<string, Set<string>> = {};
+  for (const a of answers) {
+    const [pod, , peer] = a.split(' ');
+    (out[pod!] ??= new Set()).add(peer ?? '');
+  }
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, [...v].sort()]));
+}
+
+/** The address MASQUERADE on `node` gives a flow to `podIp`: the gateway for its own pods. */
+function natAddr(node: (typeof t.nodes)[0], podIp: string): string {
+  return podByIp.get(podIp)!.node === node.name ? node.gateway : node.ip;
+}
+
+let state: LabState;
+
+function sock(node: string): string {
+  return state.processes.find((p) => p.role === 'kubetun' && p.name === node)!.ctlSocket!;
+}
+
+async function counter(node: string, name: string): Promise<number> {
+  const r = await labCtl<{ counters: Record<string, number> }>(sock(node), { cmd: 'counters' });
+  return r.counters[name] ?? 0;
+}
+
+describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
+  beforeAll(async () => {
+    await labDown({ topology: TOPOLOGY });
+    state = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
+    // A cloud load balancer would send its ingress IPs to a node: here a route via node1.
+    for (const lb of ['172.30.0.200', '172.30.0.201']) {
+      sh(client.ns, `ip route replace ${lb}/32 via ${node1.ip}`);
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await labDown({ topology: TOPOLOGY });
+  });
+
+  it('reaches backends on both nodes through the NodePort of each node, source masqueraded to that node', () => {
+    for (const node of [node1, node2]) {
+      const got = seen(whoami(client.ns, `http://${node.ip}:30080`, TRIES));
+      expect(got).toEqual({
+        'pod-a': [natAddr(node, '10.244.1.2')],
+        'pod-c': [natAddr(node, '10.244.2.2')],
+      });
+    }
+  });
+
+  it('serves the UDP NodePort from both backends', () => {
+    const out = sh(client.ns, `${process.execPath} ${UDPQ} ${node2.ip} 30053 ${TRIES} 1000`);
+    const pods = new Set(
+      out
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ')[0]),
+    );
+    expect([...pods].sort()).toEqual(['pod-a', 'pod-c']);
+  });
+
+  it('serves the NodePort to pods too (pod -> node IP:30080), masqueraded (policy Cluster)', () => {
+    const podD = allPods(t).find((p) => p.name === 'pod-d')!;
+    const got = seen(whoami(podD.ns, `http://${node1.ip}:30080`, TRIES));
+    expect(got).toEqual({ 'pod-a': [node1.gateway], 'pod-c': [node1.ip] });
+  });
+
+  it('externalTrafficPolicy Local: the client IP reaches the pod via the node with endpoints, the other node drops', async () => {
+    const got = seen(whoami(client.ns, `http://${node2.ip}:30081`, TRIES));
+    expect(got).toEqual({ 'pod-c': [client.ip], 'pod-d': [client.ip] });
+    const before = await counter('node1', 'DROP_ETP_NO_LOCAL_ENDPOINTS');
+    expect(whoami(client.ns, `http://${node1.ip}:30081`, 1)).toEqual(['curl exit 28']);
+    expect(await counter('node1', 'DROP_ETP_NO_LOCAL_ENDPOINTS')).toBeGreaterThan(before);
+    // A pod on node1 still reaches every endpoint through node1's NodePort (not masqueraded).
+    const podA = allPods(t).find((p) => p.name === 'pod-a')!;
+    expect(seen(whoami(podA.ns, `http://${node1.ip}:30081`, TRIES))).toEqual({
+      'pod-c': [podA.ip],
+      'pod-d': [podA.ip],
+    });
+  });
+
+  it('answers the health-check node port 200 with local endpoints and 503 without', () => {
+    const get = (ip: string) =>
+      sh(client.ns, `curl -s -i -m 2 http://${ip}:32081/`).replace(/\r/g, '');
+    const n2 = get(node2.ip);
+    expect(n2).toMatch(/^HTTP\/1\.1 200 /);
+    expect(n2).toMatch(/^X-Load-Balancing-Endpoint-Weight: 2$/im);
+    expect(n2).toContain(
+      '{"service":{"namespace":"default","name":"web-local"},"localEndpoints":2,"serviceProxyHealthy":true}',
+    );
+    const n1 = get(node1.ip);
+    expect(n1).toMatch(/^HTTP\/1\.1 503 /);
+    expect(n1).not.toMatch(/X-Load-Balancing-Endpoint-Weight/i);
+    expect(n1).toContain('"localEndpoints":0');
+  });
+
+  it('admits the client to a LoadBalancer IP inside its source ranges and refuses it outside', async () => {
+    const got = seen(whoami(client.ns, 'http://172.30.0.200', TRIES));
+    expect(got).toEqual({ 'pod-a': [node1.gateway], 'pod-c': [node1.ip] });
+    const before = await counter('node1', 'DROP_SOURCE_RANGE');
+    expect(whoami(client.ns, 'http://172.30.0.201', 1)).toEqual(['curl exit 28']);
+    expect(await counter('node1', 'DROP_SOURCE_RANGE')).toBeGreaterThan(before);
+  });
+
+  it('lets a backend pod reach itself through its ClusterIP (hairpin, masqueraded to its gateway)', () => {
+    for (const name of ['pod-a', 'pod-b', 'pod-c']) {
+      const pod = allPods(t).find((p) => p.name === name)!;
+      const node = t.nodes.find((n) => n.name === pod.node)!;
+      const got = seen(whoami(pod.ns, 'http://10.96.0.10', 40));
+      expect(Object.keys(got).sort()).toEqual(['pod-a', 'pod-b', 'pod-c']);
+      expect(got[name]).toEqual([node.gateway]);
+    }
+  });
+
+  it('reserves the SNAT port range on every node', () => {
+    for (const n of t.nodes) {
+      expect(sh(n.ns, 'cat /proc/sys/net/ipv4/ip_local_reserved_ports')).toContain('61440-62463');
+    }
+  });
+});
