@@ -44,7 +44,9 @@ function seen(answers: string[]): Record<string, string[]> {
   const out: Record<string, Set<string>> = {};
   for (const a of answers) {
     const [pod, , peer] = a.split(' ');
-    (out[pod!] ??= new Set()).add(peer ?? '');
+    const set = out[pod!] ?? new Set<string>();
+    set.add(peer ?? '');
+    out[pod!] = set;
   }
   return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, [...v].sort()]));
 }
