@@ -8,6 +8,13 @@ import type { AgentOptions } from '../node/options.ts';
 
 interface RunFlags {
   manifests: string;
+  kubeconfig?: string;
+  nodeZone?: string;
+  scheduler?: string;
+  metricsBindAddress?: string;
+  healthzBindAddress?: string;
+  syncPeriod?: string;
+  minSyncPeriod?: string;
   nodeName: string;
   nodeIp: string;
   podCidr: string;
@@ -21,13 +28,30 @@ interface RunFlags {
   batch: string;
   watchdog: boolean;
   logLevel: string;
+  ctMax?: string;
+  ctDropInvalid?: boolean;
+  ctTimeout?: string;
+  ctGcInterval?: string;
+  ctGcMinInterval?: string;
+  ctGcMaxInterval?: string;
 }
 
 export function register(program: Command): void {
   program
     .command('run')
     .description("run the node data plane: TUN + steering + datapath, in this node's netns")
-    .requiredOption('--manifests <dir>', 'Service/EndpointSlice YAML (file or directory)')
+    .option('--manifests <dir>', 'Service/EndpointSlice YAML (file or directory), hot-reloaded')
+    .option('--kubeconfig <file>', 'watch Services/EndpointSlices on the Kubernetes API instead')
+    .option('--node-zone <zone>', "this node's zone (topology hints, PreferClose)")
+    .option(
+      '--scheduler <name>',
+      'default scheduler: random|rr|wrr|lc|wlc|sed|nq|sh|dh|maglev (kubetun.io/scheduler overrides)',
+      'random',
+    )
+    .option('--metrics-bind-address <ip:port>', "metrics server ('' or 0: off)", '127.0.0.1:10249')
+    .option('--healthz-bind-address <ip:port>', "health server ('' or 0: off)", '0.0.0.0:10256')
+    .option('--sync-period <ms>', 'full resync at least this often', '30000')
+    .option('--min-sync-period <ms>', 'at most one sync per this many ms', '1000')
     .requiredOption('--node-name <name>', 'this node (endpoints topology, socket name)')
     .requiredOption('--node-ip <ip>', 'source address for node-originated traffic to VIPs')
     .requiredOption('--pod-cidr <cidr>', "this node's pod CIDR")
@@ -41,6 +65,18 @@ export function register(program: Command): void {
     .option('--batch <n>', 'packets per TUN read batch', '64')
     .option('--no-watchdog', 'no fail-open watchdog: if the agent dies, pod traffic is dropped')
     .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent', 'info')
+    .option('--ct-max <n>', 'conntrack entries (default max(32768 x cores, 131072), as kube-proxy)')
+    .option(
+      '--ct-drop-invalid',
+      'drop packets conntrack calls INVALID (kube-proxy ctstate INVALID DROP)',
+    )
+    .option(
+      '--ct-timeout <list>',
+      'conntrack lifetimes, e.g. tcp-established=86400,tcp-close-wait=3600,udp=30 (s)',
+    )
+    .option('--ct-gc-interval <s>', 'first interval between conntrack GC passes (adapts)', '300')
+    .option('--ct-gc-min-interval <s>', 'shortest GC interval', '10')
+    .option('--ct-gc-max-interval <s>', 'longest GC interval', '43200')
     .action(async (flags: RunFlags) => {
       await runAgent(toOptions(flags));
     });
@@ -48,7 +84,14 @@ export function register(program: Command): void {
 
 export function toOptions(f: RunFlags): AgentOptions {
   return {
-    manifests: f.manifests,
+    manifests: f.manifests ?? '',
+    kubeconfig: f.kubeconfig,
+    nodeZone: f.nodeZone,
+    scheduler: f.scheduler,
+    metricsBindAddress: f.metricsBindAddress,
+    healthzBindAddress: f.healthzBindAddress,
+    syncPeriodMs: f.syncPeriod === undefined ? undefined : Number(f.syncPeriod),
+    minSyncPeriodMs: f.minSyncPeriod === undefined ? undefined : Number(f.minSyncPeriod),
     nodeName: f.nodeName,
     nodeIp: f.nodeIp,
     podCidr: f.podCidr,
@@ -65,6 +108,14 @@ export function toOptions(f: RunFlags): AgentOptions {
     batch: Number(f.batch),
     watchdog: f.watchdog,
     logLevel: f.logLevel,
+    ctFlags: {
+      ctMax: f.ctMax,
+      ctDropInvalid: f.ctDropInvalid,
+      ctTimeout: f.ctTimeout,
+      ctGcInterval: f.ctGcInterval,
+      ctGcMinInterval: f.ctGcMinInterval,
+      ctGcMaxInterval: f.ctGcMaxInterval,
+    },
   };
 }
 
@@ -86,11 +137,13 @@ async function runAgent(opts: AgentOptions): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM', 0));
   process.on('SIGINT', () => stop('SIGINT', 0));
   process.on('SIGHUP', () => {
-    try {
-      log.info(agent.reload(), 'manifests reloaded');
-    } catch (err) {
-      log.error({ err: (err as Error).message }, 'reload failed; the previous services stay');
-    }
+    agent.reload().then(
+      (r) =>
+        r.error
+          ? log.error(r, 'reload failed; the previous services stay')
+          : log.info(r, 'reloaded'),
+      (err: Error) => log.error({ err: err.message }, 'reload failed; the previous services stay'),
+    );
   });
   process.on('uncaughtException', (err) => {
     log.fatal({ err: err.message, stack: err.stack }, 'uncaught exception; stopping');

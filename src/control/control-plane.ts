@@ -22,6 +22,7 @@ import { KubernetesSource } from './source-k8s.ts';
 export interface ControlLog {
   info(obj: object, msg?: string): void;
   error(obj: object, msg?: string): void;
+  warn?(obj: object, msg?: string): void;
 }
 
 export interface Bind {
@@ -56,6 +57,10 @@ export interface ControlPlane {
   source: ManifestDirSource | KubernetesSource;
   metricsServer?: ServerHandle;
   healthServer?: ServerHandle;
+  /** resolves after the first successful sync (the data plane holds the source's state) */
+  firstSync: Promise<void>;
+  /** asks for a sync and resolves with its outcome once one has run that started after the call */
+  syncNow(): Promise<boolean>;
   stop(): Promise<void>;
 }
 
@@ -72,6 +77,11 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
   const metrics = new ProxyMetrics();
   metrics.setDatapathStats(o.datapathStats);
   const health = new ProxyHealth({ clock: o.clock, healthTimeoutMs: 2 * syncPeriodMs });
+  let synced: () => void = () => {};
+  const waiters: ((ok: boolean) => void)[] = [];
+  const firstSync = new Promise<void>((res) => {
+    synced = res;
+  });
   const proxier = new Proxier({
     program: o.program,
     cleanupConntrack: o.cleanupConntrack,
@@ -82,6 +92,10 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
     runner: { maxIntervalMs: syncPeriodMs, minIntervalMs: o.minSyncPeriodMs ?? 1000 },
     onError: (err) => log.error(errorFields(err), 'sync failed; retrying with a full sync'),
     onSync: (s) => {
+      if (s.ok) synced();
+      // A sync already running when syncNow() was called leaves the runner pending: wait for
+      // the one after it, which saw the caller's changes.
+      if (!proxier.runner.isPending) for (const w of waiters.splice(0)) w(s.ok);
       if (s.ok)
         log.info(
           { full: s.full, servicePorts: s.changes.changedServicePorts.length, seconds: s.seconds },
@@ -96,21 +110,33 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
     metrics,
     health,
     source,
+    firstSync,
+    syncNow: () =>
+      new Promise<boolean>((res) => {
+        waiters.push(res);
+        proxier.runner.run();
+      }),
     stop: async () => {
+      for (const w of waiters.splice(0)) w(false);
       proxier.stop();
       await source.stop();
       await Promise.all(servers.map((s) => s.close()));
     },
   };
   try {
+    // A port already taken (another proxy in the same network namespace) costs the server, not
+    // the data plane: kube-proxy logs it and carries on too.
     if (o.metricsBind !== null) {
       const b = o.metricsBind ?? { host: DEFAULT_METRICS_HOST, port: DEFAULT_METRICS_PORT };
-      cp.metricsServer = await startMetricsServer(metrics, b);
-      servers.push(cp.metricsServer);
+      cp.metricsServer = await serve('metrics', b, log, () => startMetricsServer(metrics, b));
+      if (cp.metricsServer) servers.push(cp.metricsServer);
     }
     if (o.healthzBind !== null) {
-      cp.healthServer = await startHealthServer(health, { ...(o.healthzBind ?? {}), metrics });
-      servers.push(cp.healthServer);
+      const b = o.healthzBind ?? {};
+      cp.healthServer = await serve('healthz', b, log, () =>
+        startHealthServer(health, { ...b, metrics }),
+      );
+      if (cp.healthServer) servers.push(cp.healthServer);
     }
     if (source instanceof ManifestDirSource) source.start();
     else await source.start();
@@ -119,6 +145,20 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
     throw err;
   }
   return cp;
+}
+
+async function serve(
+  what: string,
+  bind: Partial<Bind>,
+  log: ControlLog,
+  start: () => Promise<ServerHandle>,
+): Promise<ServerHandle | undefined> {
+  try {
+    return await start();
+  } catch (err) {
+    log.error({ err: (err as Error).message, ...bind }, `${what} server not started`);
+    return undefined;
+  }
 }
 
 function makeSource(

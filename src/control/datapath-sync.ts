@@ -1,11 +1,12 @@
-// The Proxier's data-plane half for kubetun's own maps: program = dpLoadServices (a full loader
-// that diffs against what it wrote before, so it runs only when something changed or a full
-// sync is due), UDP cleanup = the conntrack reconciler, and the metrics hook reading the
-// datapath's counters and map fill.
+// The Proxier's data-plane half for kubetun's own maps: program = dpUpdateServices for a partial
+// sync (only the service ports the tracker reports changed or deleted; cost follows the change)
+// and dpLoadServices for a full one (everything, leftovers removed); UDP cleanup = the conntrack
+// reconciler; and the metrics hook reading the datapath's counters and map fill.
 
 import type { Datapath } from '../datapath/datapath.ts';
-import { dpLoadServices } from '../datapath/load.ts';
+import { type DpLoadOptions, dpLoadServices, dpUpdateServices } from '../datapath/load.ts';
 import { countersToRecord } from '../datapath/reasons.ts';
+import type { ResolvedServicePort } from '../model.ts';
 import { reconcileUdpConntrack } from './conntrack-reconcile.ts';
 import type { DatapathStats } from './metrics.ts';
 import type { ProxierOptions } from './proxier.ts';
@@ -14,13 +15,32 @@ export interface DatapathSync {
   program: ProxierOptions['program'];
   cleanupConntrack: NonNullable<ProxierOptions['cleanupConntrack']>;
   stats: () => DatapathStats;
+  /** what the last program call did (logs, tests, benchmarks) */
+  last: { full: boolean; written: number; deleted: number };
 }
 
-export function datapathSync(dp: Datapath, opts: { nodeName?: string } = {}): DatapathSync {
+export function datapathSync(dp: Datapath, opts: DpLoadOptions = {}): DatapathSync {
+  const last = { full: false, written: 0, deleted: 0 };
   return {
+    last,
     program: ({ full, changes, tracker }) => {
-      if (!full && changes.changedServicePorts.length === 0) return true;
-      dpLoadServices(dp, tracker.resolveAll(), { nodeName: opts.nodeName });
+      last.full = full;
+      if (full) {
+        const st = dpLoadServices(dp, tracker.resolveAll(), opts);
+        last.written = st.written;
+        last.deleted = st.removed;
+        return true;
+      }
+      const changed: ResolvedServicePort[] = [];
+      const deleted = [...changes.deletedServicePorts];
+      for (const spn of changes.changedServicePorts) {
+        const rsp = tracker.resolve(spn);
+        if (rsp) changed.push(rsp);
+        else deleted.push(spn);
+      }
+      last.written = changed.length;
+      last.deleted = deleted.length;
+      if (changed.length > 0 || deleted.length > 0) dpUpdateServices(dp, changed, deleted, opts);
       return true;
     },
     cleanupConntrack: (changes, tracker) => reconcileUdpConntrack(dp.ct, tracker, changes),

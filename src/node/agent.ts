@@ -1,18 +1,28 @@
 // The per-node agent behind `kubetun run`, in the node's network namespace:
 //
-//   manifests ─▶ resolve ─▶ dpLoadServices(maps)        (a bad manifest stops us before we
-//   leftovers of a crashed run: state file, stale filters   touch the node)
+//   manifests check (a bad manifest stops us before we touch the node)
+//   control plane (src/control): manifests dir (hot reload) or Kubernetes API ─▶ Proxier ─▶
+//     dpUpdateServices / dpLoadServices, UDP conntrack cleanup after syncs, metrics :10249,
+//     health :10256; the first sync completes before any packet is steered to us
+//   leftovers of a crashed run: state file, stale filters
 //   TUN open + packet loop (reading before any redirect points at it)
 //   watchdog + state file, then steering (steering.ts), each change recorded for undo first
 //   control socket (the ready signal), conntrack GC, pod interface rescan
 //   SIGTERM/SIGINT ─▶ stop(): socket closed, steering undone last-first, TUN closed
 import { mkdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
+import { type ControlPlane, startControlPlane } from '../control/control-plane.ts';
+import { datapathSync } from '../control/datapath-sync.ts';
 import { createDatapath, type Datapath } from '../datapath/datapath.ts';
-import { dpLoadServices } from '../datapath/load.ts';
-import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
+import { parseCtRunFlags, startCtGcTimer } from '../datapath/ct-gc.ts';
+import { lb4ConnRelease } from '../datapath/lb.ts';
+import { dpAffinityGc, dpConnRecount } from '../datapath/load.ts';
+import { nat4GcStep } from '../datapath/nat.ts';
+import { dpTuneV8 } from '../datapath/tune.ts';
+import { loadManifests } from '../manifests/index.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { TunDevice } from '../tun/tun.ts';
 import { CtlServer, ctlAlive } from './ctl.ts';
@@ -21,14 +31,61 @@ import { recoverState, removeState, statePathFor, Watchdog, writeState } from '.
 import { agentTable, inspectAnswer, reasonTable } from './inspect.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
 import { type AgentNet, type AgentOptions, validateOptions } from './options.ts';
-import { Steering, sweepStaleFilters, UndoLog } from './steering.ts';
+import { HealthNodePorts, healthServices } from './health-nodeport.ts';
+import {
+  externalAddrs,
+  natDatapathConfig,
+  Steering,
+  sweepStaleFilters,
+  UndoLog,
+} from './steering.ts';
 
 /** Conntrack GC: entry positions examined per tick (bounded work per timer callback). */
 const CT_GC_BATCH = 65536;
 const CT_GC_INTERVAL_MS = 1000;
+/** lc/wlc/sed/nq connection counts rebuilt from conntrack this often (repairs missed events) */
+const CONN_RECOUNT_MS = 10_000;
+/** how long start() waits for the first sync before steering traffic anyway */
+const FIRST_SYNC_TIMEOUT_MS = 30_000;
 
-function loadPorts(opts: AgentOptions): ResolvedServicePort[] {
-  return resolveServicePorts(loadManifests(opts.manifests), { nodeName: opts.nodeName });
+async function startControl(opts: AgentOptions, net: AgentNet, dp: Datapath, log: Logger) {
+  const sync = datapathSync(dp, {
+    nodeName: opts.nodeName,
+    nodeZone: opts.nodeZone,
+    defaultScheduler: net.scheduler,
+  });
+  let source: Parameters<typeof startControlPlane>[0]['source'];
+  if (opts.kubeconfig) {
+    const { KubeConfig } = await import('@kubernetes/client-node');
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(opts.kubeconfig);
+    source = { kubeConfig };
+  } else {
+    // A bad manifest at startup stops us before we touch the node; later ones are logged and
+    // the last good state stays (the source's all-or-nothing reload).
+    loadManifests(opts.manifests);
+    source = { dir: opts.manifests, pollIntervalMs: 1000 };
+  }
+  const cp = await startControlPlane({
+    source,
+    program: sync.program,
+    cleanupConntrack: sync.cleanupConntrack,
+    datapathStats: sync.stats,
+    nodeName: opts.nodeName,
+    syncPeriodMs: opts.syncPeriodMs,
+    minSyncPeriodMs: opts.minSyncPeriodMs,
+    metricsBind: net.metricsBind,
+    healthzBind: net.healthzBind,
+    log,
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((res) => {
+    timer = setTimeout(() => res(false), FIRST_SYNC_TIMEOUT_MS);
+  });
+  const ok = await Promise.race([cp.firstSync.then(() => true), timeout]);
+  clearTimeout(timer);
+  if (!ok) log.warn({ ms: FIRST_SYNC_TIMEOUT_MS }, 'no successful sync yet; starting anyway');
+  return cp;
 }
 
 function countServices(ports: readonly ResolvedServicePort[]): number {
@@ -53,6 +110,7 @@ export class NodeAgent {
   readonly started = Date.now();
   readonly undo = new UndoLog();
   readonly steering: Steering;
+  readonly health: HealthNodePorts;
   readonly loop: PacketLoop;
   readonly watchdog: Watchdog | undefined;
   private readonly statePath: string;
@@ -67,7 +125,7 @@ export class NodeAgent {
     readonly log: Logger,
     readonly dp: Datapath,
     readonly tun: TunDevice,
-    private ports: ResolvedServicePort[],
+    readonly cp: ControlPlane,
   ) {
     this.statePath = statePathFor(opts.ctlSocket);
     this.loop = createPacketLoop(dp, tun, net.serviceCidr, opts.batch, () => this.nowMs());
@@ -81,25 +139,36 @@ export class NodeAgent {
     });
     this.undo.add(['rm', '-f', this.statePath]); // first in, so the last thing any undo does
     const { uplink, nodeIp, podCidr, serviceCidr } = opts;
-    const cfg = { tun: tun.name, uplink, nodeIp, podCidr, serviceCidr };
+    const snatPorts = { min: dp.cfg.snatPortMin, max: dp.cfg.snatPortMax };
+    const cfg = { tun: tun.name, uplink, nodeIp, podCidr, serviceCidr, snatPorts, nodePorts: true };
     this.steering = new Steering(cfg, this.undo, log);
+    this.health = new HealthNodePorts(opts.nodeIp, log);
   }
 
   static async start(opts: AgentOptions, log: Logger): Promise<NodeAgent> {
+    dpTuneV8(); // before the first packet: raises V8's inlining budget for dpProcess
     const net = validateOptions(opts);
-    const ports = loadPorts(opts);
-    const dp = createDatapath();
-    dpLoadServices(dp, ports, { nodeName: opts.nodeName });
-    const tun = await prepareNode(opts, log);
+    const ct = parseCtRunFlags(opts.ctFlags ?? {}, availableParallelism()); // --ct-* (ct-gc.ts)
+    const dp = createDatapath({ ...natDatapathConfig(opts), ...ct.datapath }); // node addresses for NAT (nat.ts)
+    const cp = await startControl(opts, net, dp, log);
+    let tun: TunDevice;
     let agent: NodeAgent;
     try {
-      agent = new NodeAgent(opts, net, log, dp, tun, ports);
+      tun = await prepareNode(opts, log);
+    } catch (err) {
+      await cp.stop();
+      throw err;
+    }
+    try {
+      agent = new NodeAgent(opts, net, log, dp, tun, cp);
     } catch (err) {
       tun.close();
+      await cp.stop();
       throw err;
     }
     try {
       agent.steering.install(opts.podIfaces ?? discoverPodIfaces(net.podCidr, agent.exclude()));
+      await agent.syncExternal();
       log.info({ commands: agent.steering.applied }, 'steering installed');
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
     } catch (err) {
@@ -122,8 +191,14 @@ export class NodeAgent {
       pid: process.pid,
       uptimeSec: Math.floor((Date.now() - this.started) / 1000),
       packets: this.loop.counters[AGENT_PACKETS],
-      services: countServices(this.ports),
-      servicePorts: this.ports.length,
+      services: countServices(this.ports()),
+      servicePorts: this.ports().length,
+      metrics: this.cp.metricsServer
+        ? `${this.cp.metricsServer.host}:${this.cp.metricsServer.port}`
+        : '',
+      healthz: this.cp.healthServer
+        ? `${this.cp.healthServer.host}:${this.cp.healthServer.port}`
+        : '',
       tun: this.tun.name,
       uplink: this.opts.uplink,
       podIfaces: [...this.steering.hooked].sort(),
@@ -136,15 +211,29 @@ export class NodeAgent {
       counters: reasonTable(this.dp),
       agent: agentTable(this.loop.counters),
       tun: this.tun.stats,
+      ctInvalid: this.dp.ctInvalid,
     };
   }
 
-  /** Reloads the manifests; on error the last good state stays in force and the error is thrown. */
-  reload(): { services: number; servicePorts: number } {
-    const ports = loadPorts(this.opts);
-    dpLoadServices(this.dp, ports, { nodeName: this.opts.nodeName });
-    this.ports = ports;
-    return { services: countServices(ports), servicePorts: ports.length };
+  /** The applied service ports (the control plane's tracker). */
+  ports(): ResolvedServicePort[] {
+    return this.cp.proxier.tracker.resolveAll();
+  }
+
+  /**
+   * Re-reads the manifests now (they are also watched) and asks for a full sync; an invalid
+   * file is reported (file, object, field) and the last good state stays in force.
+   */
+  async reload(): Promise<{ services: number; servicePorts: number; error?: string }> {
+    const src = this.cp.source;
+    let error: string | undefined;
+    if ('reload' in src && !src.reload()) error = src.lastError?.message;
+    if (error === undefined) {
+      this.cp.proxier.runner.requestFullSync();
+      if (!(await this.cp.syncNow())) error = 'sync failed; the previous services stay';
+    }
+    const ports = this.ports();
+    return { services: countServices(ports), servicePorts: ports.length, error };
   }
 
   answer(req: Record<string, unknown>): unknown {
@@ -157,7 +246,7 @@ export class NodeAgent {
       case 'ct-count':
       case 'ct-flush':
       case 'svc':
-        return inspectAnswer(this.dp, req, Math.floor(this.nowMs() / 1000), this.ports);
+        return inspectAnswer(this.dp, req, Math.floor(this.nowMs() / 1000), this.ports());
       case 'reload':
         return this.reload();
       default:
@@ -172,6 +261,8 @@ export class NodeAgent {
     this.stopping ??= (async () => {
       for (const t of this.timers) clearInterval(t);
       await this.ctl?.close();
+      await this.health.close();
+      await this.cp.stop();
       const undoFailures = this.undo.unwind();
       this.watchdog?.disarm();
       this.tun.close();
@@ -181,16 +272,38 @@ export class NodeAgent {
     return this.stopping;
   }
 
+  /** externalIPs / LoadBalancer IPs steered, health-check node ports served (nodeport.ts). */
+  async syncExternal(): Promise<void> {
+    try {
+      const ports = this.ports();
+      this.steering.setExternalAddrs(externalAddrs(ports));
+      await this.health.sync(healthServices(ports, this.opts.nodeName));
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'external addresses not synced');
+    }
+  }
+
   private exclude(): string[] {
     return [this.opts.uplink, this.tun.name, 'lo'];
   }
 
   private startTimers(): void {
-    let cursor = 0;
+    const dp = this.dp;
+    const release = (i: number) => lb4ConnRelease(dp, i);
+    // conntrack expiry: adaptive, bounded per tick, table-full log (ct-gc.ts)
+    const ctGc = parseCtRunFlags(this.opts.ctFlags ?? {}, availableParallelism()).gc;
+    this.timers.push(startCtGcTimer(dp, ctGc, () => this.nowMs(), release, this.log).timer);
     const gc = setInterval(() => {
-      cursor = this.dp.ct.scan(cursor, CT_GC_BATCH, Math.floor(this.nowMs() / 1000));
+      const now = Math.floor(this.nowMs() / 1000);
+      dpAffinityGc(dp, now);
+      nat4GcStep(dp, CT_GC_BATCH, now); // SNAT entries of flows conntrack no longer has
     }, CT_GC_INTERVAL_MS);
     this.timers.push(gc);
+    // External IPs to steer and health-check node ports follow the synced services.
+    this.timers.push(setInterval(() => void this.syncExternal(), CT_GC_INTERVAL_MS));
+    this.timers.push(
+      setInterval(() => dpConnRecount(dp, Math.floor(this.nowMs() / 1000)), CONN_RECOUNT_MS),
+    );
     // New pods (and their veths) can appear after startup: hook them as they show up.
     if (!this.opts.podIfaces && this.opts.rescanMs > 0) {
       this.timers.push(setInterval(() => this.rescan(), this.opts.rescanMs));

@@ -69,6 +69,8 @@ export class CtlServer {
 
 function serve(sock: net.Socket, handle: CtlHandler): void {
   let pending = '';
+  // Answers may be promises (reload waits for its sync); the chain keeps replies in order.
+  let chain: Promise<void> = Promise.resolve();
   sock.setEncoding('utf8');
   sock.on('error', () => sock.destroy());
   sock.on('data', (chunk: string) => {
@@ -81,7 +83,17 @@ function serve(sock: net.Socket, handle: CtlHandler): void {
     while (nl >= 0) {
       const line = pending.slice(0, nl).trim();
       pending = pending.slice(nl + 1);
-      if (line) sock.write(`${JSON.stringify(answer(line, handle))}\n`);
+      if (line) {
+        chain = chain.then(async () => {
+          let v: unknown;
+          try {
+            v = await answer(line, handle);
+          } catch (err) {
+            v = { error: (err as Error).message };
+          }
+          if (!sock.destroyed) sock.write(`${JSON.stringify(v)}\n`);
+        });
+      }
       nl = pending.indexOf('\n');
     }
   });

@@ -1,9 +1,25 @@
 // `kubetun run` options: validated once, in the slow world, with the flag named in every error.
+import { SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
+import type { CtRunFlags } from '../datapath/ct-gc.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
 
 export interface AgentOptions {
-  /** manifests file or directory (Service / EndpointSlice YAML) */
+  /** manifests file or directory (Service / EndpointSlice YAML), reloaded when it changes */
   manifests: string;
+  /** kubeconfig file: watch the Kubernetes API instead of manifests */
+  kubeconfig?: string;
+  /** this node's zone (topology hints, trafficDistribution PreferClose) */
+  nodeZone?: string;
+  /** scheduler for services without a kubetun.io/scheduler annotation */
+  scheduler?: string;
+  /** kube-proxy --metrics-bind-address, host:port; '' = no metrics server */
+  metricsBindAddress?: string;
+  /** kube-proxy --healthz-bind-address, host:port; '' = no health server */
+  healthzBindAddress?: string;
+  /** full resync period (kube-proxy --iptables-sync-period), ms */
+  syncPeriodMs?: number;
+  /** minimum time between syncs (--iptables-min-sync-period), ms */
+  minSyncPeriodMs?: number;
   nodeName: string;
   /** this node's address: source of node-originated traffic to VIPs */
   nodeIp: string;
@@ -24,10 +40,16 @@ export interface AgentOptions {
   /** run the fail-open watchdog (see failure.ts) */
   watchdog: boolean;
   logLevel: string;
+  /** --ct-max, --ct-timeout, --ct-drop-invalid, --ct-gc-* (parsed by ct-gc.ts parseCtRunFlags) */
+  ctFlags?: CtRunFlags;
 }
 
 /** The parsed numeric forms the agent works with. */
 export interface AgentNet {
+  /** SCHED_* of --scheduler */
+  scheduler: number;
+  metricsBind: { host: string; port: number } | null;
+  healthzBind: { host: string; port: number } | null;
   nodeIp: number;
   podCidr: Cidr;
   clusterCidr: Cidr;
@@ -60,7 +82,9 @@ function ifname(flag: string, s: string): string {
 }
 
 export function validateOptions(o: AgentOptions): AgentNet {
-  if (!o.manifests) throw new OptionError('manifests', 'required');
+  if (!o.manifests && !o.kubeconfig) {
+    throw new OptionError('manifests', 'required (or --kubeconfig)');
+  }
   if (!o.nodeIp) throw new OptionError('node-ip', 'required');
   if (!o.nodeName) throw new OptionError('node-name', 'required');
   if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(o.nodeName)) {
@@ -78,11 +102,39 @@ export function validateOptions(o: AgentOptions): AgentNet {
   if (!Number.isInteger(o.rescanMs) || o.rescanMs < 0) {
     throw new OptionError('pod-rescan-ms', 'an integer >= 0');
   }
+  for (const [flag, v] of [
+    ['sync-period', o.syncPeriodMs],
+    ['min-sync-period', o.minSyncPeriodMs],
+  ] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v >= 0)) {
+      throw new OptionError(flag, 'a duration >= 0 in ms (e.g. 30000)');
+    }
+  }
   const net: AgentNet = {
+    scheduler: o.scheduler
+      ? checked('scheduler', () => schedulerFromName(o.scheduler!))
+      : SCHED_RANDOM,
+    metricsBind: bindAddress('metrics-bind-address', o.metricsBindAddress, '127.0.0.1:10249'),
+    healthzBind: bindAddress('healthz-bind-address', o.healthzBindAddress, '0.0.0.0:10256'),
     nodeIp: checked('node-ip', () => ipv4ToU32(o.nodeIp)),
     podCidr: checked('pod-cidr', () => parseCidr(o.podCidr)),
     clusterCidr: checked('cluster-cidr', () => parseCidr(o.clusterCidr)),
     serviceCidr: checked('service-cidr', () => parseCidr(o.serviceCidr)),
   };
   return net;
+}
+
+/** "host:port" ("" or "0" = off; kube-proxy's convention); undefined = the default. */
+function bindAddress(
+  flag: string,
+  v: string | undefined,
+  dflt: string,
+): { host: string; port: number } | null {
+  const s = v ?? dflt;
+  if (s === '' || s === '0') return null;
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})$/.exec(s);
+  const port = m ? Number(m[2]) : -1;
+  if (!m || port > 65535) throw new OptionError(flag, `expected ip:port, got ${JSON.stringify(s)}`);
+  checked(flag, () => ipv4ToU32(m[1]));
+  return { host: m[1], port };
 }
