@@ -32,15 +32,15 @@ export function datapathSync(dp: Datapath, opts: DpLoadOptions = {}): DatapathSy
         return true;
       }
       const changed: ResolvedServicePort[] = [];
-      const deleted = [...changes.deletedServicePorts];
+      const deleted = new Set(changes.deletedServicePorts);
       for (const spn of changes.changedServicePorts) {
         const rsp = tracker.resolve(spn);
         if (rsp) changed.push(rsp);
-        else deleted.push(spn);
+        else deleted.add(spn);
       }
       last.written = changed.length;
-      last.deleted = deleted.length;
-      if (changed.length > 0 || deleted.length > 0) dpUpdateServices(dp, changed, deleted, opts);
+      last.deleted = deleted.size;
+      if (changed.length > 0 || deleted.size > 0) dpUpdateServices(dp, changed, [...deleted], opts);
       return true;
     },
     cleanupConntrack: (changes, tracker) => reconcileUdpConntrack(dp.ct, tracker, changes),
