@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { register as registerInspect } from './inspect.ts';
 import { register as registerLab } from './lab.ts';
+import { register as registerProvision } from './provision.ts';
 import { register as registerReplay } from './replay.ts';
 import { register as registerRules } from './rules.ts';
 import { register as registerRun } from './run.ts';
@@ -12,7 +13,14 @@ program
   .version('0.1.0');
 
 // Each subcommand lives in its own module (src/cli/*.ts) to keep this file short.
-for (const register of [registerRun, registerLab, registerReplay, registerRules, registerInspect]) {
+for (const register of [
+  registerRun,
+  registerLab,
+  registerProvision,
+  registerReplay,
+  registerRules,
+  registerInspect,
+]) {
   register(program);
 }
 
