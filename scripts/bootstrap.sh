@@ -29,6 +29,13 @@ declare -A pkgs=(
   [make]=/usr/bin/make
   [g++]=/usr/bin/g++
 )
+# Only the test suite needs these: a browser for the comparison report's page and Vagrant for
+# `vagrant validate`. `bootstrap.sh --test` adds them; the demo does without.
+if [ "${1:-}" = "--test" ]; then
+  pkgs[chromium]=/usr/bin/chromium
+  pkgs[vagrant]=/usr/bin/vagrant
+fi
+
 missing=()
 for p in "${!pkgs[@]}"; do
   [ -e "${pkgs[$p]}" ] || missing+=("$p")

@@ -3,7 +3,7 @@
 # with one line "N passed, N failed" counted from vitest's JSON report.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh || exit 1
+bash scripts/bootstrap.sh --test || exit 1
 
 status=0
 echo "== typecheck"; npx tsc -p tsconfig.json --noEmit || status=1
