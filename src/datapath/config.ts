@@ -1,6 +1,7 @@
 // Datapath configuration: map sizes, the RNG seed, and the knobs of generated ICMP errors.
 
 import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from './ct.ts';
+import { checkNatConfig } from './nat-config.ts';
 
 export interface DatapathConfig extends CtTimeouts {
   // CtTimeouts (ct.ts): ctTcpSynSent .. ctTcpClose, ctUdp, ctUdpStream, ctIcmp, seconds
@@ -35,6 +36,19 @@ export interface DatapathConfig extends CtTimeouts {
   icmpRatePerSec: number;
   /** bucket depth (Linux net.ipv4.icmp_msgs_burst = 50) */
   icmpBurst: number;
+  /** NAT (nat.ts): this node's IP (u32; NodePort frontends, masquerade source); 0 = none */
+  nodeIp: number;
+  /** NAT: the node-side gateway of local pods (u32; hairpin masquerade source); 0 = nodeIp */
+  podGateway: number;
+  /** NAT: this node's pod CIDR ('' = none): backends in it are masqueraded to podGateway */
+  podCidr: string;
+  /** NAT: the cluster CIDR ('' = none): ClusterIP traffic from outside it is masqueraded */
+  clusterCidr: string;
+  /** NAT: SNAT port range, power-of-two aligned (steering matches it with one u32 key) */
+  snatPortMin: number;
+  snatPortMax: number;
+  /** NAT: masqueraded flows at once */
+  snatCapacity: number;
 }
 
 export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
@@ -53,6 +67,13 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   icmpTtl: 64,
   icmpRatePerSec: 1000,
   icmpBurst: 50,
+  nodeIp: 0,
+  podGateway: 0,
+  podCidr: '',
+  clusterCidr: '',
+  snatPortMin: 0xf000,
+  snatPortMax: 0xf3ff,
+  snatCapacity: 65536,
 };
 
 /** Merge and validate (slow world: throws with the offending field named). */
@@ -83,6 +104,7 @@ export function resolveDatapathConfig(cfg: Partial<DatapathConfig> = {}): Datapa
   if (!(c.icmpRatePerSec >= 0) || !(c.icmpBurst >= 1)) {
     throw new Error('datapath config: icmpRatePerSec must be >= 0 and icmpBurst >= 1');
   }
+  checkNatConfig(c);
   checkCtTimeouts(c);
   return c;
 }

@@ -15,6 +15,7 @@ import { ServiceMap } from '../maps/services.ts';
 import { SchedulerTable } from '../sched/table.ts';
 import { type Ct4GcState, ct4TimeoutTable } from './ct.ts';
 import { type DatapathConfig, resolveDatapathConfig } from './config.ts';
+import { NatState } from './nat.ts';
 import { REASON_COUNT } from './reasons.ts';
 import { Rng } from './rng.ts';
 
@@ -27,6 +28,8 @@ export class Datapath {
   readonly be: BackendMap;
   readonly revnat: RevNatMap;
   readonly ct: ConntrackMap;
+  /** masquerade: SNAT table, node addresses, source ranges (nat.ts) */
+  readonly nat: NatState;
   /** later fragments' translation, learnt from first fragments (frag.ts) */
   readonly frags: FragMap;
   /** conntrack lifetime per state (ct4TimeoutTable of the config) */
@@ -86,6 +89,7 @@ export class Datapath {
     this.be = new BackendMap(cfg.beCapacity, opts);
     this.revnat = new RevNatMap(cfg.revNatCapacity, opts);
     this.ct = new ConntrackMap(cfg.ctCapacity, opts);
+    this.nat = new NatState(cfg, this.revnat.capacity);
     this.frags = new FragMap(cfg.fragCapacity);
     this.ctTimeouts = ct4TimeoutTable(cfg);
     this.aff = new AffinityMap(cfg.affinityCapacity, opts);

@@ -34,7 +34,9 @@ export function checkNatConfig(c: NatConfigFields): void {
   const { snatPortMin: lo, snatPortMax: hi } = c;
   const size = hi - lo + 1;
   if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo < 1024 || hi > 65535 || size < 1) {
-    throw new Error(`datapath config: snatPortMin..snatPortMax must lie in 1024..65535, got ${lo}..${hi}`);
+    throw new Error(
+      `datapath config: snatPortMin..snatPortMax must lie in 1024..65535, got ${lo}..${hi}`,
+    );
   }
   if ((size & (size - 1)) !== 0 || lo % size !== 0) {
     throw new Error(
@@ -42,7 +44,9 @@ export function checkNatConfig(c: NatConfigFields): void {
     );
   }
   if (!Number.isInteger(c.snatCapacity) || c.snatCapacity < 1) {
-    throw new Error(`datapath config: snatCapacity must be a positive integer, got ${c.snatCapacity}`);
+    throw new Error(
+      `datapath config: snatCapacity must be a positive integer, got ${c.snatCapacity}`,
+    );
   }
 }
 

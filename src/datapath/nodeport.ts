@@ -125,7 +125,8 @@ function planExternal(dp: Datapath, rsp: ResolvedServicePort): ExtPlan | null {
     addrs.push([dp.nat.nodeIp, SVC_F_NODEPORT]);
   }
   svc.externalIPs.forEach((ip, k) => {
-    if (!ip.includes(':')) addrs.push([addr(ip, `${where}: spec.externalIPs[${k}]`), SVC_F_EXTERNAL_IP]);
+    if (!ip.includes(':'))
+      addrs.push([addr(ip, `${where}: spec.externalIPs[${k}]`), SVC_F_EXTERNAL_IP]);
   });
   const ranges: [number, number][] = [];
   if (isLb) {

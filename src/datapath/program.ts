@@ -17,15 +17,15 @@
 import { CT_CLASH } from '../maps/conntrack.ts';
 import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
 import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpIsError, icmpType } from '../wire/icmp.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/ipv4.ts';
 import { TCP_RST } from '../wire/tcp.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/ipv4.ts';
 import {
   CT_DIR_ORIG,
   CT_DIR_REPLY,
   ct4Create,
   ct4LookupOrig,
-  ct4Invalid,
   ct4LookupReply,
+  ct4Invalid,
   ct4TcpMayStart,
   ct4Update,
 } from './ct.ts';
@@ -41,6 +41,7 @@ import {
   lb4RevNat,
   lb4SelectBackend,
 } from './lb.ts';
+import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply } from './nat.ts';
 import { dp4Parse } from './parse.ts';
 import {
   DROP_CT_CLASH,
@@ -118,6 +119,7 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
     dp.lastCtIdx = i;
     dp.lastBackendId = ct.backendId(i);
     lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
+    nat4Orig(dp, buf, i); // masqueraded flow: source too (nat.ts)
     if (dp.frag === 1) frag4Remember(dp, buf, ct.baddr(i), FRAG_REWRITE_DST);
     return dpVerdict(dp, V_TX, TX_DNAT);
   }
@@ -144,6 +146,8 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
     if (dp.frag === 1) frag4Remember(dp, buf, ct.daddr(i), FRAG_REWRITE_SRC);
     return dpVerdict(dp, V_TX, TX_REVNAT);
   }
+  const r = nat4Reply(dp, buf, bytes); // a reply to a masqueraded flow (nat.ts)
+  if (r !== V_CONTINUE) return r;
   return lb4NewFlow(dp, buf, bytes);
 }
 
@@ -154,6 +158,8 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
     return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
   }
   const svc = dp.svc;
+  const x = nat4Frontend(dp, buf, m, bytes); // source ranges, externalTrafficPolicy: Local
+  if (x !== V_CONTINUE) return x;
   if (svc.count(m) === 0) {
     if ((svc.flags(m) & SVC_F_ITP_LOCAL) !== 0)
       return dpVerdict(dp, V_DROP, DROP_NO_LOCAL_ENDPOINTS);
@@ -186,6 +192,7 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
     dp.ctTimeouts,
   );
   if (i < 0) return dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
+  if (nat4Masq(dp, buf, i, m, baddr, bport) !== V_CONTINUE) return V_DROP; // counted there
   ct4Update(dp.ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
   lb4ConnOpen(dp, i);
   dp.lastCtIdx = i;

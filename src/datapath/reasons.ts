@@ -83,7 +83,19 @@ export const TX_ICMP_ERR_REVNAT = 28;
 /** An ICMP error from the client about a reply of a service flow: sent on to the backend. */
 export const TX_ICMP_ERR_DNAT = 29;
 
-export const REASON_COUNT = 30;
+// ---- NAT: masquerade, NodePort, external IPs (nat.ts, nodeport.ts)
+/** Reply of a masqueraded flow (backend -> node:snatPort): client and VIP/NodePort restored. */
+export const TX_REVSNAT = 30;
+/** Masquerade due but no free SNAT port for (node address, backend) in the range: dropped. */
+export const DROP_NAT_NO_PORT = 31;
+/** Masquerade due but the SNAT table is full: dropped (fail closed, like conntrack). */
+export const DROP_SNAT_FULL = 32;
+/** LoadBalancer IP with loadBalancerSourceRanges: the client is outside every range. */
+export const DROP_SOURCE_RANGE = 33;
+/** externalTrafficPolicy: Local, external client, no endpoint on this node: kube-proxy DROPs. */
+export const DROP_ETP_NO_LOCAL_ENDPOINTS = 34;
+
+export const REASON_COUNT = 35;
 
 export const REASON_NAMES: readonly string[] = [
   'PASS_NOT_SERVICE',
@@ -116,6 +128,11 @@ export const REASON_NAMES: readonly string[] = [
   'DROP_FRAG_OUT_OF_ORDER',
   'TX_ICMP_ERR_REVNAT',
   'TX_ICMP_ERR_DNAT',
+  'TX_REVSNAT',
+  'DROP_NAT_NO_PORT',
+  'DROP_SNAT_FULL',
+  'DROP_SOURCE_RANGE',
+  'DROP_ETP_NO_LOCAL_ENDPOINTS',
 ];
 
 // Reasons appended after the first drops are not all drops: decide by name, once.

@@ -171,7 +171,13 @@ export class SnatMap {
     c.natPort[e] = natPort & 0xffff;
     c.ctIdx[e] = ctIdx >>> 0;
     this.revIndex.insert(
-      hash4(this.seed, c.raddr[e], c.natAddr[e], ((rport & 0xffff) << 16) | c.natPort[e], c.proto[e]),
+      hash4(
+        this.seed,
+        c.raddr[e],
+        c.natAddr[e],
+        ((rport & 0xffff) << 16) | c.natPort[e],
+        c.proto[e],
+      ),
       e,
     );
     this.fwdIndex.insert(hash4(this.seed, c.saddr[e], c.raddr[e], c.ports[e], c.proto[e]), e);

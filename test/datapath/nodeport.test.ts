@@ -86,7 +86,15 @@ describe('hairpin: a pod reaching itself through its ClusterIP', () => {
     const ack = run(dp, buildTcp({ ...syn, flags: ACK, data: 'GET /' }));
     expect([ack.verdict, ack.reason]).toEqual([V_TX, 'TX_DNAT']);
     expect(ack.pkt).toEqual(
-      buildTcp({ ...syn, flags: ACK, data: 'GET /', src: GW, sport: p, dst: LOCAL_POD, dport: 8080 }),
+      buildTcp({
+        ...syn,
+        flags: ACK,
+        data: 'GET /',
+        src: GW,
+        sport: p,
+        dst: LOCAL_POD,
+        dport: 8080,
+      }),
     );
   });
 
@@ -153,7 +161,9 @@ describe('NodePort, externalTrafficPolicy Cluster', () => {
     expect(r.pkt).toEqual(buildUdp({ ...q, src: NODE, sport: p, dst: REMOTE_POD, dport: 8080 }));
     const a = { src: REMOTE_POD, dst: NODE, sport: 8080, dport: p, data: 'answer' };
     const back = run(dp, buildUdp(a));
-    expect(back.pkt).toEqual(buildUdp({ ...a, src: NODE, sport: 30080, dst: CLIENT, dport: 50000 }));
+    expect(back.pkt).toEqual(
+      buildUdp({ ...a, src: NODE, sport: 30080, dst: CLIENT, dport: 50000 }),
+    );
     const nz = run(dp, buildUdp({ ...q, sport: 50001, noCsum: true }));
     expect(get16(nz.pkt, 26)).toBe(0);
   });
@@ -182,7 +192,11 @@ describe('SNAT port allocation', () => {
     expect(dp.counters[dp.lastReason]).toBe(1);
     expect(dp.ct.size).toBe(4); // the refused flow left no conntrack entry behind
     // 31 s later the unanswered UDP flows have expired: their ports are free again.
-    const later = run(dp, buildUdp({ src: CLIENT, dst: NODE, sport: 50010, dport: 30080 }), 1_000_000 + 31_000);
+    const later = run(
+      dp,
+      buildUdp({ src: CLIENT, dst: NODE, sport: 50010, dport: 30080 }),
+      1_000_000 + 31_000,
+    );
     expect(later.verdict).toBe(V_TX);
     expect(nat4GcStep(dp, 1000, 1031)).toBe(3);
     expect(dp.nat.snat.size).toBe(1);
@@ -227,12 +241,19 @@ describe('LoadBalancer and externalIPs', () => {
     const r = run(dp, buildTcp(syn));
     const p = sportOf(r.pkt);
     expect(r.pkt).toEqual(buildTcp({ ...syn, src: NODE, sport: p, dst: REMOTE_POD, dport: 8080 }));
-    const back = run(dp, buildTcp({ src: REMOTE_POD, dst: NODE, sport: 8080, dport: p, flags: ACK }));
-    expect(back.pkt).toEqual(buildTcp({ src: LB, dst: CLIENT, sport: 80, dport: 50000, flags: ACK }));
+    const back = run(
+      dp,
+      buildTcp({ src: REMOTE_POD, dst: NODE, sport: 8080, dport: p, flags: ACK }),
+    );
+    expect(back.pkt).toEqual(
+      buildTcp({ src: LB, dst: CLIENT, sport: 80, dport: 50000, flags: ACK }),
+    );
     const out = run(dp, buildTcp({ ...syn, src: '172.30.0.50' }));
     expect([out.verdict, out.reason]).toEqual([V_DROP, 'DROP_SOURCE_RANGE']);
     // The NodePort of the same service has no source ranges (kube-proxy: KUBE-FW is per LB IP).
-    expect(run(dp, buildTcp({ ...syn, src: '172.30.0.50', dst: NODE, dport: 30080 })).verdict).toBe(V_TX);
+    expect(run(dp, buildTcp({ ...syn, src: '172.30.0.50', dst: NODE, dport: 30080 })).verdict).toBe(
+      V_TX,
+    );
   });
 
   it('serves spec.externalIPs like an external destination', () => {
@@ -240,7 +261,9 @@ describe('LoadBalancer and externalIPs', () => {
     load(dp, [REMOTE_POD], { type: 'ClusterIP', externalIPs: ['192.0.2.7'] });
     const syn = { src: CLIENT, dst: '192.0.2.7', sport: 50000, dport: 80, flags: SYN };
     const r = run(dp, buildTcp(syn));
-    expect(r.pkt).toEqual(buildTcp({ ...syn, src: NODE, sport: sportOf(r.pkt), dst: REMOTE_POD, dport: 8080 }));
+    expect(r.pkt).toEqual(
+      buildTcp({ ...syn, src: NODE, sport: sportOf(r.pkt), dst: REMOTE_POD, dport: 8080 }),
+    );
     // type ClusterIP: no NodePort frontend
     expect(run(dp, buildTcp({ ...syn, dst: NODE, dport: 30080 })).reason).toBe('PASS_NOT_SERVICE');
   });

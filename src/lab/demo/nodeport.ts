@@ -1,0 +1,258 @@
+// `kubetun lab demo nodeport`: the external client curls a NodePort and tcpdump shows the
+// addresses at every hop — on the client's link, on the entry node's uplink, and on the
+// backend pod's veth — first with externalTrafficPolicy Cluster (web-np :30080, through the
+// node that does not host the chosen backend: DNAT and MASQUERADE), then with Local
+// (web-local :30081: only the node with endpoints serves, and the pod sees the client's IP).
+//
+//   client ──▶ node1:30080 ─DNAT+SNAT─▶ uplink ──▶ node2 ──▶ pod-c:8080   (src node1:snatPort)
+//   client ◀── node1:30080 ◀─revSNAT── uplink ◀── node2 ◀── pod-c:8080
+//   client ──▶ node2:30081 ─DNAT─▶ pod-c:8080 (src client, kept)    node1:30081 ─▶ dropped
+import { writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
+import type { ResolvedServicePort } from '../../model.ts';
+import { type Progress, labUp } from '../lab.ts';
+import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
+import { inNs, LabError, shTry } from '../sh.ts';
+import { LOG_DIR, type LabProcess, type LabState, readState } from '../state.ts';
+import { labStatusOffline } from '../status.ts';
+import { allPods, type LabNode, type LabPod, loadTopology, type Topology } from '../topology.ts';
+
+export interface HopCapture {
+  where: string;
+  lines: string[];
+}
+
+export interface NodePortRun {
+  policy: 'Cluster' | 'Local';
+  url: string;
+  entry: LabNode;
+  /** the pod that answered and the source address it saw (empty when the curl failed) */
+  backend?: LabPod;
+  peerSeen: string;
+  curlExit: number;
+  hops: HopCapture[];
+}
+
+export interface NodePortReport {
+  cluster: NodePortRun;
+  local: NodePortRun;
+  /** Local through the node without endpoints: the curl fails (dropped) */
+  localOther: NodePortRun;
+}
+
+export interface NodePortDemoOptions {
+  topology?: string;
+  progress?: Progress;
+  out?: (s: string) => void;
+}
+
+const MAX_TRIES = 12;
+
+export async function nodePortDemo(opts: NodePortDemoOptions = {}): Promise<NodePortReport> {
+  const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
+  const state = await ensureKubetunLab(opts.topology, opts.progress);
+  const t = loadTopology(state.topologyFile);
+  const ports = resolveServicePorts(loadManifests(t.manifests));
+  const cl = findNodePort(ports, 'Cluster');
+  const lo = findNodePort(ports, 'Local');
+  const homes = (r: ResolvedServicePort) => new Set(r.endpoints.map((e) => e.nodeName));
+  // Cluster: enter through node1 and retry until the backend chosen sits on another node.
+  const entry = t.nodes[0]!;
+  const cluster = await runHop(
+    t,
+    'Cluster',
+    entry,
+    cl.port.nodePort,
+    (r) => r.backend?.node !== entry.name,
+  );
+  const localHome = t.nodes.find((n) => homes(lo).has(n.name)) ?? t.nodes[0]!;
+  const localAway = t.nodes.find((n) => !homes(lo).has(n.name));
+  const local = await runHop(t, 'Local', localHome, lo.port.nodePort, () => true);
+  const localOther = localAway
+    ? await runHop(t, 'Local', localAway, lo.port.nodePort, () => true, 1)
+    : local;
+  const report = { cluster, local, localOther };
+  printReport(out, t, report);
+  return report;
+}
+
+async function ensureKubetunLab(topology?: string, progress?: Progress): Promise<LabState> {
+  const s = labStatusOffline(topology);
+  if (s.up && s.mode === 'kubetun') return readState()!;
+  progress?.(
+    s.up
+      ? `the lab runs in mode ${s.mode}; rebuilding it with kubetun`
+      : 'bringing the lab up first',
+  );
+  return labUp({ topology, mode: 'kubetun', progress });
+}
+
+function findNodePort(
+  ports: ResolvedServicePort[],
+  policy: 'Cluster' | 'Local',
+): ResolvedServicePort {
+  const r = ports.find(
+    (p) =>
+      p.port.protocol === 'TCP' &&
+      p.port.nodePort > 0 &&
+      p.service.type === 'NodePort' &&
+      p.service.externalTrafficPolicy === policy &&
+      p.endpoints.length > 0,
+  );
+  if (!r)
+    throw new LabError(`the lab manifests have no TCP NodePort service with policy ${policy}`);
+  return r;
+}
+
+async function runHop(
+  t: Topology,
+  policy: 'Cluster' | 'Local',
+  entry: LabNode,
+  nodePort: number,
+  done: (r: NodePortRun) => boolean,
+  tries = MAX_TRIES,
+): Promise<NodePortRun> {
+  const client = t.clients[0]!;
+  const url = `http://${entry.ip}:${nodePort}/whoami`;
+  const caps = await startCaptures(t, entry, nodePort);
+  let run: NodePortRun = { policy, url, entry, peerSeen: '', curlExit: -1, hops: [] };
+  let lport = 0;
+  for (let k = 0; k < tries; k++) {
+    const r = shTry(inNs(client.ns, ['curl', '-sS', '-m', '2', '-w', '\n%{local_port}', url]));
+    const lines = r.out.trimEnd().split('\n');
+    lport = Number(lines.pop()) || 0;
+    const [pod, , peer] = (lines[0] ?? '').split(' ');
+    const backend = allPods(t).find((p) => p.name === pod);
+    run = { ...run, backend, peerSeen: peer ?? '', curlExit: r.status };
+    if (done(run)) break;
+  }
+  await sleep(300); // tcpdump prints the last packets
+  await Promise.all(caps.map((c) => stopProcess(c.proc, 1000)));
+  run.hops = caps.map((c) => ({
+    where: c.where,
+    lines: flowLines(readLog(c.proc.log), lport, run),
+  }));
+  return run;
+}
+
+interface Cap {
+  where: string;
+  pod?: LabPod;
+  proc: LabProcess;
+}
+
+/** tcpdump on the client's link, the entry node's uplink, and every pod's veth (filtered later). */
+async function startCaptures(t: Topology, entry: LabNode, nodePort: number): Promise<Cap[]> {
+  const client = t.clients[0]!;
+  const http = t.httpPort;
+  const points: { where: string; ns: string; dev: string; filter: string; pod?: LabPod }[] = [
+    {
+      where: `client ${client.name} ${client.uplink}`,
+      ns: client.ns,
+      dev: client.uplink,
+      filter: `tcp port ${nodePort}`,
+    },
+    {
+      where: `${entry.name} uplink ${entry.uplink}`,
+      ns: entry.ns,
+      dev: entry.uplink,
+      filter: `tcp and (port ${nodePort} or port ${http})`,
+    },
+    ...allPods(t).map((p) => ({
+      where: `${p.node} ${p.hostIf} (${p.name})`,
+      ns: t.nodes.find((n) => n.name === p.node)!.ns,
+      dev: p.hostIf,
+      filter: `tcp port ${http}`,
+      pod: p,
+    })),
+  ];
+  const caps = points.map((p, k) => {
+    const log = `${LOG_DIR}/demo-nodeport-${k}.log`;
+    writeFileSync(log, '');
+    const argv = ['tcpdump', '--immediate-mode', '-n', '-l', '-i', p.dev, p.filter];
+    return { where: p.where, pod: p.pod, proc: startInNs('capture', `np${k}`, p.ns, argv, log) };
+  });
+  try {
+    await Promise.all(caps.map((c) => waitForLog(c.proc, /listening on/, 10_000)));
+  } catch (err) {
+    await Promise.all(caps.map((c) => stopProcess(c.proc, 500)));
+    throw err;
+  }
+  return caps;
+}
+
+/**
+ * The handshake of the last curl at one capture point: SYN and SYN-ACK lines that belong to
+ * it (the client's port, or the masqueraded source the backend saw).
+ */
+function flowLines(log: string, lport: number, run: NodePortRun): string[] {
+  const pkts = log.split('\n').filter((l) => / IP /.test(l) && /Flags \[S\.?\]/.test(l));
+  const peer = run.peerSeen;
+  const pod = run.backend?.ip ?? '';
+  const natPort = natPortOf(pkts, peer, pod);
+  return pkts
+    .filter(
+      (l) =>
+        l.includes(`.${lport} `) ||
+        l.includes(`.${lport}:`) ||
+        (natPort !== '' &&
+          (l.includes(`${peer}.${natPort} `) || l.includes(`${peer}.${natPort}:`))),
+    )
+    .map((l) =>
+      l
+        .replace(/, win \d+/, '')
+        .replace(/, options \[[^\]]*\]/, '')
+        .replace(/, length 0$/, ''),
+    );
+}
+
+function natPortOf(pkts: string[], peer: string, pod: string): string {
+  if (!peer || !pod) return '';
+  const re = new RegExp(
+    `IP ${peer.replace(/\./g, '\\.')}\\.(\\d+) > ${pod.replace(/\./g, '\\.')}\\.\\d+: Flags \\[S\\]`,
+  );
+  for (const l of pkts) {
+    const m = re.exec(l);
+    if (m) return m[1]!;
+  }
+  return '';
+}
+
+function printReport(out: (s: string) => void, t: Topology, r: NodePortReport): void {
+  const c = t.clients[0]!;
+  out(`NodePort demo: external client ${c.name} ${c.ip}`);
+  printRun(
+    out,
+    r.cluster,
+    'kube-proxy masquerades NodePort traffic with policy Cluster: the pod answers the node, the node answers the client',
+  );
+  printRun(
+    out,
+    r.local,
+    "policy Local: only this node's endpoints, no SNAT: the pod sees the client itself",
+  );
+  if (r.localOther !== r.local) {
+    printRun(
+      out,
+      r.localOther,
+      'policy Local through a node without endpoints: dropped (DROP_ETP_NO_LOCAL_ENDPOINTS); a load balancer checks the health-check node port and skips this node',
+    );
+  }
+}
+
+function printRun(out: (s: string) => void, r: NodePortRun, why: string): void {
+  out('');
+  out(`== externalTrafficPolicy ${r.policy}: $ curl ${r.url}`);
+  out(
+    r.backend
+      ? `   answered by ${r.backend.name} ${r.backend.ip} on ${r.backend.node}; the pod saw the source ${r.peerSeen}`
+      : `   no answer (curl exit ${r.curlExit})`,
+  );
+  for (const h of r.hops) {
+    if (h.lines.length === 0) continue;
+    out(`   tcpdump on ${h.where}:`);
+    for (const l of h.lines.slice(0, 4)) out(`     ${l}`);
+  }
+  out(`   ${why}`);
+}
