@@ -180,7 +180,7 @@ export function register(program: Command): void {
 
   lab
     .command('demo <name>')
-    .description('run a lab demo: curl-vs-ping')
+    .description('run a lab demo: curl-vs-ping, nodeport')
     .addOption(topo())
     .addOption(
       new Option(
@@ -192,8 +192,13 @@ export function register(program: Command): void {
     )
     .action((name: string, o: { topology: string; mode: 'kubetun' | 'iptables' }) =>
       guarded(async () => {
+        if (name === 'nodeport') {
+          const { nodePortDemo } = await import('../lab/demo/nodeport.ts');
+          await nodePortDemo({ topology: o.topology, progress });
+          return;
+        }
         if (name !== 'curl-vs-ping')
-          throw Object.assign(new Error(`unknown demo "${name}" (known: curl-vs-ping)`), {
+          throw Object.assign(new Error(`unknown demo "${name}" (known: curl-vs-ping, nodeport)`), {
             name: 'LabError',
           });
         const { curlVsPing } = await import('../lab/demo/curl-vs-ping.ts');
