@@ -180,25 +180,30 @@ export function register(program: Command): void {
 
   lab
     .command('demo <name>')
-    .description('run a lab demo: curl-vs-ping, nodeport')
+    .description('run a lab demo: curl-vs-ping, nodeport, long-connections')
     .addOption(topo())
     .addOption(
       new Option(
         '--mode <mode>',
         "whose data plane to show: kubetun's or the kernel's with kube-proxy's rules",
       )
-        .choices(['kubetun', 'iptables'])
+        .choices(['kubetun', 'iptables', 'nftables'])
         .default('kubetun'),
     )
-    .action((name: string, o: { topology: string; mode: 'kubetun' | 'iptables' }) =>
+    .action((name: string, o: { topology: string; mode: 'kubetun' | 'iptables' | 'nftables' }) =>
       guarded(async () => {
         if (name === 'nodeport') {
           const { nodePortDemo } = await import('../lab/demo/nodeport.ts');
           await nodePortDemo({ topology: o.topology, progress });
           return;
         }
+        if (name === 'long-connections') {
+          const { longConnectionsDemo } = await import('../lab/demo/long-connections.ts');
+          await longConnectionsDemo({ topology: o.topology, progress });
+          return;
+        }
         if (name !== 'curl-vs-ping')
-          throw Object.assign(new Error(`unknown demo "${name}" (known: curl-vs-ping, nodeport)`), {
+          throw Object.assign(new Error(`unknown demo "${name}" (known: curl-vs-ping, nodeport, long-connections)`), {
             name: 'LabError',
           });
         const { curlVsPing } = await import('../lab/demo/curl-vs-ping.ts');

@@ -134,7 +134,7 @@ async function runScenario(
   try {
     if (s.choice === 'same-backend') {
       for (let i = 0; i < MAX_TRIES; i++) {
-        const a = s.run(t, client);
+        const a = timed(() => s.run(t, client));
         attempts.push(a);
         if (!target || a.backend === target || !a.backend) {
           kept.push(i);
@@ -143,7 +143,7 @@ async function runScenario(
       }
     } else {
       for (let i = 0; i < s.count; i++) {
-        attempts.push(s.run(t, client));
+        attempts.push(timed(() => s.run(t, client)));
         kept.push(i);
       }
     }
@@ -156,6 +156,12 @@ async function runScenario(
   return { mode, attempts, kept, backend, points: normaliseRun(mapped) };
 }
 
+function timed(run: () => Attempt): Attempt {
+  const startUs = Date.now() * 1000;
+  const a = run();
+  return { ...a, startUs, endUs: Date.now() * 1000 };
+}
+
 /** Keeps the kept attempts' flows (by client port) when the scenario has them. */
 function pickPackets(
   s: Scenario,
@@ -164,8 +170,14 @@ function pickPackets(
   kept: number[],
 ): { name: string; packets: Pkt[]; pod?: string }[] {
   const ports = new Set(kept.map((i) => attempts[i]!.clientPort).filter((p) => p !== undefined));
+  // An attempt that never connected (curl reports port 0) is found by its time window instead.
+  const windows = kept
+    .map((i) => attempts[i]!)
+    .filter((a) => a.clientPort === undefined && a.startUs !== undefined)
+    .map((a) => [a.startUs! - 1000, a.endUs! + 200_000] as const);
   const mine = (p: Pkt) =>
     s.choice === 'none' ||
+    windows.some(([from, to]) => p.tUs >= from && p.tUs <= to) ||
     ports.has(p.sport!) ||
     ports.has(p.dport!) ||
     (p.inner !== undefined && (ports.has(p.inner.sport!) || ports.has(p.inner.dport!)));

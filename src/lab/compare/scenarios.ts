@@ -18,6 +18,9 @@ export interface Attempt {
   /** the pod that answered */
   backend?: string;
   output: string;
+  /** when it ran (µs, the capture clock): a failed connect has no client port to go by */
+  startUs?: number;
+  endUs?: number;
 }
 
 export interface Scenario {

@@ -16,7 +16,7 @@ import { inNs, LabError, shTry } from '../sh.ts';
 import { LOG_DIR, type LabProcess, type LabState, readState } from '../state.ts';
 import { allPods, type LabPod, loadTopology, type Topology } from '../topology.ts';
 import { labStatusOffline } from '../status.ts';
-import { kernelCtLines, natRulePath, natRulesForIcmp } from './kernel-evidence.ts';
+import { kernelEvidence, printKernelEvidence } from './kernel-evidence.ts';
 
 export const ECHO_DROP_REASON = REASON_NAMES[DROP_ECHO_TO_VIP]!;
 
@@ -38,7 +38,7 @@ export interface CtEntry {
   bytes: number;
 }
 
-export type DemoMode = 'kubetun' | 'iptables';
+export type DemoMode = 'kubetun' | 'iptables' | 'nftables';
 
 export interface CurlVsPingReport {
   mode: DemoMode;
@@ -63,6 +63,8 @@ export interface CurlVsPingReport {
   kernelCt?: string[];
   natPath?: string[];
   natIcmpRules?: string[];
+  /** iptables: the VIP's nat rules with their packet/byte counters */
+  natCounters?: string[];
 }
 
 const PINGS = 3;
@@ -97,10 +99,9 @@ export async function curlVsPing(opts: CurlVsPingOptions = {}): Promise<CurlVsPi
   const evidence: Partial<CurlVsPingReport> = {};
   if (sock && vipCurl.localPort)
     evidence.ct = await findCt(sock, client.ip, vipCurl.localPort, svc.clusterIP);
-  if (mode === 'iptables') {
-    evidence.kernelCt = kernelCtLines(node.ns, client.ip, vipCurl.localPort, svc.clusterIP);
-    evidence.natPath = natRulePath(node.ns, svc.clusterIP, port.port, backend?.ip);
-    evidence.natIcmpRules = natRulesForIcmp(node.ns, svc.clusterIP);
+  if (mode !== 'kubetun') {
+    const flow = { src: client.ip, sport: vipCurl.localPort, vip: svc.clusterIP, port: port.port };
+    Object.assign(evidence, kernelEvidence(mode, node.ns, { ...flow, backendIp: backend?.ip }));
   }
   const vipPing = ping(client, svc.clusterIP);
   if (sock) evidence.echoDrops = { before: dropsBefore, after: await echoDrops(sock) };
@@ -307,7 +308,7 @@ function printEvidence(out: (s: string) => void, r: CurlVsPingReport, raw: Raw):
   const c = r.client;
   out('Evidence');
   if (r.mode === 'kubetun') printKubetunCt(out, r, raw);
-  else printKernelNat(out, r);
+  else printKernelEvidence(out, r.mode, r.client.node, r);
   const show = (lines: string[]) => {
     for (const l of lines.length ? lines.slice(0, 6) : ['(no packets)']) out(`    ${l}`);
   };
@@ -329,6 +330,9 @@ function printEvidence(out: (s: string) => void, r: CurlVsPingReport, raw: Raw):
     out(
       `- kubetun counter ${ECHO_DROP_REASON} on ${c.node}: ${after} (+${after - before} during this demo)`,
     );
+  } else if (r.mode === 'nftables') {
+    out(`- nftables mode rejects anything else sent to a ClusterIP (so ping gets errors):`);
+    for (const l of r.natIcmpRules ?? []) out(`    ${l}`);
   } else {
     const n = r.natIcmpRules?.length ?? 0;
     out(
@@ -350,18 +354,6 @@ function printKubetunCt(out: (s: string) => void, r: CurlVsPingReport, raw: Raw)
   );
   out(`    orig   ${tup(e.orig)}     (what the client sent: to the VIP)`);
   out(`    reply  ${tup(e.reply)}     (what the backend sends back: from its pod IP)`);
-}
-
-function printKernelNat(out: (s: string) => void, r: CurlVsPingReport): void {
-  const node = r.client.node;
-  out(
-    `- the nat rules the SYN walked on ${node} (iptables -t nat -S): KUBE-SERVICES -> KUBE-SVC -> KUBE-SEP`,
-  );
-  for (const l of r.natPath?.length ? r.natPath : ['(none found)']) out(`    ${l}`);
-  out(
-    `- the kernel's conntrack entry for the curl on ${node} (conntrack -L): orig tuple, then reply tuple`,
-  );
-  for (const l of r.kernelCt?.length ? r.kernelCt : ['(none found)']) out(`    ${l}`);
 }
 
 /** The explanation, as the seed articles give it (ClusterIP as a "phantom IP"). */
