@@ -5,6 +5,7 @@
 //         GET /whoami      -> "<pod> <ip> <peer ip>\n": the source address the pod saw
 //                             (masqueraded NodePort traffic shows a node address)
 //   UDP   any datagram     -> "<pod> <ip>"; the datagram "whoami" -> "<pod> <ip> <peer ip>"
+//         >= 1024 bytes    -> "<pod> <ip>\n" + the datagram itself (fragmentation tests)
 // Plain JavaScript with no dependencies so it starts in milliseconds inside a pod namespace.
 // Usage: node echo.mjs --name pod-a --ip 10.244.1.2 [--http 8080] [--udp 5353]
 import { createSocket } from 'node:dgram';
@@ -75,6 +76,9 @@ http.keepAliveTimeout = 1000;
 
 const udp = createSocket('udp4');
 udp.on('message', (msg, rinfo) => {
+  // A big datagram comes back whole, after the answer line (fragmented both ways on a 1500 MTU).
+  if (msg.length >= 1024)
+    return void udp.send([Buffer.from(`${ident}\n`), msg], rinfo.port, rinfo.address);
   const who = msg.toString() === 'whoami' ? `${ident} ${rinfo.address}` : ident;
   udp.send(who, rinfo.port, rinfo.address);
 });
