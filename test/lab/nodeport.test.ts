@@ -12,6 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { labCtl } from '../../src/lab/ctl.ts';
+import { nodePortDemo } from '../../src/lab/demo/nodeport.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import type { LabState } from '../../src/lab/state.ts';
 import { allPods, loadTopology } from '../../src/lab/topology.ts';
@@ -159,5 +160,43 @@ describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
     for (const n of t.nodes) {
       expect(sh(n.ns, 'cat /proc/sys/net/ipv4/ip_local_reserved_ports')).toContain('61440-62463');
     }
+  });
+
+  it('shows source and destination at every hop in the nodeport demo (Cluster, then Local)', async () => {
+    const r = await nodePortDemo({ topology: TOPOLOGY, out: () => {} });
+    const c = r.cluster;
+    const b = c.backend!;
+    expect(b.node).not.toBe(c.entry.name);
+    expect(c.peerSeen).toBe(c.entry.ip);
+    const [atClient, atUplink] = [0, 1].map((k) => c.hops[k]!.lines.join('\n'));
+    const e = c.entry.ip.replace(/\./g, '\\.');
+    expect(atClient).toMatch(new RegExp(`${client.ip}\\.\\d+ > ${e}\\.30080: Flags \\[S\\]`));
+    expect(atClient).toMatch(new RegExp(`${e}\\.30080 > ${client.ip}\\.\\d+: Flags \\[S\\.\\]`));
+    expect(atUplink).toMatch(new RegExp(`${e}\\.\\d+ > ${b.ip}\\.8080: Flags \\[S\\]`));
+    const podHop = c.hops.find((h) => h.where.includes(`(${b.name})`))!.lines.join('\n');
+    expect(podHop).toMatch(new RegExp(`${e}\\.\\d+ > ${b.ip}\\.8080: Flags \\[S\\]`));
+    const l = r.local;
+    expect(l.peerSeen).toBe(client.ip);
+    const localPod = l.hops.find((h) => h.where.includes(`(${l.backend!.name})`))!.lines.join('\n');
+    expect(localPod).toContain(`${client.ip}.`);
+    expect(localPod).toContain(` > ${l.backend!.ip}.8080: Flags [S]`);
+    expect(r.localOther.curlExit).toBe(28);
+  });
+
+  // Each steering piece switched off in turn (last: the lab is torn down afterwards).
+  it('needs the uplink SNAT-port redirect for replies of remote backends', () => {
+    sh(node1.ns, 'tc filter del dev eth0 ingress pref 7703');
+    const got = whoami(client.ns, `http://${node1.ip}:30080`, 10); // both seen: p = 1 - 2^-9
+    // pod-a (local, masqueraded to the gateway) still answers; pod-c's replies to node1's SNAT
+    // ports now reach node1's own stack instead of kubetun and the connection never completes.
+    expect(new Set(got.map((a) => a.split(' ')[0]))).toEqual(new Set(['pod-a', 'curl']));
+  });
+
+  it('needs the uplink NodePort redirect', () => {
+    sh(node2.ns, 'tc filter del dev eth0 ingress pref 7702');
+    expect(whoami(client.ns, `http://${node2.ip}:30080`, 2)).toEqual([
+      'curl exit 7',
+      'curl exit 7',
+    ]);
   });
 });
