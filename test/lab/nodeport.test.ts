@@ -57,6 +57,62 @@ function natAddr(node: (typeof t.nodes)[0], podIp: string): string {
   return podByIp.get(podIp)!.node === node.name ? node.gateway : node.ip;
 }
 
+// ---- the behaviour, asked the same way of kubetun and of the kernel with kube-proxy's rules
+
+function expectNodePortEachNode(): void {
+  for (const node of [node1, node2]) {
+    const got = seen(whoami(client.ns, `http://${node.ip}:30080`, TRIES));
+    expect(got).toEqual({
+      'pod-a': [natAddr(node, '10.244.1.2')],
+      'pod-c': [natAddr(node, '10.244.2.2')],
+    });
+  }
+}
+
+function expectPodToNodePort(): void {
+  const podD = allPods(t).find((p) => p.name === 'pod-d')!;
+  const got = seen(whoami(podD.ns, `http://${node1.ip}:30080`, TRIES));
+  expect(got).toEqual({ 'pod-a': [node1.gateway], 'pod-c': [node1.ip] });
+}
+
+/** Local: client IP kept via node2; node1 (no endpoints) drops; node1's pods reach all. */
+function expectLocalPolicy(): void {
+  const got = seen(whoami(client.ns, `http://${node2.ip}:30081`, TRIES));
+  expect(got).toEqual({ 'pod-c': [client.ip], 'pod-d': [client.ip] });
+  expect(whoami(client.ns, `http://${node1.ip}:30081`, 1)).toEqual(['curl exit 28']);
+  const podA = allPods(t).find((p) => p.name === 'pod-a')!;
+  expect(seen(whoami(podA.ns, `http://${node1.ip}:30081`, TRIES))).toEqual({
+    'pod-c': [podA.ip],
+    'pod-d': [podA.ip],
+  });
+}
+
+function expectLoadBalancer(): void {
+  const got = seen(whoami(client.ns, 'http://172.30.0.200', TRIES));
+  expect(got).toEqual({ 'pod-a': [node1.gateway], 'pod-c': [node1.ip] });
+  expect(whoami(client.ns, 'http://172.30.0.201', 1)).toEqual(['curl exit 28']);
+}
+
+function expectHairpin(): void {
+  for (const name of ['pod-a', 'pod-b', 'pod-c']) {
+    const pod = allPods(t).find((p) => p.name === name)!;
+    const node = t.nodes.find((n) => n.name === pod.node)!;
+    const got = seen(whoami(pod.ns, 'http://10.96.0.10', 40));
+    expect(Object.keys(got).sort()).toEqual(['pod-a', 'pod-b', 'pod-c']);
+    expect(got[name]).toEqual([node.gateway]);
+  }
+}
+
+async function upWithLbRoutes(mode: 'kubetun' | 'iptables'): Promise<LabState> {
+  await labDown({ topology: TOPOLOGY });
+  const st = await labUp({ topology: TOPOLOGY, mode });
+  // A cloud load balancer would send its ingress IPs to a node: here a route via node1.
+  for (const lb of ['172.30.0.200', '172.30.0.201']) {
+    sh(client.ns, `ip route replace ${lb}/32 via ${node1.ip}`);
+  }
+  return st;
+}
+
 let state: LabState;
 
 function sock(node: string): string {
@@ -70,12 +126,7 @@ async function counter(node: string, name: string): Promise<number> {
 
 describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
   beforeAll(async () => {
-    await labDown({ topology: TOPOLOGY });
-    state = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
-    // A cloud load balancer would send its ingress IPs to a node: here a route via node1.
-    for (const lb of ['172.30.0.200', '172.30.0.201']) {
-      sh(client.ns, `ip route replace ${lb}/32 via ${node1.ip}`);
-    }
+    state = await upWithLbRoutes('kubetun');
   }, 120_000);
 
   afterAll(async () => {
@@ -83,13 +134,7 @@ describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
   });
 
   it('reaches backends on both nodes through the NodePort of each node, source masqueraded to that node', () => {
-    for (const node of [node1, node2]) {
-      const got = seen(whoami(client.ns, `http://${node.ip}:30080`, TRIES));
-      expect(got).toEqual({
-        'pod-a': [natAddr(node, '10.244.1.2')],
-        'pod-c': [natAddr(node, '10.244.2.2')],
-      });
-    }
+    expectNodePortEachNode();
   });
 
   it('serves the UDP NodePort from both backends', () => {
@@ -104,23 +149,13 @@ describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
   });
 
   it('serves the NodePort to pods too (pod -> node IP:30080), masqueraded (policy Cluster)', () => {
-    const podD = allPods(t).find((p) => p.name === 'pod-d')!;
-    const got = seen(whoami(podD.ns, `http://${node1.ip}:30080`, TRIES));
-    expect(got).toEqual({ 'pod-a': [node1.gateway], 'pod-c': [node1.ip] });
+    expectPodToNodePort();
   });
 
   it('externalTrafficPolicy Local: the client IP reaches the pod via the node with endpoints, the other node drops', async () => {
-    const got = seen(whoami(client.ns, `http://${node2.ip}:30081`, TRIES));
-    expect(got).toEqual({ 'pod-c': [client.ip], 'pod-d': [client.ip] });
     const before = await counter('node1', 'DROP_ETP_NO_LOCAL_ENDPOINTS');
-    expect(whoami(client.ns, `http://${node1.ip}:30081`, 1)).toEqual(['curl exit 28']);
+    expectLocalPolicy();
     expect(await counter('node1', 'DROP_ETP_NO_LOCAL_ENDPOINTS')).toBeGreaterThan(before);
-    // A pod on node1 still reaches every endpoint through node1's NodePort (not masqueraded).
-    const podA = allPods(t).find((p) => p.name === 'pod-a')!;
-    expect(seen(whoami(podA.ns, `http://${node1.ip}:30081`, TRIES))).toEqual({
-      'pod-c': [podA.ip],
-      'pod-d': [podA.ip],
-    });
   });
 
   it('answers the health-check node port 200 with local endpoints and 503 without', () => {
@@ -139,21 +174,13 @@ describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
   });
 
   it('admits the client to a LoadBalancer IP inside its source ranges and refuses it outside', async () => {
-    const got = seen(whoami(client.ns, 'http://172.30.0.200', TRIES));
-    expect(got).toEqual({ 'pod-a': [node1.gateway], 'pod-c': [node1.ip] });
     const before = await counter('node1', 'DROP_SOURCE_RANGE');
-    expect(whoami(client.ns, 'http://172.30.0.201', 1)).toEqual(['curl exit 28']);
+    expectLoadBalancer();
     expect(await counter('node1', 'DROP_SOURCE_RANGE')).toBeGreaterThan(before);
   });
 
   it('lets a backend pod reach itself through its ClusterIP (hairpin, masqueraded to its gateway)', () => {
-    for (const name of ['pod-a', 'pod-b', 'pod-c']) {
-      const pod = allPods(t).find((p) => p.name === name)!;
-      const node = t.nodes.find((n) => n.name === pod.node)!;
-      const got = seen(whoami(pod.ns, 'http://10.96.0.10', 40));
-      expect(Object.keys(got).sort()).toEqual(['pod-a', 'pod-b', 'pod-c']);
-      expect(got[name]).toEqual([node.gateway]);
-    }
+    expectHairpin();
   });
 
   it('reserves the SNAT port range on every node', () => {
@@ -199,4 +226,22 @@ describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
       'curl exit 7',
     ]);
   });
+});
+
+// The reference: the kernel with kube-proxy's iptables rules on the same topology and
+// manifests. The masquerade addresses, the client IP under Local, the drops: what kubetun matches.
+describe('the same checks with kube-proxy iptables rules on every node (the reference)', () => {
+  beforeAll(async () => {
+    await upWithLbRoutes('iptables');
+  }, 120_000);
+
+  afterAll(async () => {
+    await labDown({ topology: TOPOLOGY });
+  });
+
+  it('NodePort via each node, masqueraded to the entry node', () => expectNodePortEachNode());
+  it('pod -> NodePort', () => expectPodToNodePort());
+  it('externalTrafficPolicy Local', () => expectLocalPolicy());
+  it('LoadBalancer source ranges', () => expectLoadBalancer());
+  it('hairpin', () => expectHairpin());
 });
