@@ -1,0 +1,219 @@
+// Schedulers, hot reload and UDP conntrack cleanup on the live namespace lab (root), with a copy
+// of the lab's manifests in a temporary directory that the tests edit. Run beside the default
+// lab with its own prefix: KUBETUN_LAB_PREFIX=kl- npx vitest run test/lab/lb-sched.test.ts
+//
+//   node1: pod-a 10.244.1.2, pod-b 10.244.1.3      node2: pod-c 10.244.2.2, pod-d 10.244.2.3
+//   web-rr 10.96.0.50:80 (rr)  web-lc 10.96.0.51:80 (lc)  -> pod-a, pod-b, pod-c
+//   dns    10.96.0.53:53/UDP                             -> pod-b, pod-d
+//   clients: pod-d (TCP, node2's agent decides), pod-c (UDP)
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { labCtl } from '../../src/lab/ctl.ts';
+import { longConnectionsDemo } from '../../src/lab/demo/long-connections.ts';
+import { labDown, labUp } from '../../src/lab/lab.ts';
+import type { LabState } from '../../src/lab/state.ts';
+import { allPods, loadTopology } from '../../src/lab/topology.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+const dir = mkdtempSync(join(tmpdir(), 'kubetun-lb-lab-'));
+const MANIFESTS = join(dir, 'manifests');
+const TOPOLOGY = join(dir, 'topology.yaml');
+mkdirSync(MANIFESTS);
+for (const f of readdirSync(join(ROOT, 'lab/manifests'))) {
+  if (f.endsWith('.yaml')) copyFileSync(join(ROOT, 'lab/manifests', f), join(MANIFESTS, f));
+}
+writeFileSync(
+  TOPOLOGY,
+  readFileSync(join(ROOT, 'lab/topology.yaml'), 'utf8').replace(
+    /^manifests: .*$/m,
+    `manifests: ${MANIFESTS}`,
+  ),
+);
+const t = loadTopology(TOPOLOGY);
+const pod = (name: string) => allPods(t).find((p) => p.name === name)!;
+
+/** n curls from one pod, each a new connection: who answered each. */
+function curlMany(from: string, url: string, n: number): string[] {
+  const script = `for i in $(seq ${n}); do curl -sS -m 2 '${url}' || echo "curl-exit-$?"; done`;
+  const r = spawnSync('ip', ['netns', 'exec', pod(from).ns, 'sh', '-c', script], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => l.split(' ')[0]!);
+}
+
+/** Polls `f` until it holds or `ms` passed; returns the last value. */
+async function eventually<T>(ms: number, f: () => T, ok: (v: T) => boolean): Promise<T> {
+  const until = Date.now() + ms;
+  let v = f();
+  while (!ok(v) && Date.now() < until) {
+    await sleep(250);
+    v = f();
+  }
+  return v;
+}
+
+let state: LabState;
+const children: ChildProcess[] = [];
+
+function startInPod(name: string, argv: string[]): { child: ChildProcess; lines: string[] } {
+  const child = spawn('ip', ['netns', 'exec', pod(name).ns, ...argv], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(child);
+  const lines: string[] = [];
+  let buf = '';
+  child.stdout!.setEncoding('utf8');
+  child.stdout!.on('data', (c: string) => {
+    buf += c;
+    const parts = buf.split('\n');
+    buf = parts.pop()!;
+    lines.push(...parts);
+  });
+  return { child, lines };
+}
+
+describe('schedulers, hot reload and UDP cleanup on the lab', () => {
+  beforeAll(async () => {
+    await labDown({ topology: TOPOLOGY });
+    state = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
+  });
+
+  afterAll(async () => {
+    for (const c of children) if (c.exitCode === null && c.pid) process.kill(c.pid, 'SIGKILL');
+    await labDown({ topology: TOPOLOGY });
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function agentSocket(node: string): string {
+    return state.processes.find((p) => p.role === 'kubetun' && p.name === node)!.ctlSocket!;
+  }
+
+  it('kubetun svc list shows each service scheduler', async () => {
+    const r = await labCtl<{ services: { vip: string; scheduler: string }[] }>(
+      agentSocket('node2'),
+      {
+        cmd: 'svc',
+      },
+    );
+    const sched = Object.fromEntries(r.services.map((s) => [s.vip, s.scheduler]));
+    expect(sched).toMatchObject({ '10.96.0.50': 'rr', '10.96.0.51': 'lc', '10.96.0.10': 'random' });
+  });
+
+  it('rr: new connections rotate strictly over the three endpoints', () => {
+    const got = curlMany('pod-d', 'http://10.96.0.50/', 9);
+    expect(new Set(got.slice(0, 3))).toEqual(new Set(['pod-a', 'pod-b', 'pod-c']));
+    expect(got).toEqual([...got.slice(0, 3), ...got.slice(0, 3), ...got.slice(0, 3)]);
+  });
+
+  it('lc: one long-lived connection steers new ones away from its pod', async () => {
+    // A request for a huge body, read slowly: the connection stays ESTABLISHED on one pod.
+    const slow = `
+      const s = require('node:net').connect(80, '10.96.0.51', () =>
+        s.write('GET /bytes?n=1000000000 HTTP/1.1\\r\\nHost: lc\\r\\n\\r\\n'));
+      s.once('data', (d) => { const m = /x-pod: (\\S+)/i.exec(d.toString('latin1'));
+        console.log(m ? m[1] : 'none'); s.pause(); });
+      setInterval(() => {}, 1000);`;
+    const { lines } = startInPod('pod-d', [process.execPath, '-e', slow]);
+    const holder = await eventually(
+      10_000,
+      () => lines[0],
+      (v) => v !== undefined,
+    );
+    expect(['pod-a', 'pod-b', 'pod-c']).toContain(holder);
+    const got = curlMany('pod-d', 'http://10.96.0.51/', 12);
+    expect(got.filter((p) => p === holder)).toEqual([]);
+    expect(new Set(got).size).toBe(2);
+  });
+
+  it('long-connections demo: one keep-alive connection stays on one pod, new ones spread', async () => {
+    const r = await longConnectionsDemo({ topology: TOPOLOGY, out: () => {} });
+    expect(r.keepAliveSockets).toBe(1);
+    expect(Object.values(r.keepAlive)).toEqual([100]);
+    expect(Object.keys(r.newConnections).sort()).toEqual(['pod-a', 'pod-b', 'pod-c']);
+  });
+
+  it('hot reload: an edited manifest is in force within the sync interval', async () => {
+    const file = join(MANIFESTS, 'rr.yaml');
+    const text = readFileSync(file, 'utf8');
+    // pod-c leaves web-rr's EndpointSlice
+    const without = text.replace(/ {2}- addresses: \[10\.244\.2\.2\][\s\S]*?name: pod-c \}\n/, '');
+    expect(without).not.toBe(text);
+    writeFileSync(file, without);
+    const got = await eventually(
+      5_000,
+      () => curlMany('pod-d', 'http://10.96.0.50/', 6),
+      (v) => !v.includes('pod-c'),
+    );
+    expect(new Set(got)).toEqual(new Set(['pod-a', 'pod-b']));
+  });
+
+  it('an invalid manifest is rejected naming file and field; the last good state keeps serving', async () => {
+    const bad = join(MANIFESTS, 'zz-broken.yaml');
+    writeFileSync(
+      bad,
+      'apiVersion: v1\nkind: Service\nmetadata: {name: broken, namespace: default}\nspec: {clusterIP: 10.96.0.300, ports: [{port: 80}]}\n',
+    );
+    const log = state.processes.find((p) => p.role === 'kubetun' && p.name === 'node2')!.log;
+    const seen = await eventually(
+      5_000,
+      () => readFileSync(log, 'utf8'),
+      (v) => v.includes('zz-broken.yaml'),
+    );
+    expect(seen).toMatch(
+      /manifests rejected[^\n]*zz-broken\.yaml|zz-broken\.yaml[^\n]*manifests rejected/,
+    );
+    expect(new Set(curlMany('pod-d', 'http://10.96.0.50/', 4))).toEqual(
+      new Set(['pod-a', 'pod-b']),
+    );
+    rmSync(bad);
+  });
+
+  it('UDP: a client keeping its socket is answered by the other pod right after its backend leaves', async () => {
+    // one socket, one datagram every 200 ms; each reply printed
+    const client = `
+      const s = require('node:dgram').createSocket('udp4');
+      s.on('message', (m) => console.log(m.toString().split(' ')[0]));
+      s.connect(53, '10.96.0.53', () => setInterval(() => s.send('who?'), 200));`;
+    const { lines } = startInPod('pod-c', [process.execPath, '-e', client]);
+    const first = await eventually(
+      5_000,
+      () => lines[0],
+      (v) => v !== undefined,
+    );
+    expect(['pod-b', 'pod-d']).toContain(first);
+    const other = first === 'pod-b' ? 'pod-d' : 'pod-b';
+    const file = join(MANIFESTS, 'dns.yaml');
+    const text = readFileSync(file, 'utf8');
+    const ip = pod(first).ip.replace(/\./g, '\\.');
+    const without = text.replace(
+      new RegExp(`  - addresses: \\[${ip}\\][\\s\\S]*?name: ${first} \\}\\n`),
+      '',
+    );
+    expect(without).not.toBe(text);
+    const mark = lines.length;
+    writeFileSync(file, without);
+    // The pod that left still runs and would answer: only the conntrack cleanup moves the flow.
+    const after = await eventually(
+      6_000,
+      () => lines.slice(mark),
+      (v) => v.slice(-3).length === 3 && v.slice(-3).every((p) => p === other),
+    );
+    expect(after.slice(-3)).toEqual([other, other, other]);
+  });
+});
