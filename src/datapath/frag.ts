@@ -1,11 +1,13 @@
 // Fragments of NATed datagrams. The kernel reassembles before conntrack (nf_defrag_ipv4); a
 // TUN program that does not want to buffer whole datagrams does what Cilium does instead:
-// translate the first fragment by its flow (it has the ports), remember the address rewrite
-// per datagram (src, dst, id, proto) in dp.frags, and give every later fragment the same
-// rewrite. Later fragments carry no L4 header, so only the IPv4 address and header checksum
-// change; the first fragment's L4 checksum already took the delta for the whole datagram.
+// translate the first fragment by its flow (it has the ports), remember per datagram (src,
+// dst, id, proto) the addresses it left with, in dp.frags, and give every later fragment the
+// same addresses. Later fragments carry no L4 header, so only the IPv4 addresses and header
+// checksum change; the first fragment's L4 checksum already took the delta for the whole
+// datagram. Remembering the final addresses (not one rewrite) covers every translation the
+// program makes — DNAT, reverse NAT, masquerade and its reverse — from one place (dpProcess).
 //
-//   first fragment (MF, offset 0) ── flow hit/new ─▶ DNAT/revNAT ─▶ frag4Remember(key ─▶ rewrite)
+//   first fragment (MF, offset 0) ── any V_TX ─▶ frag4Remember(key ─▶ final src, dst)
 //   later fragment (offset > 0) ─▶ frag4Later ── hit ─▶ same address rewrite ─▶ TX_FRAG
 //                                               miss, to a VIP ─▶ DROP_FRAG_OUT_OF_ORDER
 //                                               miss, otherwise ─▶ PASS_NON_FIRST_FRAGMENT
@@ -15,8 +17,8 @@
 // a tc redirect that keeps that order. A reply-direction fragment that outruns its first
 // fragment is not to a VIP and is passed untranslated (the client's reassembly then drops it).
 
-import { FRAG_REWRITE_DST, FRAG_REWRITE_SRC, FRAG_TIMEOUT } from '../maps/frag.ts';
-import { ipv4Id } from '../wire/ipv4.ts';
+import { FRAG_TIMEOUT } from '../maps/frag.ts';
+import { ipv4Dst, ipv4Id, ipv4Src } from '../wire/ipv4.ts';
 import { ipv4RewriteDst, ipv4RewriteSrc } from '../wire/rewrite.ts';
 import type { Datapath } from './datapath.ts';
 import { lb4IsVip } from './lb.ts';
@@ -25,18 +27,19 @@ import { dpVerdict } from './result.ts';
 import { V_DROP, V_PASS, V_TX } from './verdict.ts';
 
 /**
- * After a first fragment was translated: later fragments of its datagram get `addr` as their
- * destination (FRAG_REWRITE_DST, client -> service) or source (FRAG_REWRITE_SRC, replies).
- * Keyed by the addresses as received (dp.saddr/daddr, before the rewrite).
+ * After a first fragment was translated (V_TX): later fragments of its datagram get the
+ * addresses it now carries. Keyed by the addresses as received (dp.saddr/daddr, parsed before
+ * any rewrite).
  */
-export function frag4Remember(dp: Datapath, buf: Uint8Array, addr: number, kind: number): void {
+export function frag4Remember(dp: Datapath, buf: Uint8Array): void {
+  const off = dp.ipOff;
   dp.frags.insert(
     dp.saddr,
     dp.daddr,
-    ipv4Id(buf, dp.ipOff),
+    ipv4Id(buf, off),
     dp.proto,
-    addr,
-    kind,
+    ipv4Src(buf, off),
+    ipv4Dst(buf, off),
     dp.nowSec + FRAG_TIMEOUT,
     dp.nowSec,
   );
@@ -49,9 +52,7 @@ export function frag4Later(dp: Datapath, buf: Uint8Array): number {
     if (lb4IsVip(dp, dp.daddr)) return dpVerdict(dp, V_DROP, DROP_FRAG_OUT_OF_ORDER);
     return dpVerdict(dp, V_PASS, PASS_NON_FIRST_FRAGMENT);
   }
-  if (dp.frags.kind(f) === FRAG_REWRITE_SRC) ipv4RewriteSrc(buf, dp.ipOff, dp.frags.addr(f));
-  else ipv4RewriteDst(buf, dp.ipOff, dp.frags.addr(f));
+  ipv4RewriteSrc(buf, dp.ipOff, dp.frags.newSrc(f)); // each a no-op when unchanged
+  ipv4RewriteDst(buf, dp.ipOff, dp.frags.newDst(f));
   return dpVerdict(dp, V_TX, TX_FRAG);
 }
-
-export { FRAG_REWRITE_DST, FRAG_REWRITE_SRC };

@@ -8,6 +8,8 @@
 //     outer  X -> client  ICMP type/code         quote  client:cp -> backend:bp
 //     lookupReply(backend:bp -> client:cp)  ─▶  outer  VIP -> client
 //                                              quote  client:cp -> VIP:vp       TX_ICMP_ERR_REVNAT
+//   the same about a masqueraded flow (quote natAddr:np -> backend:bp, found in the SNAT
+//   table): outer VIP -> client, quote client:cp -> VIP:vp                   TX_ICMP_ERR_REVNAT
 //   error from the client, about a reply backend -> client (seen by the client as VIP -> it):
 //     outer  client -> VIP                      quote  VIP:vp -> client:cp
 //     lookupOrig(client:cp -> VIP:vp)       ─▶  outer  client -> backend
@@ -41,6 +43,7 @@ import {
 } from '../wire/rewrite.ts';
 import { ct4Expired } from './ct.ts';
 import type { Datapath } from './datapath.ts';
+import { nat4Dead } from './nat.ts';
 import { TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from './reasons.ts';
 import { dpVerdict } from './result.ts';
 import { V_CONTINUE, V_TX } from './verdict.ts';
@@ -73,6 +76,8 @@ export function icmp4RelatedError(dp: Datapath, buf: Uint8Array): number {
     ipv4RewriteSrc(buf, dp.ipOff, vip);
     return icmp4Done(dp, i, TX_ICMP_ERR_REVNAT);
   }
+  const m = icmp4Masqueraded(dp, buf, proto, qsrc, qdst, qsport, qdport);
+  if (m !== V_CONTINUE) return m;
   i = ct.lookupOrig(proto, qdst, qsrc, qdport, qsport);
   if (i >= 0 && !ct4Expired(ct, i, dp.nowSec)) {
     const baddr = ct.baddr(i);
@@ -88,4 +93,30 @@ function icmp4Done(dp: Datapath, i: number, reason: number): number {
   dp.lastCtIdx = i;
   dp.lastBackendId = dp.ct.backendId(i);
   return dpVerdict(dp, V_TX, reason);
+}
+
+/** The error quotes a masqueraded packet (natAddr:natPort -> backend): back to the client. */
+function icmp4Masqueraded(
+  dp: Datapath,
+  buf: Uint8Array,
+  proto: number,
+  qsrc: number,
+  qdst: number,
+  qsport: number,
+  qdport: number,
+): number {
+  const snat = dp.nat.snat;
+  if (snat.size === 0) return V_CONTINUE;
+  const e = snat.lookupRev(proto, qdst, qdport, qsrc, qsport);
+  if (e < 0 || nat4Dead(dp, e)) return V_CONTINUE;
+  const ct = dp.ct;
+  const i = snat.ctIdx(e);
+  const front = ct.daddr(i);
+  icmpErrRewriteInnerSrc(buf, dp.ipOff, snat.saddr(e));
+  icmpErrRewriteInnerSrcPort(buf, dp.ipOff, snat.sport(e));
+  icmpErrRewriteInnerDst(buf, dp.ipOff, front);
+  icmpErrRewriteInnerDstPort(buf, dp.ipOff, ct.dport(i));
+  ipv4RewriteSrc(buf, dp.ipOff, front);
+  ipv4RewriteDst(buf, dp.ipOff, snat.saddr(e));
+  return icmp4Done(dp, i, TX_ICMP_ERR_REVNAT);
 }

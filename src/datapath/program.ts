@@ -30,7 +30,7 @@ import {
   ct4Update,
 } from './ct.ts';
 import type { Datapath } from './datapath.ts';
-import { FRAG_REWRITE_DST, FRAG_REWRITE_SRC, frag4Later, frag4Remember } from './frag.ts';
+import { frag4Later, frag4Remember } from './frag.ts';
 import { icmp4RelatedError } from './icmp-error.ts';
 import {
   lb4ConnFlags,
@@ -82,7 +82,12 @@ export function dpProcess(
   if (v !== V_CONTINUE) return v;
   if (dp.frag === 2) return frag4Later(dp, buf);
   const proto = dp.proto;
-  if (proto === IPPROTO_TCP || proto === IPPROTO_UDP) return lb4Flow(dp, buf);
+  if (proto === IPPROTO_TCP || proto === IPPROTO_UDP) {
+    const fv = lb4Flow(dp, buf);
+    // a translated first fragment: its later fragments get the same addresses (frag.ts)
+    if (fv === V_TX && dp.frag === 1) frag4Remember(dp, buf);
+    return fv;
+  }
   if (proto === IPPROTO_ICMP) return lb4Icmp(dp, buf);
   if (lb4IsVip(dp, dp.daddr)) return lb4Reject(dp, buf, REPLY_REJECT_UNKNOWN_PROTO);
   return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
@@ -120,7 +125,6 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
     dp.lastBackendId = ct.backendId(i);
     lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
     nat4Orig(dp, buf, i); // masqueraded flow: source too (nat.ts)
-    if (dp.frag === 1) frag4Remember(dp, buf, ct.baddr(i), FRAG_REWRITE_DST);
     return dpVerdict(dp, V_TX, TX_DNAT);
   }
   i = ct4LookupReply(ct, dp.proto, dp.saddr, dp.daddr, dp.sport, dp.dport, dp.nowSec);
@@ -143,7 +147,6 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
     // The entry's own original destination is the VIP:port the client used: exact for this
     // flow and it cannot go stale, unlike a revNat id whose service may since have been deleted.
     lb4RevNat(dp, buf, ct.daddr(i), ct.dport(i));
-    if (dp.frag === 1) frag4Remember(dp, buf, ct.daddr(i), FRAG_REWRITE_SRC);
     return dpVerdict(dp, V_TX, TX_REVNAT);
   }
   const r = nat4Reply(dp, buf, bytes); // a reply to a masqueraded flow (nat.ts)
@@ -199,7 +202,6 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
   dp.lastCtNew = 1;
   dp.lastBackendId = backendId;
   lb4Dnat(dp, buf, baddr, bport);
-  if (dp.frag === 1) frag4Remember(dp, buf, baddr, FRAG_REWRITE_DST);
   return dpVerdict(dp, V_TX, TX_DNAT_NEW);
 }
 

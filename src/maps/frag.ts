@@ -6,7 +6,8 @@
 // destination, identification, protocol), and applies it to the later fragments.
 //
 //   key   saddr u32 | daddr u32 | id << 8 | proto u32        (the fragments as received)
-//   value addr u32 (new address) | kind u8 (FRAG_REWRITE_DST / _SRC) | expires u32 (seconds)
+//   value newSrc u32 | newDst u32 (the first fragment's addresses after all translation)
+//         expires u32 (seconds)
 //
 // Set-associative, 4 ways per bucket, over typed arrays: a lookup reads at most 4 entries, an
 // insert takes the same key's way, else an empty/expired way, else evicts the way that expires
@@ -15,8 +16,6 @@
 
 import { hash4, roundCapacity } from './hashtab.ts';
 
-export const FRAG_REWRITE_DST = 0;
-export const FRAG_REWRITE_SRC = 1;
 /** the kernel's net.ipv4.ipfrag_time */
 export const FRAG_TIMEOUT = 30;
 
@@ -31,8 +30,8 @@ export class FragMap {
   private readonly saddrs: Uint32Array;
   private readonly daddrs: Uint32Array;
   private readonly idProto: Uint32Array;
-  private readonly addrs: Uint32Array;
-  private readonly kinds: Uint8Array;
+  private readonly srcs: Uint32Array;
+  private readonly dsts: Uint32Array;
   private readonly expiry: Uint32Array;
 
   constructor(capacity: number) {
@@ -42,8 +41,8 @@ export class FragMap {
     this.saddrs = new Uint32Array(cap);
     this.daddrs = new Uint32Array(cap);
     this.idProto = new Uint32Array(cap);
-    this.addrs = new Uint32Array(cap);
-    this.kinds = new Uint8Array(cap);
+    this.srcs = new Uint32Array(cap);
+    this.dsts = new Uint32Array(cap);
     this.expiry = new Uint32Array(cap);
   }
 
@@ -70,14 +69,14 @@ export class FragMap {
     return -1;
   }
 
-  /** Remember (or refresh) a datagram's rewrite; returns its entry. Never fails. */
+  /** Remember (or refresh) a datagram's new addresses; returns its entry. Never fails. */
   insert(
     saddr: number,
     daddr: number,
     id: number,
     proto: number,
-    addr: number,
-    kind: number,
+    newSrc: number,
+    newDst: number,
     expires: number,
     now: number,
   ): number {
@@ -103,17 +102,17 @@ export class FragMap {
     this.saddrs[pick] = saddr;
     this.daddrs[pick] = daddr;
     this.idProto[pick] = key;
-    this.addrs[pick] = addr >>> 0;
-    this.kinds[pick] = kind;
+    this.srcs[pick] = newSrc >>> 0;
+    this.dsts[pick] = newDst >>> 0;
     this.expiry[pick] = expires >>> 0;
     return pick;
   }
 
-  addr(i: number): number {
-    return this.addrs[i];
+  newSrc(i: number): number {
+    return this.srcs[i];
   }
-  kind(i: number): number {
-    return this.kinds[i];
+  newDst(i: number): number {
+    return this.dsts[i];
   }
   expires(i: number): number {
     return this.expiry[i];

@@ -8,7 +8,7 @@ import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
 import { dpLoadServices } from '../../src/datapath/load.ts';
 import { DROP_FRAG_OUT_OF_ORDER } from '../../src/datapath/reasons.ts';
 import { V_DROP, V_TX } from '../../src/datapath/verdict.ts';
-import { FRAG_REWRITE_DST, FragMap } from '../../src/maps/frag.ts';
+import { FragMap } from '../../src/maps/frag.ts';
 import { buildIpv4, buildUdp, endpoint, run, service, servicePort, UDP } from './harness.ts';
 
 const CLIENT = '10.244.1.10';
@@ -100,20 +100,65 @@ describe('fragmented UDP through a ClusterIP', () => {
   });
 });
 
+describe('fragments of a masqueraded flow (NodePort from outside, backend on another node)', () => {
+  it('gives every fragment both the DNAT and the SNAT addresses, both ways', () => {
+    const NODE = '172.30.0.11';
+    const EXT = '172.30.0.100';
+    const POD = '10.244.2.2';
+    const dp = createDatapath({
+      seed: 11,
+      nodeIp: ipU32(NODE),
+      podCidr: '10.244.1.0/24',
+      clusterCidr: '10.244.0.0/16',
+    });
+    const svc = service('echo', VIP, { type: 'NodePort' });
+    const rsp = servicePort(svc, 7, 'UDP', [endpoint(`${POD}:7007`, { nodeName: 'node2' })], 'e');
+    rsp.port.nodePort = 30007;
+    dpLoadServices(dp, [rsp], { nodeName: 'node1' });
+    const out = { src: EXT, dst: NODE, sport: 33000, dport: 30007, data: BIG, id: 0x3333 };
+    const sent = fragment(buildUdp(out), EXT, NODE, 0x3333);
+    const r0 = run(dp, sent[0], T0);
+    expect(r0.reason).toBe('TX_DNAT_NEW');
+    const snatPort = (r0.pkt[20] << 8) | r0.pkt[21];
+    const want = fragment(
+      buildUdp({ ...out, src: NODE, sport: snatPort, dst: POD, dport: 7007 }),
+      NODE,
+      POD,
+      0x3333,
+    );
+    expect(r0.pkt).toEqual(want[0]);
+    for (const k of [1, 2]) expect(run(dp, sent[k], T0).pkt).toEqual(want[k]);
+    const back = { src: POD, dst: NODE, sport: 7007, dport: snatPort, data: BIG, id: 0x4444 };
+    const seen = { ...back, src: NODE, sport: 30007, dst: EXT, dport: 33000 };
+    const bf = fragment(buildUdp(back), POD, NODE, 0x4444);
+    const sf = fragment(buildUdp(seen), NODE, EXT, 0x4444);
+    bf.forEach((f, k) => {
+      const r = run(dp, f, T0);
+      expect(r.verdict).toBe(V_TX);
+      expect(r.pkt).toEqual(sf[k]);
+    });
+  });
+});
+
+function ipU32(s: string): number {
+  return s.split('.').reduce((a, x) => ((a << 8) | Number(x)) >>> 0, 0);
+}
+
 describe('FragMap', () => {
   it('refreshes a key in place, and evicts the soonest-expiring way of a full bucket (counted)', () => {
     const m = new FragMap(4); // one bucket of 4 ways
-    for (let id = 1; id <= 4; id++) m.insert(1, 2, id, UDP, 100 + id, FRAG_REWRITE_DST, 10 + id, 0);
+    for (let id = 1; id <= 4; id++) m.insert(1, 2, id, UDP, 100 + id, 200 + id, 10 + id, 0);
     expect(m.countLive(0)).toBe(4);
-    m.insert(1, 2, 3, UDP, 999, FRAG_REWRITE_DST, 50, 0); // same key: refreshed, no eviction
+    m.insert(1, 2, 3, UDP, 999, 998, 50, 0); // same key: refreshed, no eviction
     expect(m.evictions).toBe(0);
-    expect(m.addr(m.lookup(1, 2, 3, UDP, 0))).toBe(999);
-    m.insert(1, 2, 9, UDP, 909, FRAG_REWRITE_DST, 60, 0); // full: id 1 (expires 11) goes
+    expect(m.newSrc(m.lookup(1, 2, 3, UDP, 0))).toBe(999);
+    expect(m.newDst(m.lookup(1, 2, 3, UDP, 0))).toBe(998);
+    m.insert(1, 2, 9, UDP, 909, 908, 60, 0); // full: id 1 (expires 11) goes
     expect(m.evictions).toBe(1);
     expect(m.lookup(1, 2, 1, UDP, 0)).toBe(-1);
-    expect(m.addr(m.lookup(1, 2, 9, UDP, 0))).toBe(909);
+    expect(m.newSrc(m.lookup(1, 2, 9, UDP, 0))).toBe(909);
     expect(m.lookup(1, 2, 2, UDP, 12)).toBe(-1); // expired at 12
-    m.insert(1, 2, 10, UDP, 1010, FRAG_REWRITE_DST, 70, 13); // takes an expired way: no eviction
+    m.insert(1, 2, 10, UDP, 1010, 1011, 70, 13); // takes an expired way: no eviction
     expect(m.evictions).toBe(1);
   });
 });

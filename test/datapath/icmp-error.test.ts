@@ -136,3 +136,33 @@ describe('ICMP errors about DNATed flows', () => {
     expect([dp.ct.expires(i), dp.ct.pktsReply(i)]).toEqual([exp, pk]);
   });
 });
+
+describe('ICMP errors about masqueraded flows', () => {
+  it('frag-needed quoting node:snatPort -> backend reaches the external client quoting it -> NodePort', () => {
+    const NODE = '172.30.0.11';
+    const EXT = '172.30.0.100';
+    const POD = '10.244.2.2';
+    const dp = createDatapath({
+      seed: 13,
+      nodeIp: ipU32(NODE),
+      podCidr: '10.244.1.0/24',
+      clusterCidr: '10.244.0.0/16',
+    });
+    const svc = service('np', VIP, { type: 'NodePort' });
+    const rsp = servicePort(svc, 80, 'UDP', [endpoint(`${POD}:8080`, { nodeName: 'node2' })], 'u');
+    rsp.port.nodePort = 30080;
+    dpLoadServices(dp, [rsp], { nodeName: 'node1' });
+    const out = { src: EXT, dst: NODE, sport: 40000, dport: 30080, data: DATA, id: 5 };
+    const r0 = run(dp, buildUdp(out), T0);
+    expect(r0.reason).toBe('TX_DNAT_NEW');
+    const err = buildIcmp({ src: ROUTER, dst: NODE }, 3, 4, 1400, r0.pkt.slice(0, 48));
+    const want = buildIcmp({ src: NODE, dst: EXT }, 3, 4, 1400, buildUdp(out).slice(0, 48));
+    const r = run(dp, err, T0 + 5);
+    expect(r.reason).toBe('TX_ICMP_ERR_REVNAT');
+    expect(r.pkt).toEqual(want);
+  });
+});
+
+function ipU32(s: string): number {
+  return s.split('.').reduce((a, x) => ((a << 8) | Number(x)) >>> 0, 0);
+}
