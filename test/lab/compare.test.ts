@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderHtml } from '../../src/lab/compare/html.ts';
+import { curlVsPing } from '../../src/lab/demo/curl-vs-ping.ts';
 import { labSwitchMode } from '../../src/lab/compare/mode.ts';
 import { type CompareReport, labCompare } from '../../src/lab/compare/run.ts';
 import { findScenarios, SCENARIOS } from '../../src/lab/compare/scenarios.ts';
@@ -78,6 +79,24 @@ describe(`lab compare (lab prefix ${LAB_PREFIX})`, () => {
     expect(after.processes.filter((p) => p.role === 'kubetun').every((p) => isAlive(p))).toBe(true);
     // the same pod servers (same PIDs): nothing was rebuilt
     expect(servers.every((s) => isAlive(s))).toBe(true);
+  }, 180_000);
+
+  it('shows the kernel evidence of each kernel mode in the curl-vs-ping demo', async () => {
+    await labSwitchMode('nftables');
+    const n = await curlVsPing({ mode: 'nftables', out: () => {} });
+    expect([n.vipHttpCode, n.vipPingReceived]).toEqual([200, 0]);
+    expect(n.natPath![0]).toMatch(/^map service-ips: 10\.96\.0\.10 \. tcp \. 80 : goto service-/);
+    expect(n.natPath!.join('\n')).toContain(`dnat to ${n.backend!.ip}:8080`);
+    expect(n.natIcmpRules!.join('\n')).toContain('reject');
+    expect(n.kernelCt![0]).toMatch(
+      new RegExp(`dst=10\\.96\\.0\\.10 sport=\\d+ dport=80 src=${n.backend!.ip}`),
+    );
+    await labSwitchMode('iptables');
+    const i = await curlVsPing({ mode: 'iptables', out: () => {} });
+    expect(i.vipHttpCode).toBe(200);
+    // the KUBE-SERVICES entry counted the curl's SYN: pkts 1 (or more), bytes > 0
+    expect(i.natCounters![1]).toMatch(/^\s*[1-9]\d*\s+[1-9]\d*\s+KUBE-SVC-\w+/);
+    await labSwitchMode('kubetun');
   }, 180_000);
 
   it('finds kubetun faithful to kube-proxy nftables mode, kernel first', async () => {
