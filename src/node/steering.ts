@@ -43,6 +43,7 @@
 import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { DatapathConfig } from '../datapath/config.ts';
+import { snatRangeMask } from '../datapath/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
 import { run, runJson, tryRun } from './sh.ts';
@@ -148,8 +149,8 @@ export class Steering {
     const dst = ['match', 'ip', 'dst', `${nodeIp}/32`];
     if (snatPorts) {
       this.reservePorts(snatPorts.min, snatPorts.max);
-      const mask = (0xffff & ~(snatPorts.max - snatPorts.min)) >>> 0;
-      const key = ['match', 'ip', 'dport', hex(snatPorts.min), hex(mask)];
+      const { value, mask } = snatRangeMask(snatPorts.min, snatPorts.max);
+      const key = ['match', 'ip', 'dport', hex(value), hex(mask)];
       const matches = L4_PROTOS.map((p) => [
         ...dst,
         'match',
