@@ -41,9 +41,12 @@ export function lb4SelectBackend(dp: Datapath, master: number): number {
   if (affinity) {
     const a = dp.aff.lookupFresh(dp.saddr, revNat, dp.nowSec, svc.affinityTimeout(master));
     if (a >= 0) {
+      // The control plane drops entries whose backend left the service (or got weight 0);
+      // non-random schedulers check again here, so a weight change takes effect at once.
       const id = dp.aff.backendId(a);
-      const k = dp.sched.indexOf(revNat, id);
-      if (k >= 0 && dp.sched.weight(revNat, k) > 0) {
+      const random = svc.scheduler(master) === SCHED_RANDOM;
+      const k = random ? 0 : dp.sched.indexOf(revNat, id);
+      if (random || (k >= 0 && dp.sched.weight(revNat, k) > 0)) {
         const b = dp.be.lookup(id);
         if (b >= 0) {
           dp.aff.touch(a, dp.nowSec);
