@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
 import { dpLoadServices } from '../../src/datapath/load.ts';
-import { nat4GcStep } from '../../src/datapath/nat.ts';
+import { nat4GcStep, nat4SnatOf } from '../../src/datapath/nat.ts';
 import { V_DROP, V_TX } from '../../src/datapath/verdict.ts';
 import type { Service } from '../../src/model.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
@@ -135,6 +135,8 @@ describe('NodePort, externalTrafficPolicy Cluster', () => {
     const p = sportOf(r.pkt);
     expect(inRange(p)).toBe(true);
     expect(r.pkt).toEqual(buildTcp({ ...syn, src: NODE, sport: p, dst: REMOTE_POD, dport: 8080 }));
+    const e = nat4SnatOf(dp, dp.lastCtIdx);
+    expect([dp.nat.snat.natAddr(e), dp.nat.snat.natPort(e)]).toEqual([ip(NODE), p]);
     const reply = { src: REMOTE_POD, dst: NODE, sport: 8080, dport: p, flags: SYN | ACK };
     const back = run(dp, buildTcp(reply));
     expect(back.reason).toBe('TX_REVSNAT');
