@@ -91,6 +91,17 @@ describe('compare: normalise and diff', () => {
     expect(d).toMatchObject({ same: false, deliberate: false, firstDiff: 1 });
   });
 
+  it('takes ISNs per capture point, so a flow seen mid-stream elsewhere first does not shift them', () => {
+    const rst = tcp('10.244.2.3', '10.244.1.3', 40001, 8080, 'R', 1001, 0);
+    const syn = tcp('10.244.2.3', '10.244.1.3', 40001, 8080, 'S', 1000, 0);
+    const [client, backend] = normaliseRun([
+      { name: 'client', packets: [rst] },
+      { name: 'backend', packets: [syn] },
+    ]);
+    expect(client!.packets[0]!.text).toContain('tcp [R] seq 0 ');
+    expect(backend!.packets[0]!.text).toContain('tcp [S] seq 0 ');
+  });
+
   it('catches a reply that kept the backend address (no reverse NAT) and shows it packet by packet', () => {
     const good = handshake(40001, 1, 2, 1, 1);
     const broken = handshake(40001, 1, 2, 1, 1);

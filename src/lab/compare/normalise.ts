@@ -8,7 +8,7 @@ export const NORMALISATIONS: readonly string[] = [
   'IP identification is dropped (the sender picks it)',
   'ephemeral ports (>= 32768: client ports, SNAT ports) become eph1, eph2, … in order of first appearance in the run',
   'ICMP echo identifiers become id1, id2, … in order of first appearance',
-  'TCP sequence and acknowledgement numbers are relative to each direction’s ISN',
+  'TCP sequence and acknowledgement numbers are relative to each direction’s ISN (its first packet at that capture point)',
   'TCP timestamp values are dropped (the option’s presence and position are kept)',
   'TCP window values are dropped (the kernels’ socket buffers, not the data plane, choose them)',
 ];
@@ -36,7 +36,12 @@ export const EPHEMERAL_MIN = 32768;
 export class Normaliser {
   private readonly ports = new Map<number, string>();
   private readonly ids = new Map<number, string>();
+  /** per capture point: a flow's packets seen elsewhere first must not shift its ISN here */
   private readonly isn = new Map<string, number>();
+
+  startPoint(): void {
+    this.isn.clear();
+  }
 
   port(p: number | undefined): string {
     if (p === undefined) return '';
@@ -123,7 +128,10 @@ export function normaliseRun(
   points: readonly { name: string; packets: Pkt[] }[],
 ): { name: string; packets: NPkt[] }[] {
   const n = new Normaliser();
-  const runs = points.map((cp) => ({ name: cp.name, packets: cp.packets.map((p) => n.packet(p)) }));
+  const runs = points.map((cp) => {
+    n.startPoint();
+    return { name: cp.name, packets: cp.packets.map((p) => n.packet(p)) };
+  });
   return runs.map((cp) => ({ name: cp.name, packets: groupByFlow(cp.packets) }));
 }
 
