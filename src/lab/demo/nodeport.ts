@@ -4,9 +4,9 @@
 // node that does not host the chosen backend: DNAT and MASQUERADE), then with Local
 // (web-local :30081: only the node with endpoints serves, and the pod sees the client's IP).
 //
-//   client ──▶ node1:30080 ─DNAT+SNAT─▶ uplink ──▶ node2 ──▶ pod-c:8080   (src node1:snatPort)
-//   client ◀── node1:30080 ◀─revSNAT── uplink ◀── node2 ◀── pod-c:8080
-//   client ──▶ node2:30081 ─DNAT─▶ pod-c:8080 (src client, kept)    node1:30081 ─▶ dropped
+//   client ──▶ node1:30080 ─DNAT+SNAT─▶ uplink ──▶ node2 ──▶ pod-d:8080   (src node1:snatPort)
+//   client ◀── node1:30080 ◀─revSNAT── uplink ◀── node2 ◀── pod-d:8080
+//   client ──▶ node2:30081 ─DNAT─▶ pod-d:8080 (src client, kept)    node1:30081 ─▶ dropped
 import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
