@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { diffPoint, diffRuns, formatPointDiff } from '../../src/lab/compare/diff.ts';
 import { renderHtml } from '../../src/lab/compare/html.ts';
-import { normaliseRun } from '../../src/lab/compare/normalise.ts';
+import { isEphemeral, normaliseRun } from '../../src/lab/compare/normalise.ts';
 import { decodeIpv4, type Pkt } from '../../src/lab/compare/packets.ts';
 import { judge, type ScenarioRun } from '../../src/lab/compare/run.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
@@ -89,6 +89,14 @@ describe('compare: normalise and diff', () => {
     ttl[1]!.ttl = 63;
     const d = diffRuns(a, normaliseRun([{ name: 'veth', packets: ttl }]))[0]!;
     expect(d).toMatchObject({ same: false, deliberate: false, firstDiff: 1 });
+  });
+
+  it('treats client and SNAT ports as ephemeral (kernel random-fully goes down to 1024), not server ports or NodePorts', () => {
+    const servers = new Set([8080, 5353]);
+    expect([1024, 1500, 32768, 61440, 65535].every((p) => isEphemeral(p, servers))).toBe(true);
+    expect(
+      [80, 53, 1023, 8080, 5353, 30000, 30080, 32767].some((p) => isEphemeral(p, servers)),
+    ).toBe(false);
   });
 
   it('takes ISNs per capture point, so a flow seen mid-stream elsewhere first does not shift them', () => {

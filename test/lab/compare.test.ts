@@ -19,7 +19,15 @@ import { isAlive } from '../../src/lab/procs.ts';
 import { readState } from '../../src/lab/state.ts';
 import { LAB_PREFIX } from '../../src/lab/topology.ts';
 
-const BASIC = ['clusterip-tcp', 'udp', 'ping-vip', 'no-endpoints', 'unknown-port'];
+const BASIC = [
+  'clusterip-tcp',
+  'udp',
+  'ping-vip',
+  'no-endpoints',
+  'unknown-port',
+  'nodeport',
+  'nodeport-local',
+];
 
 function nsOut(ns: string, argv: string[]): string {
   return spawnSync('ip', ['netns', 'exec', ns, ...argv], { encoding: 'utf8' }).stdout ?? '';

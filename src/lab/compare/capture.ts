@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { readPcap } from '../../pcap/reader.ts';
 import { startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { LOG_DIR, type LabProcess } from '../state.ts';
-import { allPods, type LabPod, type Topology } from '../topology.ts';
+import { allPods, type LabClient, type LabPod, type Topology } from '../topology.ts';
 import { decodeIpv4, type Pkt } from './packets.ts';
 
 export interface CapturePoint {
@@ -19,16 +19,23 @@ export interface CapturePoint {
 }
 
 /** Client veth first (it fixes the order of ephemeral-port symbols), then backends, then uplinks. */
-export function capturePoints(t: Topology, client: LabPod, backendIps: string[]): CapturePoint[] {
+export function capturePoints(
+  t: Topology,
+  client: LabPod | LabClient,
+  backendIps: string[],
+): CapturePoint[] {
   const node = (name: string) => t.nodes.find((n) => n.name === name)!;
-  const points: CapturePoint[] = [
-    {
-      name: `${client.name} veth (client)`,
-      ns: node(client.node).ns,
-      ifname: client.hostIf,
-      pod: client.name,
-    },
-  ];
+  // A pod client is captured on its node-side veth; an external client on its own uplink.
+  const first: CapturePoint =
+    'hostIf' in client
+      ? {
+          name: `${client.name} veth (client)`,
+          ns: node(client.node).ns,
+          ifname: client.hostIf,
+          pod: client.name,
+        }
+      : { name: `${client.name} ${client.uplink} (client)`, ns: client.ns, ifname: client.uplink };
+  const points: CapturePoint[] = [first];
   for (const p of allPods(t).filter((p) => backendIps.includes(p.ip) && p !== client))
     points.push({ name: `${p.name} veth`, ns: node(p.node).ns, ifname: p.hostIf, pod: p.name });
   for (const n of t.nodes)
@@ -42,9 +49,10 @@ export interface Running {
   files: string[];
 }
 
+/** filter: a tcpdump filter expression (default: the client's address) */
 export async function startCaptures(
   points: CapturePoint[],
-  clientIp: string,
+  filter: string,
   tag: string,
 ): Promise<Running> {
   const dir = join(LOG_DIR, 'compare');
@@ -58,7 +66,7 @@ export async function startCaptures(
     files.push(`${base}.pcap`);
     // -U: every packet is written as it comes, so stopping the capture loses nothing.
     const argv = ['tcpdump', '-i', cp.ifname, '-n', '-U', '--immediate-mode', '-w', `${base}.pcap`];
-    argv.push(`ip and host ${clientIp}`);
+    argv.push(`ip and (${filter})`);
     procs.push(startInNs('capture', cp.name, cp.ns, argv, log));
   }
   try {

@@ -6,7 +6,7 @@ import type { Pkt } from './packets.ts';
 export const NORMALISATIONS: readonly string[] = [
   'capture times are dropped; packet order is kept within each flow, and flows are listed one after the other in the order of their first packet (how two back-to-back connections interleave is timing, not the data plane)',
   'IP identification is dropped (the sender picks it)',
-  'ephemeral ports (>= 32768: client ports, SNAT ports) become eph1, eph2, … in order of first appearance in the run',
+  'ephemeral ports (client ports and SNAT ports: every port >= 1024 that is neither a pod server port nor in the NodePort range 30000-32767) become eph1, eph2, … in order of first appearance in the run',
   'ICMP echo identifiers become id1, id2, … in order of first appearance',
   'TCP sequence and acknowledgement numbers are relative to each direction’s ISN (its first packet at that capture point)',
   'TCP timestamp values are dropped (the option’s presence and position are kept)',
@@ -30,10 +30,21 @@ export interface NPkt {
   flow: string;
 }
 
-export const EPHEMERAL_MIN = 32768;
+/** Pod server ports when the caller does not say (the lab's HTTP and UDP servers). */
+export const DEFAULT_SERVER_PORTS: ReadonlySet<number> = new Set([8080, 5353]);
+
+/**
+ * Client and SNAT ports: kernel MASQUERADE --random-fully picks from 1024-65535, kubetun from
+ * its reserved range, clients from ip_local_port_range; service, server and NodePorts are fixed.
+ */
+export function isEphemeral(port: number, serverPorts: ReadonlySet<number>): boolean {
+  return port >= 1024 && !serverPorts.has(port) && !(port >= 30000 && port <= 32767);
+}
 
 /** Symbol tables shared by every capture point of one run, so eph1 is the same port everywhere. */
 export class Normaliser {
+  constructor(private readonly serverPorts: ReadonlySet<number> = DEFAULT_SERVER_PORTS) {}
+
   private readonly ports = new Map<number, string>();
   private readonly ids = new Map<number, string>();
   /** per capture point: a flow's packets seen elsewhere first must not shift its ISN here */
@@ -45,7 +56,7 @@ export class Normaliser {
 
   port(p: number | undefined): string {
     if (p === undefined) return '';
-    if (p < EPHEMERAL_MIN) return String(p);
+    if (!isEphemeral(p, this.serverPorts)) return String(p);
     let s = this.ports.get(p);
     if (!s) {
       s = `eph${this.ports.size + 1}`;
@@ -99,7 +110,7 @@ export class Normaliser {
     const isError = p.proto === 'icmp' && p.icmpType !== 0 && p.icmpType !== 8;
     const loose = isError ? `ICMP-ERROR-SOURCE > ${ep(p.dst, p.dport)}: ${rest}` : text;
     const ports = [p.sport, p.dport, p.inner?.sport, p.inner?.dport];
-    const eph = ports.find((x) => x !== undefined && x >= EPHEMERAL_MIN);
+    const eph = ports.find((x) => x !== undefined && isEphemeral(x, this.serverPorts));
     const flow = eph === undefined ? '' : this.port(eph);
     return { text, src: p.src, dst: p.dst, label, loose, flow };
   }
@@ -126,8 +137,9 @@ export class Normaliser {
 /** Normalises the capture points of one run, in the given order (which fixes eph1, eph2…). */
 export function normaliseRun(
   points: readonly { name: string; packets: Pkt[] }[],
+  serverPorts: ReadonlySet<number> = DEFAULT_SERVER_PORTS,
 ): { name: string; packets: NPkt[] }[] {
-  const n = new Normaliser();
+  const n = new Normaliser(serverPorts);
   const runs = points.map((cp) => {
     n.startPoint();
     return { name: cp.name, packets: cp.packets.map((p) => n.packet(p)) };

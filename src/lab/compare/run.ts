@@ -124,10 +124,12 @@ async function runScenario(
   mode: PlaneMode,
   target: string | undefined,
 ): Promise<ScenarioRun> {
-  const client = allPods(t).find((p) => p.name === s.client);
-  if (!client) throw new LabError(`scenario ${s.name}: the topology has no pod ${s.client}`);
+  const client = [...allPods(t), ...t.clients].find((p) => p.name === s.client);
+  if (!client)
+    throw new LabError(`scenario ${s.name}: the topology has no pod or client ${s.client}`);
   const points = capturePoints(t, client, s.backends);
-  const caps = await startCaptures(points, client.ip, `${mode}-${s.name}`);
+  const filter = s.captureFilter ?? `host ${client.ip}`;
+  const caps = await startCaptures(points, filter, `${mode}-${s.name}`);
   const attempts: Attempt[] = [];
   const kept: number[] = [];
   let captured: Awaited<ReturnType<typeof stopCaptures>>;
@@ -153,7 +155,13 @@ async function runScenario(
   const backend = kept.length ? attempts[kept[0]!]!.backend : undefined;
   const picked = pickPackets(s, captured, attempts, kept);
   const mapped = s.choice === 'first-choice' ? firstChoice(t, picked, backend) : picked;
-  return { mode, attempts, kept, backend, points: normaliseRun(mapped) };
+  return {
+    mode,
+    attempts,
+    kept,
+    backend,
+    points: normaliseRun(mapped, new Set([t.httpPort, t.udpPort])),
+  };
 }
 
 function timed(run: () => Attempt): Attempt {
@@ -173,7 +181,7 @@ function pickPackets(
   // An attempt that never connected (curl reports port 0) is found by its time window instead.
   const windows = kept
     .map((i) => attempts[i]!)
-    .filter((a) => a.clientPort === undefined && a.startUs !== undefined)
+    .filter((a) => (s.masquerades || a.clientPort === undefined) && a.startUs !== undefined)
     .map((a) => [a.startUs! - 1000, a.endUs! + 200_000] as const);
   const mine = (p: Pkt) =>
     s.choice === 'none' ||

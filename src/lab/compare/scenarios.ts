@@ -9,7 +9,7 @@
 //                 capture point. Needs backends that sit alike relative to the client.
 //   none:         no backend (ping, rejects).
 import { inNs, shTry } from '../sh.ts';
-import type { LabPod, Topology } from '../topology.ts';
+import type { LabClient, LabPod, Topology } from '../topology.ts';
 
 export interface Attempt {
   ok: boolean;
@@ -33,9 +33,13 @@ export interface Scenario {
   choice: 'same-backend' | 'first-choice' | 'none';
   /** attempts per run (first-choice: all kept) */
   count: number;
-  run(t: Topology, client: LabPod): Attempt;
+  run(t: Topology, client: LabPod | LabClient): Attempt;
   /** kernel modes whose behaviour differs on purpose, with the reason (docs/compare.md) */
   expectedDifference?: Partial<Record<'iptables' | 'nftables', string>>;
+  /** tcpdump filter when the client's address is not on every hop (masquerade) */
+  captureFilter?: string;
+  /** the data plane SNATs: packets are found by the attempt's time window, not its port */
+  masquerades?: boolean;
   /** what the scenario needs from kubetun that it may not do yet */
   note?: string;
 }
@@ -47,7 +51,7 @@ function whoAnswered(t: Topology, body: string): string | undefined {
   return t.nodes.flatMap((n) => n.pods).some((p) => p.name === name) ? name : undefined;
 }
 
-function curlOnce(t: Topology, client: LabPod, url: string, timeoutS = 2): Attempt {
+function curlOnce(t: Topology, client: LabPod | LabClient, url: string, timeoutS = 2): Attempt {
   const r = shTry(
     inNs(client.ns, ['curl', '-sS', '-m', String(timeoutS), '-w', '\n%{local_port}', url]),
     20_000,
@@ -70,7 +74,7 @@ s.on('message', (m) => { clearTimeout(timer); console.log(s.address().port + ' '
 s.send('who?', Number(process.argv[2]), process.argv[1]);
 `;
 
-function udpOnce(t: Topology, client: LabPod, ip: string, port: number): Attempt {
+function udpOnce(t: Topology, client: LabPod | LabClient, ip: string, port: number): Attempt {
   const r = shTry(inNs(client.ns, [process.execPath, '-e', UDP_QUERY, ip, String(port)]), 20_000);
   const [p, ...rest] = r.out.trim().split(' ');
   const body = rest.join(' ');
@@ -82,7 +86,7 @@ function udpOnce(t: Topology, client: LabPod, ip: string, port: number): Attempt
   };
 }
 
-function pingOnce(client: LabPod, ip: string): Attempt {
+function pingOnce(client: LabPod | LabClient, ip: string): Attempt {
   const r = shTry(inNs(client.ns, ['ping', '-n', '-c', '2', '-i', '0.3', '-W', '1', ip]), 20_000);
   const summary = r.out.split('\n').find((l) => /packets transmitted/.test(l)) ?? r.err.trim();
   return { ok: r.status === 0, output: summary };
@@ -147,6 +151,28 @@ export const SCENARIOS: readonly Scenario[] = [
       iptables:
         'kube-proxy in iptables mode has no rule for unused ports of a ClusterIP: the SYN is routed on towards the default route and times out; nftables mode and kubetun reject it at once',
     },
+  },
+  {
+    name: 'nodeport',
+    title:
+      'curl a NodePort (web-np 172.30.0.11:30080, externalTrafficPolicy Cluster) from the external client',
+    client: 'client',
+    backends: ['10.244.1.2', '10.244.2.2'],
+    choice: 'same-backend',
+    count: 1,
+    captureFilter: 'host 172.30.0.100 or tcp port 8080',
+    masquerades: true,
+    run: (t, c) => curlOnce(t, c, 'http://172.30.0.11:30080/'),
+  },
+  {
+    name: 'nodeport-local',
+    title:
+      'curl a NodePort with externalTrafficPolicy Local (web-local 172.30.0.12:30081) from the external client: the client IP is kept',
+    client: 'client',
+    backends: ['10.244.2.3'],
+    choice: 'same-backend',
+    count: 1,
+    run: (t, c) => curlOnce(t, c, 'http://172.30.0.12:30081/'),
   },
   {
     name: 'session-affinity',
