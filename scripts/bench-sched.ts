@@ -1,6 +1,9 @@
 // Benchmark of the backend schedulers: ns per pick through SchedulerTable.pick for 3, 100 and
-// 1000 backends, plus the control-plane build time of each kind's state. Figures only, nothing
-// asserted. Run: npx tsx scripts/bench-sched.ts [--quick]
+// 1000 backends, plus the control-plane build time of each kind's state; then the cost of a
+// whole new flow through the datapath (dpProcess of a SYN to the VIP: service lookup, the
+// scheduler (or affinity), conntrack create, DNAT) per scheduler, the service chosen by its
+// kubetun.io/scheduler annotation as in production. Figures only, nothing asserted.
+// Run: npx tsx scripts/bench-sched.ts [--quick]
 //
 // Expect random, rr, sh, dh and maglev to stay flat as backends grow (O(1) per pick), wrr to
 // stay near-flat (it steps forward from its position; long scans only with skewed weights), and
@@ -11,7 +14,15 @@
 // Contention skews the figures: run on an idle machine (the first run here had loadavg 9 on 2
 // CPUs, where even an empty loop cost 3 ns/iteration).
 
+import { loadavg } from 'node:os';
+import { createDatapath } from '../src/datapath/datapath.ts';
+import { dpLoadServices } from '../src/datapath/load.ts';
+import { dpProcess } from '../src/datapath/program.ts';
+import { TX_DNAT_NEW } from '../src/datapath/reasons.ts';
 import { Rng } from '../src/datapath/rng.ts';
+import { dpTuneV8 } from '../src/datapath/tune.ts';
+import type { ResolvedServicePort } from '../src/model.ts';
+import { ipv4FillCsum } from '../src/wire/ipv4.ts';
 import { SCHED_MAGLEV, SCHED_NAMES, SCHED_NQ } from '../src/sched/kinds.ts';
 import { type SchedBackend, SchedulerTable } from '../src/sched/table.ts';
 
@@ -78,6 +89,7 @@ function main(): void {
     console.log(SCHED_NAMES[kind].padEnd(10) + cells.join(''));
   }
   heapCheck(t);
+  newFlows();
 }
 
 /** Uneven connection counts so least-connection picks are not all ties. */
@@ -99,6 +111,95 @@ function heapCheck(t: SchedulerTable): void {
     `heap delta over ${PICKS} maglev picks: ${((after - before) / 1024).toFixed(0)} KiB${note}`,
   );
   if (sink === 0.5) console.log('unreachable');
+}
+
+// ---- new flows through the datapath ------------------------------------------------------------
+
+const NEW_FLOWS = QUICK ? 50_000 : 200_000;
+const PKT = 40; // IPv4 + TCP, no options, no payload
+
+/** NEW_FLOWS SYNs to 10.96.0.10:80 from distinct (client, port), in one buffer. */
+function synBuffer(): Uint8Array {
+  const b = new Uint8Array(NEW_FLOWS * PKT);
+  const r = new Rng(7);
+  for (let k = 0; k < NEW_FLOWS; k++) {
+    const o = k * PKT;
+    b.set([0x45, 0, 0, PKT, 0, 0, 0x40, 0, 64, TCP, 0, 0], o);
+    const src = (0x0af40000 | (k >>> 8)) >>> 0; // 10.244.x.y
+    const v = new DataView(b.buffer, o);
+    v.setUint32(12, src);
+    v.setUint32(16, 0x0a60000a);
+    v.setUint16(20, 1024 + (k & 0xff) * 200 + r.below(200));
+    v.setUint16(22, 80);
+    v.setUint32(24, r.nextU32());
+    b[o + 32] = 0x50;
+    b[o + 33] = 0x02; // SYN
+    v.setUint16(34, 65535);
+    ipv4FillCsum(b, o);
+  }
+  return b;
+}
+
+function service(kind: string, n: number): ResolvedServicePort {
+  const port = { name: 'http', protocol: 'TCP' as const, port: 80, targetPort: 8080, nodePort: 0 };
+  return {
+    service: {
+      namespace: 'bench',
+      name: 'web',
+      type: 'ClusterIP',
+      clusterIPs: ['10.96.0.10'],
+      ports: [port],
+      sessionAffinity: 'None',
+      affinityTimeoutSeconds: 10800,
+      externalTrafficPolicy: 'Cluster',
+      internalTrafficPolicy: 'Cluster',
+      externalIPs: [],
+      loadBalancerIPs: [],
+      loadBalancerSourceRanges: [],
+      healthCheckNodePort: 0,
+      annotations: { 'kubetun.io/scheduler': kind },
+      labels: {},
+    },
+    port,
+    servicePortName: 'bench/web:http',
+    endpoints: Array.from({ length: n }, (_, i) => ({
+      ip: `10.245.${i >> 8}.${i & 255}`,
+      port: 8080,
+      ready: true,
+      serving: true,
+      terminating: false,
+    })),
+  };
+}
+
+function newFlows(): void {
+  dpTuneV8();
+  const template = synBuffer();
+  const run = (kind: number, n: number, flows: number): string => {
+    const dp = createDatapath({ ctCapacity: NEW_FLOWS * 2 });
+    dpLoadServices(dp, [service(SCHED_NAMES[kind], n)]);
+    const buf = template.slice();
+    const t0 = process.hrtime.bigint();
+    let ok = 0;
+    for (let k = 0; k < flows; k++) {
+      dpProcess(dp, buf, k * PKT, PKT, 1_000_000);
+      if (dp.lastReason === TX_DNAT_NEW) ok++;
+    }
+    const ns = Number(process.hrtime.bigint() - t0) / flows;
+    return ok === flows ? ns.toFixed(0) : `${ns.toFixed(0)} (${flows - ok} not new)`;
+  };
+  for (let kind = 0; kind <= SCHED_MAGLEV; kind++) run(kind, 100, NEW_FLOWS / 10); // JIT warm-up
+  console.log(
+    `\nns per new flow through dpProcess (${NEW_FLOWS} SYNs, distinct flows; conntrack create ` +
+      `included; loadavg ${loadavg()[0].toFixed(1)})`,
+  );
+  console.log(
+    `${'scheduler'.padEnd(10)}${SIZES.map((n) => `${n} backends`.padStart(16)).join('')}`,
+  );
+  for (let kind = 0; kind <= SCHED_MAGLEV; kind++) {
+    const cells = SIZES.map((n) => run(kind, n, NEW_FLOWS).padStart(16));
+    console.log(SCHED_NAMES[kind].padEnd(10) + cells.join(''));
+  }
 }
 
 main();
