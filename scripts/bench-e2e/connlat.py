@@ -8,6 +8,7 @@ Prints one JSON line: a list with count, errors, p50/p90/p99/max in microseconds
 
 usage: connlat.py COUNT WARMUP IP:PORT [IP:PORT ...]
 """
+import errno
 import json
 import socket
 import struct
@@ -40,9 +41,11 @@ def one(addr, req):
                     i = head.find(b'content-length:')
                     n = int(head[i + 15:].split(b'\r\n')[0]) if i >= 0 else 0
                     want = end + 4 + n
-        ok = want >= 0 and len(buf) >= want
-    except OSError:
-        ok = False
+        ok = 'ok' if want >= 0 and len(buf) >= want else 'short-response'
+    except socket.timeout:
+        ok = 'timeout'
+    except OSError as e:
+        ok = errno.errorcode.get(e.errno, 'oserror') if e.errno else type(e).__name__
     s.close()
     return ok, (time.perf_counter_ns() - t0) / 1000.0
 
@@ -54,10 +57,11 @@ def pct(sorted_us, p):
     return round(sorted_us[k], 1)
 
 
-def summary(lat, errors, wall):
+def summary(lat, kinds, wall):
     lat.sort()
     return {
-        'count': len(lat), 'errors': errors, 'wallSec': round(wall, 3),
+        'count': len(lat), 'errors': sum(kinds.values()), 'errorKinds': kinds,
+        'wallSec': round(wall, 3),
         'p50': pct(lat, 50), 'p90': pct(lat, 90), 'p99': pct(lat, 99),
         'max': round(lat[-1], 1) if lat else None,
     }
@@ -74,16 +78,16 @@ def main():
         for addr, req in targets:
             one(addr, req)
     lat = [[] for _ in targets]
-    errors = [0 for _ in targets]
+    errors = [{} for _ in targets]
     wall = [0.0 for _ in targets]
     for _ in range(count):
         for i, (addr, req) in enumerate(targets):
             ok, us = one(addr, req)
             wall[i] += us / 1e6
-            if ok:
+            if ok == 'ok':
                 lat[i].append(us)
             else:
-                errors[i] += 1
+                errors[i][ok] = errors[i].get(ok, 0) + 1
     print(json.dumps([summary(lat[i], errors[i], wall[i]) for i in range(len(targets))]))
 
 

@@ -69,6 +69,8 @@ export class NsProcess {
 export interface Latency {
   count: number;
   errors: number;
+  /** failed connections by kind: timeout, ECONNRESET, ECONNREFUSED, short-response... */
+  errorKinds: Record<string, number>;
   wallSec: number;
   p50: number;
   p90: number;
