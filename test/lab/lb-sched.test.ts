@@ -4,6 +4,7 @@
 //
 //   node1: pod-a 10.244.1.2, pod-b 10.244.1.3      node2: pod-c 10.244.2.2, pod-d 10.244.2.3
 //   web-rr 10.96.0.50:80 (rr)  web-lc 10.96.0.51:80 (lc)  -> pod-a, pod-b, pod-c
+//   sticky 10.96.0.40:80 (sessionAffinity: ClientIP)      -> pod-a, pod-b
 //   dns    10.96.0.53:53/UDP                             -> pod-b, pod-d
 //   clients: pod-d (TCP, node2's agent decides), pod-c (UDP)
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -115,6 +116,24 @@ describe('schedulers, hot reload and UDP cleanup on the lab', () => {
     expect(sched).toMatchObject({ '10.96.0.50': 'rr', '10.96.0.51': 'lc', '10.96.0.10': 'random' });
   });
 
+  it('each node serves kube-proxy metrics on 127.0.0.1:10249 and health on its IP :10256', () => {
+    for (const n of t.nodes) {
+      const get = (url: string) =>
+        spawnSync(
+          'ip',
+          ['netns', 'exec', n.ns, 'curl', '-sS', '-m', '3', '-w', '\n%{http_code}', url],
+          {
+            encoding: 'utf8',
+          },
+        ).stdout;
+      const metrics = get('http://127.0.0.1:10249/metrics');
+      expect(metrics).toMatch(/^kubeproxy_sync_proxy_rules_last_timestamp_seconds\S* [1-9]/m);
+      expect(metrics).toMatch(/^kubetun_map_fill_ratio\{map="services"\} 0\.\d*[1-9]/m);
+      const health = get(`http://${n.ip}:10256/healthz`);
+      expect(health).toMatch(/"lastUpdated".*\n200$/s);
+    }
+  });
+
   it('rr: new connections rotate strictly over the three endpoints', () => {
     const got = curlMany('pod-d', 'http://10.96.0.50/', 9);
     expect(new Set(got.slice(0, 3))).toEqual(new Set(['pod-a', 'pod-b', 'pod-c']));
@@ -139,6 +158,13 @@ describe('schedulers, hot reload and UDP cleanup on the lab', () => {
     const got = curlMany('pod-d', 'http://10.96.0.51/', 12);
     expect(got.filter((p) => p === holder)).toEqual([]);
     expect(new Set(got).size).toBe(2);
+  });
+
+  it('sessionAffinity ClientIP: every new connection of a client goes to one pod', () => {
+    // sticky 10.96.0.40 -> pod-a, pod-b; without affinity 20 picks agree with chance 2^-19
+    const got = curlMany('pod-d', 'http://10.96.0.40/', 20);
+    expect(['pod-a', 'pod-b']).toContain(got[0]);
+    expect(got).toEqual(Array(20).fill(got[0]));
   });
 
   it('long-connections demo: one keep-alive connection stays on one pod, new ones spread', async () => {
