@@ -27,6 +27,7 @@ const BASIC = [
   'unknown-port',
   'nodeport',
   'nodeport-local',
+  'hairpin',
 ];
 
 function nsOut(ns: string, argv: string[]): string {

@@ -3,6 +3,7 @@
 // rebuilt); captures normalised and diffed per capture point. The lab is left in the mode it had.
 import { type Progress, labUp } from '../lab.ts';
 import type { KernelMode } from '../kube-proxy.ts';
+import { readLabServices } from '../manifests.ts';
 import { LabError } from '../sh.ts';
 import { type LabMode, readState } from '../state.ts';
 import { allPods, loadTopology, type Topology } from '../topology.ts';
@@ -127,7 +128,7 @@ async function runScenario(
   const client = [...allPods(t), ...t.clients].find((p) => p.name === s.client);
   if (!client)
     throw new LabError(`scenario ${s.name}: the topology has no pod or client ${s.client}`);
-  const points = capturePoints(t, client, s.backends);
+  const points = capturePoints(t, client, serviceBackends(t, s.service));
   const filter = s.captureFilter ?? `host ${client.ip}`;
   const caps = await startCaptures(points, filter, `${mode}-${s.name}`);
   const attempts: Attempt[] = [];
@@ -135,14 +136,17 @@ async function runScenario(
   let captured: Awaited<ReturnType<typeof stopCaptures>>;
   try {
     if (s.choice === 'same-backend') {
+      const want = s.wantBackend ?? target;
       for (let i = 0; i < MAX_TRIES; i++) {
         const a = timed(() => s.run(t, client));
         attempts.push(a);
-        if (!target || a.backend === target || !a.backend) {
+        if (!want || a.backend === want || !a.backend) {
           kept.push(i);
           break;
         }
       }
+      // Never landed on it: compare the last try anyway; the report names both backends.
+      if (kept.length === 0) kept.push(attempts.length - 1);
     } else {
       for (let i = 0; i < s.count; i++) {
         attempts.push(timed(() => s.run(t, client)));
@@ -164,13 +168,25 @@ async function runScenario(
   };
 }
 
+/** The endpoint IPs of a lab service (every port), from the manifests the data planes load. */
+function serviceBackends(t: Topology, name: string | undefined): string[] {
+  if (!name) return [];
+  const svc = readLabServices(t.manifests).find((x) => x.name === name);
+  if (!svc) throw new LabError(`the lab manifests in ${t.manifests} have no service ${name}`);
+  return [...new Set(svc.ports.flatMap((p) => p.endpoints.map((e) => e.ip)))];
+}
+
 function timed(run: () => Attempt): Attempt {
   const startUs = Date.now() * 1000;
   const a = run();
   return { ...a, startUs, endUs: Date.now() * 1000 };
 }
 
-/** Keeps the kept attempts' flows (by client port) when the scenario has them. */
+/**
+ * Keeps the kept attempts' packets: by client port, or — when the data plane masquerades or the
+ * attempt never learned its port — by time window. A TCP flow counts as the attempt's when its
+ * SYN falls in the window, so a previous try's closing packets never leak into the next one's.
+ */
 function pickPackets(
   s: Scenario,
   captured: { point: CapturePoint; packets: Pkt[] }[],
@@ -178,22 +194,30 @@ function pickPackets(
   kept: number[],
 ): { name: string; packets: Pkt[]; pod?: string }[] {
   const ports = new Set(kept.map((i) => attempts[i]!.clientPort).filter((p) => p !== undefined));
-  // An attempt that never connected (curl reports port 0) is found by its time window instead.
   const windows = kept
     .map((i) => attempts[i]!)
     .filter((a) => (s.masquerades || a.clientPort === undefined) && a.startUs !== undefined)
     .map((a) => [a.startUs! - 1000, a.endUs! + 200_000] as const);
-  const mine = (p: Pkt) =>
-    s.choice === 'none' ||
-    windows.some(([from, to]) => p.tUs >= from && p.tUs <= to) ||
+  const inWindow = (p: Pkt) => windows.some(([from, to]) => p.tUs >= from && p.tUs <= to);
+  const byPort = (p: Pkt) =>
     ports.has(p.sport!) ||
     ports.has(p.dport!) ||
     (p.inner !== undefined && (ports.has(p.inner.sport!) || ports.has(p.inner.dport!)));
-  return captured.map((c) => ({
-    name: c.point.name,
-    pod: c.point.pod,
-    packets: c.packets.filter(mine),
-  }));
+  return captured.map((c) => {
+    const flows = new Set(c.packets.filter((p) => p.flags === 'S' && inWindow(p)).map(flowKey));
+    const mine = (p: Pkt) =>
+      s.choice === 'none' ||
+      (!s.masquerades && byPort(p)) ||
+      (p.proto === 'tcp' ? flows.has(flowKey(p)) : inWindow(p));
+    return { name: c.point.name, pod: c.point.pod, packets: c.packets.filter(mine) };
+  });
+}
+
+/** Both directions of a TCP/UDP flow at one capture point give the same key. */
+function flowKey(p: Pkt): string {
+  const a = `${p.src}:${p.sport}`;
+  const b = `${p.dst}:${p.dport}`;
+  return a < b ? `${a}|${b}` : `${b}|${a}`;
 }
 
 /** first-choice: the first connection's backend becomes "backend1"; the other backends merge. */

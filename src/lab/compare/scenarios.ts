@@ -28,14 +28,16 @@ export interface Scenario {
   title: string;
   /** client pod name */
   client: string;
-  /** IPs whose node-side veths are captured (possible backends) */
-  backends: string[];
+  /** the service whose endpoints are the possible backends (their veths are captured) */
+  service?: string;
   choice: 'same-backend' | 'first-choice' | 'none';
   /** attempts per run (first-choice: all kept) */
   count: number;
   run(t: Topology, client: LabPod | LabClient): Attempt;
   /** kernel modes whose behaviour differs on purpose, with the reason (docs/compare.md) */
   expectedDifference?: Partial<Record<'iptables' | 'nftables', string>>;
+  /** same-backend: always this backend (a pod name), not the first plane's choice */
+  wantBackend?: string;
   /** tcpdump filter when the client's address is not on every hop (masquerade) */
   captureFilter?: string;
   /** the data plane SNATs: packets are found by the attempt's time window, not its port */
@@ -92,16 +94,12 @@ function pingOnce(client: LabPod | LabClient, ip: string): Attempt {
   return { ok: r.status === 0, output: summary };
 }
 
-const WEB = ['10.244.1.2', '10.244.1.3', '10.244.2.2'];
-const DNS = ['10.244.1.3', '10.244.2.3'];
-const STICKY = ['10.244.1.2', '10.244.1.3'];
-
 export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'clusterip-tcp',
     title: 'curl a ClusterIP (web 10.96.0.10:80/TCP) from pod-d',
     client: 'pod-d',
-    backends: WEB,
+    service: 'web',
     choice: 'same-backend',
     count: 1,
     run: (t, c) => curlOnce(t, c, 'http://10.96.0.10:80/'),
@@ -110,7 +108,7 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'udp',
     title: 'UDP request/reply through a ClusterIP (dns 10.96.0.53:53/UDP) from pod-c',
     client: 'pod-c',
-    backends: DNS,
+    service: 'dns',
     choice: 'same-backend',
     count: 1,
     run: (t, c) => udpOnce(t, c, '10.96.0.53', 53),
@@ -119,7 +117,7 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'ping-vip',
     title: 'ping a ClusterIP (10.96.0.10) from pod-d: no answer',
     client: 'pod-d',
-    backends: WEB,
+    service: 'web',
     choice: 'none',
     count: 1,
     run: (_t, c) => pingOnce(c, '10.96.0.10'),
@@ -134,7 +132,7 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'no-endpoints',
     title: 'curl a service without endpoints (empty 10.96.0.30:80) from pod-d: refused',
     client: 'pod-d',
-    backends: [],
+    service: 'empty',
     choice: 'none',
     count: 1,
     run: (t, c) => curlOnce(t, c, 'http://10.96.0.30:80/'),
@@ -143,7 +141,7 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'unknown-port',
     title: 'curl a port the ClusterIP does not serve (10.96.0.10:81) from pod-d',
     client: 'pod-d',
-    backends: WEB,
+    service: 'web',
     choice: 'none',
     count: 1,
     run: (t, c) => curlOnce(t, c, 'http://10.96.0.10:81/', 2),
@@ -157,7 +155,7 @@ export const SCENARIOS: readonly Scenario[] = [
     title:
       'curl a NodePort (web-np 172.30.0.11:30080, externalTrafficPolicy Cluster) from the external client',
     client: 'client',
-    backends: ['10.244.1.2', '10.244.2.2'],
+    service: 'web-np',
     choice: 'same-backend',
     count: 1,
     captureFilter: 'host 172.30.0.100 or tcp port 8080',
@@ -169,16 +167,28 @@ export const SCENARIOS: readonly Scenario[] = [
     title:
       'curl a NodePort with externalTrafficPolicy Local (web-local 172.30.0.12:30081) from the external client: the client IP is kept',
     client: 'client',
-    backends: ['10.244.2.3'],
+    service: 'web-local',
     choice: 'same-backend',
     count: 1,
     run: (t, c) => curlOnce(t, c, 'http://172.30.0.12:30081/'),
   },
   {
+    name: 'hairpin',
+    title:
+      'hairpin: pod-a curls web 10.96.0.10:80 and lands on itself (masqueraded to its gateway)',
+    client: 'pod-a',
+    service: 'web',
+    choice: 'same-backend',
+    wantBackend: 'pod-a',
+    count: 1,
+    masquerades: true,
+    run: (t, c) => curlOnce(t, c, 'http://10.96.0.10:80/'),
+  },
+  {
     name: 'session-affinity',
     title: 'sessionAffinity: ClientIP (sticky 10.96.0.40:80): 20 connections from pod-d',
     client: 'pod-d',
-    backends: STICKY,
+    service: 'sticky',
     choice: 'first-choice',
     count: 20,
     run: (t, c) => curlOnce(t, c, 'http://10.96.0.40:80/'),
