@@ -149,6 +149,11 @@ async function latencyPair(mode: Mode, services: number): Promise<[Latency, Late
   say(
     `  direct p50 ${direct.p50} µs p99 ${direct.p99} µs; VIP p50 ${vip.p50} µs p99 ${vip.p99} µs`,
   );
+  for (const [what, l] of [
+    ['VIP', vip],
+    ['direct', direct],
+  ] as const)
+    if (l.errors > 0) say(`  ${what}: ${l.errors} failed: ${JSON.stringify(l.errorKinds)}`);
   return [vip, direct];
 }
 
