@@ -65,7 +65,7 @@ const { stopProcess } = await import('../src/lab/procs.ts');
 const { labCtl } = await import('../src/lab/ctl.ts');
 const { LAB_PREFIX, loadTopology } = await import('../src/lab/topology.ts');
 const { nodeIptablesRules } = await import('../src/lab/kube-proxy.ts');
-const { inNs, sh } = await import('../src/lab/sh.ts');
+const { inNs, sh, shTry } = await import('../src/lab/sh.ts');
 const { renderJumpCommands } = await import('../src/rules/jumps.ts');
 
 type Mode = 'kubetun' | 'iptables';
@@ -418,8 +418,18 @@ function floodTable(): string[] {
 
 // ---- main ------------------------------------------------------------------------------------
 
+/** The commit measured, marked when the working tree differs from it. */
+function gitDescribe(): string {
+  const git = (...a: string[]) => shTry(['git', '-C', lab.REPO_ROOT, ...a]);
+  const head = git('rev-parse', '--short', 'HEAD');
+  if (!head.ok) return 'not a git checkout';
+  const dirty = git('status', '--porcelain', '--untracked-files=no').out.trim() !== '';
+  return `${head.out.trim()}${dirty ? ' (working tree modified)' : ''}`;
+}
+
 async function main(): Promise<void> {
   const m = await machine();
+  m.commit = gitDescribe();
   console.log('kubetun end-to-end benchmark (namespace lab, prefix %s)', LAB_PREFIX);
   for (const [k, v] of Object.entries(m)) console.log(`  ${k.padEnd(9)} ${v}`);
   console.log(
