@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderHtml } from '../../src/lab/compare/html.ts';
 import { curlVsPing } from '../../src/lab/demo/curl-vs-ping.ts';
 import { labSwitchMode } from '../../src/lab/compare/mode.ts';
+import { formatReport } from '../../src/lab/compare/report.ts';
 import { type CompareReport, labCompare } from '../../src/lab/compare/run.ts';
 import { findScenarios, SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
@@ -41,7 +42,7 @@ function verdicts(r: CompareReport): Record<string, string> {
 /** Every basic scenario the same or a documented difference; the kernel's affinity held. */
 function expectFaithful(r: CompareReport): void {
   for (const s of r.results.filter((x) => BASIC.includes(x.name))) {
-    expect(`${s.name}: ${s.verdict}`).not.toBe(`${s.name}: different`);
+    expect(`${s.name}: ${s.verdict}`, formatReport(r)).not.toBe(`${s.name}: different`);
     if (s.verdict === 'expected-difference') expect(s.expected).toBeTruthy();
   }
   const tcp = r.results.find((s) => s.name === 'clusterip-tcp')!;
