@@ -6,6 +6,12 @@ import { register as registerReplay } from './replay.ts';
 import { register as registerRules } from './rules.ts';
 import { register as registerRun } from './run.ts';
 
+// `kubetun ct list | head` closes our stdout early: that is the reader's choice, not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
+
 const program = new Command();
 program
   .name('kubetun')
