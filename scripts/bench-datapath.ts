@@ -19,10 +19,11 @@ import { dpProcess } from '../src/datapath/program.ts';
 import { dpTuneV8 } from '../src/datapath/tune.ts';
 import { REASON_COUNT, REASON_NAMES } from '../src/datapath/reasons.ts';
 import { SVC_F_WILDCARD } from '../src/maps/services.ts';
-import type { ResolvedServicePort, Service } from '../src/model.ts';
+import type { ResolvedServicePort } from '../src/model.ts';
 import { ipv4FillCsum } from '../src/wire/ipv4.ts';
 import { l4RewriteSrcPort, ipv4RewriteSrc } from '../src/wire/rewrite.ts';
 import { l4FillCsum } from '../src/wire/checksum.ts';
+import { makeDefaultService, makeReadyEndpoint } from '../test/fixtures/model.ts';
 
 const gcFn = (globalThis as { gc?: () => void }).gc;
 if (!gcFn && process.env.KUBETUN_BENCH_CHILD !== '1') {
@@ -451,30 +452,14 @@ function benchLoad(n: number): { full: number; resync: number } {
   const dp = createDatapath({ svcCapacity: n * 5 + 16, beCapacity: n * 3 + 16 });
   const ports: ResolvedServicePort[] = [];
   for (let i = 0; i < n; i++) {
-    const svc: Service = {
+    const svc = makeDefaultService(`svc-${i}`, {
       namespace: 'bench',
-      name: `svc-${i}`,
-      type: 'ClusterIP',
       clusterIPs: [`10.96.${(i >>> 8) & 255}.${i & 255}`],
       ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 0 }],
-      sessionAffinity: 'None',
-      affinityTimeoutSeconds: 10800,
-      externalTrafficPolicy: 'Cluster',
-      internalTrafficPolicy: 'Cluster',
-      externalIPs: [],
-      loadBalancerIPs: [],
-      loadBalancerSourceRanges: [],
-      healthCheckNodePort: 0,
-      annotations: {},
-      labels: {},
-    };
-    const endpoints = [0, 1, 2].map((k) => ({
-      ip: `10.${244 + k}.${(i >>> 8) & 255}.${i & 255}`,
-      port: 8080,
-      ready: true,
-      serving: true,
-      terminating: false,
-    }));
+    });
+    const endpoints = [0, 1, 2].map((k) =>
+      makeReadyEndpoint(`10.${244 + k}.${(i >>> 8) & 255}.${i & 255}`, 8080),
+    );
     ports.push({
       service: svc,
       port: svc.ports[0],

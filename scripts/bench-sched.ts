@@ -25,6 +25,7 @@ import type { ResolvedServicePort } from '../src/model.ts';
 import { ipv4FillCsum } from '../src/wire/ipv4.ts';
 import { SCHED_MAGLEV, SCHED_NAMES, SCHED_NQ } from '../src/sched/kinds.ts';
 import { type SchedBackend, SchedulerTable } from '../src/sched/table.ts';
+import { makeDefaultService, makeReadyEndpoint } from '../test/fixtures/model.ts';
 
 const QUICK = process.argv.includes('--quick');
 const PICKS = QUICK ? 200_000 : 2_000_000;
@@ -143,32 +144,15 @@ function synBuffer(): Uint8Array {
 function service(kind: string, n: number): ResolvedServicePort {
   const port = { name: 'http', protocol: 'TCP' as const, port: 80, targetPort: 8080, nodePort: 0 };
   return {
-    service: {
+    service: makeDefaultService('web', {
       namespace: 'bench',
-      name: 'web',
-      type: 'ClusterIP',
       clusterIPs: ['10.96.0.10'],
       ports: [port],
-      sessionAffinity: 'None',
-      affinityTimeoutSeconds: 10800,
-      externalTrafficPolicy: 'Cluster',
-      internalTrafficPolicy: 'Cluster',
-      externalIPs: [],
-      loadBalancerIPs: [],
-      loadBalancerSourceRanges: [],
-      healthCheckNodePort: 0,
       annotations: { 'kubetun.io/scheduler': kind },
-      labels: {},
-    },
+    }),
     port,
     servicePortName: 'bench/web:http',
-    endpoints: Array.from({ length: n }, (_, i) => ({
-      ip: `10.245.${i >> 8}.${i & 255}`,
-      port: 8080,
-      ready: true,
-      serving: true,
-      terminating: false,
-    })),
+    endpoints: Array.from({ length: n }, (_, i) => makeReadyEndpoint(`10.245.${i >> 8}.${i & 255}`, 8080)),
   };
 }
 

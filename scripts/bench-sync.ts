@@ -22,6 +22,7 @@ import { createDatapath } from '../src/datapath/datapath.ts';
 import { dpLoadServices } from '../src/datapath/load.ts';
 import type { EndpointSlice, ResolvedServicePort, Service } from '../src/model.ts';
 import { renderIptables } from '../src/rules/iptables.ts';
+import { makeDefaultService } from '../test/fixtures/model.ts';
 
 const N = Number(process.argv[2] ?? 10_000);
 const CHANGES = Number(process.argv[3] ?? 200);
@@ -33,23 +34,11 @@ function ip(base: number, i: number): string {
 }
 
 function service(i: number): Service {
-  return {
+  return makeDefaultService(`svc-${i}`, {
     namespace: 'bench',
-    name: `svc-${i}`,
-    type: 'ClusterIP',
     clusterIPs: [ip(0x0a600000, i)],
     ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 0 }],
-    sessionAffinity: 'None',
-    affinityTimeoutSeconds: 10800,
-    externalTrafficPolicy: 'Cluster',
-    internalTrafficPolicy: 'Cluster',
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    healthCheckNodePort: 0,
-    annotations: {},
-    labels: {},
-  };
+  });
 }
 
 function slice(i: number, gen = 0): EndpointSlice {

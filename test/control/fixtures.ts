@@ -1,25 +1,14 @@
 // Builders for model objects in control tests: a complete object with overridable fields.
 import type { Endpoint, EndpointSlice, Protocol, Service, ServicePort } from '../../src/model.ts';
+import { makeDefaultService } from '../fixtures/model.ts';
 
 export function svc(name: string, over: Partial<Service> = {}, ns = 'default'): Service {
-  return {
+  return makeDefaultService(name, {
     namespace: ns,
-    name,
-    type: 'ClusterIP',
     clusterIPs: ['10.96.0.10'],
     ports: [port('dns', 'UDP', 53)],
-    sessionAffinity: 'None',
-    affinityTimeoutSeconds: 10800,
-    externalTrafficPolicy: 'Cluster',
-    internalTrafficPolicy: 'Cluster',
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    healthCheckNodePort: 0,
-    annotations: {},
-    labels: {},
     ...over,
-  };
+  });
 }
 
 export function port(

@@ -7,6 +7,7 @@ import type { Datapath } from '../../src/datapath/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
 import { REASON_NAMES } from '../../src/datapath/reasons.ts';
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
+import { makeDefaultService, makeReadyEndpoint } from '../fixtures/model.ts';
 
 export const TCP = 6;
 export const UDP = 17;
@@ -233,29 +234,12 @@ export function run(dp: Datapath, pkt: Uint8Array, nowMs = 1_000_000): RunResult
 // ---- model builders ---------------------------------------------------------------------------
 
 export function service(name: string, clusterIP: string, over: Partial<Service> = {}): Service {
-  return {
-    namespace: 'default',
-    name,
-    type: 'ClusterIP',
-    clusterIPs: clusterIP ? [clusterIP] : [],
-    ports: [],
-    sessionAffinity: 'None',
-    affinityTimeoutSeconds: 10800,
-    externalTrafficPolicy: 'Cluster',
-    internalTrafficPolicy: 'Cluster',
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    healthCheckNodePort: 0,
-    annotations: {},
-    labels: {},
-    ...over,
-  };
+  return makeDefaultService(name, { clusterIPs: clusterIP ? [clusterIP] : [], ...over });
 }
 
 export function endpoint(ipPort: string, over: Partial<ResolvedEndpoint> = {}): ResolvedEndpoint {
   const [addr, port] = ipPort.split(':');
-  return { ip: addr, port: Number(port), ready: true, serving: true, terminating: false, ...over };
+  return makeReadyEndpoint(addr, Number(port), over);
 }
 
 /** One ResolvedServicePort: `svc` port `port`/`protocol` (named `portName`) with `eps`. */

@@ -8,30 +8,14 @@ import type {
   Service,
   ServicePort,
 } from '../../src/model.ts';
+import { makeDefaultService } from '../fixtures/model.ts';
 
 function port(name: string, p: number, protocol: ServicePort['protocol'] = 'TCP'): ServicePort {
   return { name, protocol, port: p, targetPort: p, nodePort: 0 };
 }
 
 function service(name: string, ports: ServicePort[], extra: Partial<Service> = {}): Service {
-  return {
-    namespace: 'default',
-    name,
-    type: 'ClusterIP',
-    clusterIPs: ['10.96.0.10'],
-    ports,
-    sessionAffinity: 'None',
-    affinityTimeoutSeconds: 10800,
-    externalTrafficPolicy: 'Cluster',
-    internalTrafficPolicy: 'Cluster',
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    healthCheckNodePort: 0,
-    annotations: {},
-    labels: {},
-    ...extra,
-  };
+  return makeDefaultService(name, { clusterIPs: ['10.96.0.10'], ports, ...extra });
 }
 
 function ep(ip: string, extra: Partial<Endpoint> = {}, ready = true): Endpoint {

@@ -15,6 +15,7 @@ import type {
   ServicePort,
 } from '../../src/model.ts';
 import { servicePortName } from '../../src/model.ts';
+import { makeDefaultService } from '../fixtures/model.ts';
 
 export const testNodeName = 'test-node';
 export const testNodeIP = '192.168.0.2';
@@ -41,23 +42,7 @@ export function port(p: Partial<ServicePort> & { port: number }): ServicePort {
 }
 
 export function makeService(namespace: string, name: string, fn: (s: Service) => void): Service {
-  const s: Service = {
-    namespace,
-    name,
-    type: 'ClusterIP',
-    clusterIPs: [],
-    ports: [],
-    sessionAffinity: 'None',
-    affinityTimeoutSeconds: 10800,
-    externalTrafficPolicy: 'Cluster',
-    internalTrafficPolicy: 'Cluster',
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    healthCheckNodePort: 0,
-    annotations: {},
-    labels: {},
-  };
+  const s = makeDefaultService(name, { namespace });
   fn(s);
   return s;
 }
