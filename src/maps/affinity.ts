@@ -15,14 +15,12 @@
 
 import {
   type Carver,
-  carve,
   EntryPool,
   H_WORDS,
   HashIndex,
   hash3,
-  initHeader,
   type MapOptions,
-  roundCapacity,
+  openHashedMap,
 } from './hashtab.ts';
 
 const MAGIC = 0x41464631; // 'AFF1'
@@ -51,11 +49,11 @@ export class AffinityMap {
   private readonly revNat_: Uint16Array;
 
   constructor(capacity: number, opts?: MapOptions) {
-    const cap = roundCapacity(capacity, 'AffinityMap');
-    const { views: v, buffer } = carve((c) => layout(c, cap), opts, 'AffinityMap');
+    const m = openHashedMap(capacity, layout, MAGIC, opts, 'AffinityMap');
+    const { cap, views: v } = m;
     this.capacity = cap;
-    this.buffer = buffer;
-    this.seed = initHeader(v.hdr, MAGIC, cap, opts, 'AffinityMap');
+    this.buffer = m.buffer;
+    this.seed = m.seed;
     this.client_ = v.client;
     this.backend_ = v.backend;
     this.lastUsed_ = v.lastUsed;

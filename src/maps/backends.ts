@@ -12,15 +12,13 @@
 
 import {
   type Carver,
-  carve,
   checkRange,
   EntryPool,
   H_WORDS,
   HashIndex,
   hash1,
-  initHeader,
   type MapOptions,
-  roundCapacity,
+  openHashedMap,
 } from './hashtab.ts';
 
 export const BE_ACTIVE = 0;
@@ -61,11 +59,11 @@ export class BackendMap {
   private readonly flags_: Uint8Array;
 
   constructor(capacity: number, opts?: MapOptions) {
-    const cap = roundCapacity(capacity, 'BackendMap');
-    const { views: v, buffer } = carve((c) => layout(c, cap), opts, 'BackendMap');
+    const m = openHashedMap(capacity, layout, MAGIC, opts, 'BackendMap');
+    const { cap, views: v } = m;
     this.capacity = cap;
-    this.buffer = buffer;
-    this.seed = initHeader(v.hdr, MAGIC, cap, opts, 'BackendMap');
+    this.buffer = m.buffer;
+    this.seed = m.seed;
     this.id = v.id;
     this.addr_ = v.addr;
     this.port_ = v.port;

@@ -31,15 +31,13 @@
 
 import {
   type Carver,
-  carve,
   EntryPool,
   H_BUMP,
   H_WORDS,
   HashIndex,
   hash4,
-  initHeader,
   type MapOptions,
-  roundCapacity,
+  openHashedMap,
 } from './hashtab.ts';
 
 /** `create` results below zero. */
@@ -89,13 +87,13 @@ export class ConntrackMap {
   private readonly c: Views;
 
   constructor(capacity: number, opts?: MapOptions) {
-    const cap = roundCapacity(capacity, 'ConntrackMap');
-    const { views, buffer } = carve((c) => layout(c, cap), opts, 'ConntrackMap');
+    const m = openHashedMap(capacity, layout, MAGIC, opts, 'ConntrackMap');
+    const { cap, views } = m;
     this.capacity = cap;
-    this.buffer = buffer;
+    this.buffer = m.buffer;
     this.c = views;
     this.hdr = views.hdr;
-    this.seed = initHeader(views.hdr, MAGIC, cap, opts, 'ConntrackMap');
+    this.seed = m.seed;
     this.pool = new EntryPool(views.hdr, views.live, views.backendId, cap);
     const v = views;
     this.origIndex = new HashIndex(v.origIdx, {

@@ -181,6 +181,23 @@ export function initHeader(
   return hdr[H_SEED];
 }
 
+/**
+ * Constructor prologue of every hashed map (control plane, may throw): round the capacity,
+ * carve or attach the buffer for `layout`, then initialise or validate the header.
+ */
+export function openHashedMap<T extends { hdr: Uint32Array }>(
+  capacity: number,
+  layout: (c: Carver, cap: number) => T,
+  magic: number,
+  opts: MapOptions | undefined,
+  what: string,
+): { cap: number; views: T; buffer: ArrayBuffer | SharedArrayBuffer; seed: number } {
+  const cap = roundCapacity(capacity, what);
+  const { views, buffer } = carve((c) => layout(c, cap), opts, what);
+  const seed = initHeader(views.hdr, magic, cap, opts, what);
+  return { cap, views, buffer, seed };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /** How an index finds the home slot of an entry it holds (needed by backward-shift delete). */

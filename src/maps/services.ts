@@ -21,15 +21,13 @@
 
 import {
   type Carver,
-  carve,
   checkRange,
   EntryPool,
   H_WORDS,
   HashIndex,
   hash3,
-  initHeader,
   type MapOptions,
-  roundCapacity,
+  openHashedMap,
 } from './hashtab.ts';
 
 export const SVC_F_NODEPORT = 1 << 0;
@@ -78,11 +76,11 @@ export class ServiceMap {
   private readonly sched: Uint8Array;
 
   constructor(capacity: number, opts?: MapOptions) {
-    const cap = roundCapacity(capacity, 'ServiceMap');
-    const { views: v, buffer } = carve((c) => layout(c, cap), opts, 'ServiceMap');
+    const m = openHashedMap(capacity, layout, MAGIC, opts, 'ServiceMap');
+    const { cap, views: v } = m;
     this.capacity = cap;
-    this.buffer = buffer;
-    this.seed = initHeader(v.hdr, MAGIC, cap, opts, 'ServiceMap');
+    this.buffer = m.buffer;
+    this.seed = m.seed;
     this.vip = v.vip;
     this.portSlot = v.portSlot;
     this.proto_ = v.proto;

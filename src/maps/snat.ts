@@ -17,15 +17,13 @@
 
 import {
   type Carver,
-  carve,
   EntryPool,
   H_BUMP,
   H_WORDS,
   HashIndex,
   hash4,
-  initHeader,
   type MapOptions,
-  roundCapacity,
+  openHashedMap,
 } from './hashtab.ts';
 
 const MAGIC = 0x534e4131; // 'SNA1'
@@ -61,18 +59,20 @@ export class SnatMap {
   private readonly link: Uint32Array;
 
   constructor(capacity: number, opts?: MapOptions) {
-    const cap = roundCapacity(capacity, 'SnatMap');
-    const { views, buffer } = carve(
-      (c) => ({ ...layout(c, cap), link: c.u32(cap) }),
+    const m = openHashedMap(
+      capacity,
+      (c, cap) => ({ ...layout(c, cap), link: c.u32(cap) }),
+      MAGIC,
       opts,
       'SnatMap',
     );
+    const { cap, views } = m;
     this.capacity = cap;
-    this.buffer = buffer;
+    this.buffer = m.buffer;
     this.c = views;
     this.hdr = views.hdr;
     this.link = views.link;
-    this.seed = initHeader(views.hdr, MAGIC, cap, opts, 'SnatMap');
+    this.seed = m.seed;
     this.pool = new EntryPool(views.hdr, views.live, this.link, cap);
     const v = views;
     this.fwdIndex = new HashIndex(v.fwdIdx, {
