@@ -107,6 +107,8 @@ interface FloodResult extends Flood {
 const results: Partial<Record<Mode, ScaleResult[]>> = {};
 const started: NsProcess[] = [];
 
+/** the generated manifests and topology, removed by cleanup */
+let tmp: string | undefined;
 let cleaning: Promise<void> | undefined;
 function cleanup(): Promise<void> {
   cleaning ??= (async () => {
@@ -115,6 +117,7 @@ function cleanup(): Promise<void> {
     await lab.labDown({ progress: (m) => say(`lab: ${m}`) }).catch((err: Error) => {
       say(`lab down failed: ${err.message}`);
     });
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
   })();
   return cleaning;
 }
@@ -433,6 +436,7 @@ async function main(): Promise<void> {
   console.log('kubetun end-to-end benchmark (namespace lab, prefix %s)', LAB_PREFIX);
   for (const [k, v] of Object.entries(m)) console.log(`  ${k.padEnd(9)} ${v}`);
   const dir = mkdtempSync(join(tmpdir(), 'kubetun-bench-e2e-'));
+  tmp = dir;
   try {
     const sc = writeScenario(dir, join(lab.REPO_ROOT, 'lab/manifests'), SMALL);
     say(`manifests in ${dir}: ${sc.services} services, later ${BIG}`);
@@ -444,7 +448,6 @@ async function main(): Promise<void> {
     for (const mode of MODES) results[mode] = await runMode(mode, sc, bin);
   } finally {
     await cleanup();
-    rmSync(dir, { recursive: true, force: true });
   }
   console.log('');
   for (const block of [latencyTable(), throughputTable(), floodTable()]) {
