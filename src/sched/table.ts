@@ -225,15 +225,13 @@ export class SchedulerTable {
   }
 
   backendId(revNat: number, i: number): number {
-    if (!this.inRange(revNat)) return 0;
-    const s = this.svcs[revNat];
-    return i >= 0 && i < s.n ? s.ids[i] : 0;
+    const s = this.withCandidate(revNat, i);
+    return s === null ? 0 : s.ids[i];
   }
 
   weight(revNat: number, i: number): number {
-    if (!this.inRange(revNat)) return 0;
-    const s = this.svcs[revNat];
-    return i >= 0 && i < s.n ? s.weights[i] : 0;
+    const s = this.withCandidate(revNat, i);
+    return s === null ? 0 : s.weights[i];
   }
 
   /** Candidate index of a backend id, or -1. O(n). */
@@ -326,15 +324,20 @@ export class SchedulerTable {
   }
 
   active(revNat: number, i: number): number {
-    if (!this.inRange(revNat)) return 0;
-    const s = this.svcs[revNat];
-    return i >= 0 && i < s.n ? s.active[i] : 0;
+    const s = this.withCandidate(revNat, i);
+    return s === null ? 0 : s.active[i];
   }
 
   inactive(revNat: number, i: number): number {
-    if (!this.inRange(revNat)) return 0;
+    const s = this.withCandidate(revNat, i);
+    return s === null ? 0 : s.inactive[i];
+  }
+
+  /** The service at `revNat` if it has a candidate `i`, else null (the per-candidate getters). */
+  private withCandidate(revNat: number, i: number): SvcSched | null {
+    if (!this.inRange(revNat)) return null;
     const s = this.svcs[revNat];
-    return i >= 0 && i < s.n ? s.inactive[i] : 0;
+    return i >= 0 && i < s.n ? s : null;
   }
 
   private inRange(revNat: number): boolean {
