@@ -23,36 +23,11 @@ import {
   testNodeIPs,
   testNodeName,
 } from './builders.ts';
+import { expectFlows, type Flow } from './flows.ts';
 import { chainText, tracePacket } from './ipt-dump.ts';
 
-interface Flow {
-  name: string;
-  sourceIP: string;
-  destIP: string;
-  destPort: number;
-  protocol?: string;
-  output: string;
-  masq?: boolean;
-}
-
 function runFlows(rules: string, flows: Flow[]): void {
-  for (const f of flows) {
-    const r = tracePacket(
-      rules,
-      {
-        sourceIP: f.sourceIP,
-        protocol: f.protocol ?? 'tcp',
-        destIP: f.destIP,
-        destPort: f.destPort,
-      },
-      testNodeIPs,
-    );
-    expect({ flow: f.name, output: r.output, masq: r.masq }).toEqual({
-      flow: f.name,
-      output: f.output,
-      masq: f.masq ?? false,
-    });
-  }
+  expectFlows(flows, (p) => tracePacket(rules, p, testNodeIPs));
 }
 
 function render(services: Service[], slices: EndpointSlice[], o: RulesOptions = {}): string {

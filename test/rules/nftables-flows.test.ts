@@ -4,7 +4,7 @@
 // traffic to an unallocated ClusterIP is DROPped (cluster-ips-check), and with the fake
 // proxier's --nodeport-addresses 192.168.0.2/32 the secondary node IP takes no NodePorts.
 
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import type { EndpointSlice, Service } from '../../src/model.ts';
 import { type NftOptions, renderNftables } from '../../src/rules/nftables.ts';
 import {
@@ -23,6 +23,7 @@ import {
   testNodeIPs,
   testNodeName,
 } from './builders.ts';
+import { expectFlows, type Flow } from './flows.ts';
 import { traceNft } from './nft-dump.ts';
 
 const nftFake: NftOptions = {
@@ -31,38 +32,12 @@ const nftFake: NftOptions = {
   serviceCIDRs: ['172.30.0.0/16'],
 };
 
-interface Flow {
-  name: string;
-  sourceIP: string;
-  destIP: string;
-  destPort: number;
-  protocol?: string;
-  output: string;
-  masq?: boolean;
-}
-
 function render(services: Service[], slices: EndpointSlice[], o: NftOptions = {}): string {
   return renderNftables(resolve(services, slices), { ...nftFake, ...o });
 }
 
 function runFlows(tx: string, flows: Flow[]): void {
-  for (const f of flows) {
-    const r = traceNft(
-      tx,
-      {
-        sourceIP: f.sourceIP,
-        protocol: f.protocol ?? 'tcp',
-        destIP: f.destIP,
-        destPort: String(f.destPort),
-      },
-      testNodeIPs,
-    );
-    expect({ flow: f.name, output: r.output, masq: r.masq }).toEqual({
-      flow: f.name,
-      output: f.output,
-      masq: f.masq ?? false,
-    });
-  }
+  expectFlows(flows, (p) => traceNft(tx, { ...p, destPort: String(p.destPort) }, testNodeIPs));
 }
 
 describe('nftables TestNoEndpointsReject', () => {
