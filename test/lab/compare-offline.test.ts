@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { diffPoint, diffRuns, formatPointDiff } from '../../src/lab/compare/diff.ts';
 import { renderHtml } from '../../src/lab/compare/html.ts';
-import { isEphemeral, normaliseRun } from '../../src/lab/compare/normalise.ts';
+import { normaliseRun } from '../../src/lab/compare/normalise.ts';
 import { decodeIpv4, type Pkt } from '../../src/lab/compare/packets.ts';
 import { judge, type ScenarioRun } from '../../src/lab/compare/run.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
@@ -91,12 +91,23 @@ describe('compare: normalise and diff', () => {
     expect(d).toMatchObject({ same: false, deliberate: false, firstDiff: 1 });
   });
 
-  it('treats client and SNAT ports as ephemeral (kernel random-fully goes down to 1024), not server ports or NodePorts', () => {
-    const servers = new Set([8080, 5353]);
-    expect([1024, 1500, 32768, 61440, 65535].every((p) => isEphemeral(p, servers))).toBe(true);
-    expect(
-      [80, 53, 1023, 8080, 5353, 30000, 30080, 32767].some((p) => isEphemeral(p, servers)),
-    ).toBe(false);
+  it("normalises the opener's port (client or SNAT, even in the NodePort range), never the server's", () => {
+    const snat = [
+      tcp('10.244.1.1', '10.244.1.2', 30689, 8080, 'S', 7, 0),
+      tcp('10.244.1.2', '10.244.1.1', 8080, 30689, 'S.', 9, 8),
+    ];
+    const other = [
+      tcp('10.244.1.1', '10.244.1.2', 61500, 8080, 'S', 1, 0),
+      tcp('10.244.1.2', '10.244.1.1', 8080, 61500, 'S.', 3, 2),
+    ];
+    const a = normaliseRun([{ name: 'v', packets: snat }]);
+    expect(a[0]!.packets[0]!.text).toMatch(/^10\.244\.1\.1\.eph1 > 10\.244\.1\.2\.8080: /);
+    expect(a[0]!.packets[1]!.text).toMatch(/^10\.244\.1\.2\.8080 > 10\.244\.1\.1\.eph1: /);
+    expect(diffRuns(a, normaliseRun([{ name: 'v', packets: other }]))[0]!.same).toBe(true);
+    const np = normaliseRun([
+      { name: 'v', packets: [tcp('172.30.0.100', '172.30.0.11', 45000, 30080, 'S', 1, 0)] },
+    ]);
+    expect(np[0]!.packets[0]!.text).toContain('172.30.0.100.eph1 > 172.30.0.11.30080');
   });
 
   it('takes ISNs per capture point, so a flow seen mid-stream elsewhere first does not shift them', () => {

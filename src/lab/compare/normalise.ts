@@ -6,7 +6,7 @@ import type { Pkt } from './packets.ts';
 export const NORMALISATIONS: readonly string[] = [
   'capture times are dropped; packet order is kept within each flow, and flows are listed one after the other in the order of their first packet (how two back-to-back connections interleave is timing, not the data plane)',
   'IP identification is dropped (the sender picks it)',
-  'ephemeral ports (client ports and SNAT ports: every port >= 1024 that is neither a pod server port nor in the NodePort range 30000-32767) become eph1, eph2, … in order of first appearance in the run',
+  'ephemeral ports — the port of the end that opened each flow (the SYN’s sender, a query’s sender): client ports and SNAT ports, which kernel MASQUERADE --random-fully takes from anywhere in 1024-65535 — become eph1, eph2, … in order of first appearance in the run; server ports are kept',
   'ICMP echo identifiers become id1, id2, … in order of first appearance',
   'TCP sequence and acknowledgement numbers are relative to each direction’s ISN (its first packet at that capture point)',
   'TCP timestamp values are dropped (the option’s presence and position are kept)',
@@ -30,33 +30,43 @@ export interface NPkt {
   flow: string;
 }
 
-/** Pod server ports when the caller does not say (the lab's HTTP and UDP servers). */
-export const DEFAULT_SERVER_PORTS: ReadonlySet<number> = new Set([8080, 5353]);
-
-/**
- * Client and SNAT ports: kernel MASQUERADE --random-fully picks from 1024-65535, kubetun from
- * its reserved range, clients from ip_local_port_range; service, server and NodePorts are fixed.
- */
-export function isEphemeral(port: number, serverPorts: ReadonlySet<number>): boolean {
-  return port >= 1024 && !serverPorts.has(port) && !(port >= 30000 && port <= 32767);
-}
-
 /** Symbol tables shared by every capture point of one run, so eph1 is the same port everywhere. */
 export class Normaliser {
-  constructor(private readonly serverPorts: ReadonlySet<number> = DEFAULT_SERVER_PORTS) {}
-
   private readonly ports = new Map<number, string>();
   private readonly ids = new Map<number, string>();
   /** per capture point: a flow's packets seen elsewhere first must not shift its ISN here */
   private readonly isn = new Map<string, number>();
 
+  /** per capture point: flow key -> the endpoint ("ip:port") that opened the flow */
+  private readonly initiators = new Map<string, string>();
+
   startPoint(): void {
     this.isn.clear();
+    this.initiators.clear();
   }
 
-  port(p: number | undefined): string {
-    if (p === undefined) return '';
-    if (!isEphemeral(p, this.serverPorts)) return String(p);
+  /**
+   * Which end opened the flow: the SYN's sender (the SYN-ACK's receiver); otherwise the sender
+   * of the first packet seen (a UDP query, a mid-stream pickup). Its port is the ephemeral one.
+   */
+  private initiator(p: Pkt): string {
+    const key = flowKey(p);
+    let who = this.initiators.get(key);
+    if (who === undefined) {
+      const synAck = p.proto === 'tcp' && p.flags?.startsWith('S') && p.flags.includes('.');
+      who = synAck ? `${p.dst}:${p.dport}` : `${p.src}:${p.sport}`;
+      this.initiators.set(key, who);
+    }
+    return who;
+  }
+
+  /** A port as printed: the initiator's (client or SNAT port) as eph1…, a server's as is. */
+  private endpoint(p: Pkt, ip: string, port: number | undefined): string {
+    if (port === undefined) return ip;
+    return this.initiator(p) === `${ip}:${port}` ? this.eph(port) : String(port);
+  }
+
+  private eph(p: number): string {
     let s = this.ports.get(p);
     if (!s) {
       s = `eph${this.ports.size + 1}`;
@@ -87,7 +97,9 @@ export class Normaliser {
 
   packet(p: Pkt): NPkt {
     const ep = (ip: string, port: number | undefined) =>
-      port === undefined ? ip : `${ip}.${this.port(port)}`;
+      port === undefined ? ip : `${ip}.${this.endpoint(p, ip, port)}`;
+    const sp = this.endpoint(p, p.src, p.sport);
+    const dp = this.endpoint(p, p.dst, p.dport);
     const head = `${ep(p.src, p.sport)} > ${ep(p.dst, p.dport)}`;
     const ip = `ttl ${p.ttl}${p.df ? ' DF' : ''}${p.ipCsumOk ? '' : ' BAD-IP-CSUM'}`;
     let label: string;
@@ -95,10 +107,10 @@ export class Normaliser {
     if (p.proto === 'tcp') {
       const { seq, ack } = this.rel(p);
       const hasAck = p.flags?.includes('.');
-      label = `${this.port(p.sport)}→${this.port(p.dport)} [${p.flags}]${p.len ? ` len ${p.len}` : ''}`;
+      label = `${sp}→${dp} [${p.flags}]${p.len ? ` len ${p.len}` : ''}`;
       rest = `tcp [${p.flags}] seq ${seq}${hasAck ? ` ack ${ack < 0 ? '?' : ack}` : ''} len ${p.len}${p.opts ? ` <${p.opts}>` : ''}`;
     } else if (p.proto === 'udp') {
-      label = `udp ${this.port(p.sport)}→${this.port(p.dport)} len ${p.len}`;
+      label = `udp ${sp}→${dp} len ${p.len}`;
       rest = `udp len ${p.len}`;
     } else if (p.proto === 'icmp') {
       ({ label, rest } = this.icmp(p));
@@ -109,9 +121,9 @@ export class Normaliser {
     const text = `${head}: ${rest} ${ip}`;
     const isError = p.proto === 'icmp' && p.icmpType !== 0 && p.icmpType !== 8;
     const loose = isError ? `ICMP-ERROR-SOURCE > ${ep(p.dst, p.dport)}: ${rest}` : text;
-    const ports = [p.sport, p.dport, p.inner?.sport, p.inner?.dport];
-    const eph = ports.find((x) => x !== undefined && isEphemeral(x, this.serverPorts));
-    const flow = eph === undefined ? '' : this.port(eph);
+    const opener = p.sport === undefined ? p.inner : p;
+    const flow =
+      opener?.sport === undefined ? '' : this.eph(Number(this.initiator(opener).split(':')[1]));
     return { text, src: p.src, dst: p.dst, label, loose, flow };
   }
 
@@ -128,7 +140,7 @@ export class Normaliser {
     const name = t === 3 ? `unreachable code ${p.icmpCode}` : `type ${t} code ${p.icmpCode}`;
     const i = p.inner;
     const about = i
-      ? ` about [${i.src}${i.sport === undefined ? '' : `.${this.port(i.sport)}`} > ${i.dst}${i.dport === undefined ? '' : `.${this.port(i.dport)}`} ${i.proto}]`
+      ? ` about [${i.src}${i.sport === undefined ? '' : `.${this.endpoint(i, i.src, i.sport)}`} > ${i.dst}${i.dport === undefined ? '' : `.${this.endpoint(i, i.dst, i.dport)}`} ${i.proto}]`
       : '';
     return { label: `icmp ${name}`, rest: `icmp ${name}${about}` };
   }
@@ -137,9 +149,8 @@ export class Normaliser {
 /** Normalises the capture points of one run, in the given order (which fixes eph1, eph2…). */
 export function normaliseRun(
   points: readonly { name: string; packets: Pkt[] }[],
-  serverPorts: ReadonlySet<number> = DEFAULT_SERVER_PORTS,
 ): { name: string; packets: NPkt[] }[] {
-  const n = new Normaliser(serverPorts);
+  const n = new Normaliser();
   const runs = points.map((cp) => {
     n.startPoint();
     return { name: cp.name, packets: cp.packets.map((p) => n.packet(p)) };
@@ -157,4 +168,11 @@ export function groupByFlow(pkts: NPkt[]): NPkt[] {
     .map((p, i) => ({ p, i }))
     .sort((a, b) => first.get(a.p.flow)! - first.get(b.p.flow)! || a.i - b.i)
     .map((x) => x.p);
+}
+
+/** Both directions of a flow give the same key. */
+export function flowKey(p: Pkt): string {
+  const a = `${p.src}:${p.sport}`;
+  const b = `${p.dst}:${p.dport}`;
+  return a < b ? `${a}|${b}` : `${b}|${a}`;
 }

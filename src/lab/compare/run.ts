@@ -10,7 +10,7 @@ import { allPods, loadTopology, type Topology } from '../topology.ts';
 import { type CapturePoint, capturePoints, startCaptures, stopCaptures } from './capture.ts';
 import { diffRuns, type PointDiff } from './diff.ts';
 import { labSwitchMode } from './mode.ts';
-import { NORMALISATIONS, type NPkt, normaliseRun } from './normalise.ts';
+import { flowKey, NORMALISATIONS, type NPkt, normaliseRun } from './normalise.ts';
 import type { Pkt } from './packets.ts';
 import { type Attempt, MAX_TRIES, type Scenario } from './scenarios.ts';
 
@@ -164,7 +164,7 @@ async function runScenario(
     attempts,
     kept,
     backend,
-    points: normaliseRun(mapped, new Set([t.httpPort, t.udpPort])),
+    points: normaliseRun(mapped),
   };
 }
 
@@ -176,10 +176,15 @@ function serviceBackends(t: Topology, name: string | undefined): string[] {
   return [...new Set(svc.ports.flatMap((p) => p.endpoints.map((e) => e.ip)))];
 }
 
+/** Wall-clock µs (the capture clock), finer than Date.now()'s milliseconds. */
+function nowUs(): number {
+  return Math.floor((performance.timeOrigin + performance.now()) * 1000);
+}
+
 function timed(run: () => Attempt): Attempt {
-  const startUs = Date.now() * 1000;
+  const startUs = nowUs();
   const a = run();
-  return { ...a, startUs, endUs: Date.now() * 1000 };
+  return { ...a, startUs, endUs: nowUs() };
 }
 
 /**
@@ -197,7 +202,8 @@ function pickPackets(
   const windows = kept
     .map((i) => attempts[i]!)
     .filter((a) => (s.masquerades || a.clientPort === undefined) && a.startUs !== undefined)
-    .map((a) => [a.startUs! - 1000, a.endUs! + 200_000] as const);
+    // From the spawn (the previous try's SYN is always before it) to 200 ms after the exit.
+    .map((a) => [a.startUs!, a.endUs! + 200_000] as const);
   const inWindow = (p: Pkt) => windows.some(([from, to]) => p.tUs >= from && p.tUs <= to);
   const byPort = (p: Pkt) =>
     ports.has(p.sport!) ||
@@ -211,13 +217,6 @@ function pickPackets(
       (p.proto === 'tcp' ? flows.has(flowKey(p)) : inWindow(p));
     return { name: c.point.name, pod: c.point.pod, packets: c.packets.filter(mine) };
   });
-}
-
-/** Both directions of a TCP/UDP flow at one capture point give the same key. */
-function flowKey(p: Pkt): string {
-  const a = `${p.src}:${p.sport}`;
-  const b = `${p.dst}:${p.dport}`;
-  return a < b ? `${a}|${b}` : `${b}|${a}`;
 }
 
 /** first-choice: the first connection's backend becomes "backend1"; the other backends merge. */
