@@ -9,13 +9,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DROP_ECHO_TO_VIP, REASON_NAMES } from '../../datapath/reasons.ts';
 import { labCtl } from '../ctl.ts';
-import { type Progress, labUp } from '../lab.ts';
+import type { Progress } from '../lab.ts';
 import { type LabService, readLabServices } from '../manifests.ts';
 import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { inNs, LabError, shTry } from '../sh.ts';
-import { LOG_DIR, type LabProcess, type LabState, readState } from '../state.ts';
+import { LOG_DIR, type LabProcess } from '../state.ts';
 import { allPods, type LabPod, loadTopology, type Topology } from '../topology.ts';
-import { labStatusOffline } from '../status.ts';
+import { ensureLab } from './ensure-lab.ts';
 import { kernelEvidence, printKernelEvidence } from './kernel-evidence.ts';
 
 export const ECHO_DROP_REASON = REASON_NAMES[DROP_ECHO_TO_VIP]!;
@@ -128,23 +128,6 @@ export async function curlVsPing(opts: CurlVsPingOptions = {}): Promise<CurlVsPi
   };
   printReport(out, t, svc, report, { vipCurl, vipPing, directCurl, directPing, direct });
   return report;
-}
-
-async function ensureLab(
-  topology: string | undefined,
-  mode: DemoMode,
-  progress: Progress | undefined,
-): Promise<LabState> {
-  const s = labStatusOffline(topology);
-  if (!s.up || s.mode !== mode) {
-    progress?.(
-      s.up
-        ? `the lab runs in mode ${s.mode}; rebuilding it in mode ${mode}`
-        : 'bringing the lab up first',
-    );
-    return labUp({ topology, mode, progress });
-  }
-  return readState()!;
 }
 
 function pickService(services: LabService[]): LabService {

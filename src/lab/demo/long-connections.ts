@@ -7,11 +7,10 @@
 //   pod-d ══ one connection, 100 requests ══▶ 10.96.0.10:80 ──▶ pod-? (all of them)
 //   pod-d ── 100 connections, 1 request each ─▶ 10.96.0.10:80 ──▶ pod-a / pod-b / pod-c
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
-import { type Progress, labUp } from '../lab.ts';
+import type { Progress } from '../lab.ts';
 import { inNs, LabError, sh } from '../sh.ts';
-import { type LabState, readState } from '../state.ts';
-import { labStatusOffline } from '../status.ts';
 import { allPods, loadTopology } from '../topology.ts';
+import { ensureLab } from './ensure-lab.ts';
 
 export interface LongConnectionsReport {
   from: string;
@@ -65,7 +64,7 @@ export async function longConnectionsDemo(
   opts: LongConnectionsOptions = {},
 ): Promise<LongConnectionsReport> {
   const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
-  const state = await ensureKubetunLab(opts.topology, opts.progress);
+  const state = await ensureLab(opts.topology, 'kubetun', opts.progress);
   const t = loadTopology(state.topologyFile);
   const want = opts.service ?? 'default/web';
   const rsp = resolveServicePorts(loadManifests(t.manifests)).find(
@@ -88,17 +87,6 @@ export async function longConnectionsDemo(
   const report = { from: from.name, url, ...tally(text) };
   printReport(out, report, n);
   return report;
-}
-
-async function ensureKubetunLab(topology?: string, progress?: Progress): Promise<LabState> {
-  const s = labStatusOffline(topology);
-  if (s.up && s.mode === 'kubetun') return readState()!;
-  progress?.(
-    s.up
-      ? `the lab runs in mode ${s.mode}; rebuilding it with kubetun`
-      : 'bringing the lab up first',
-  );
-  return labUp({ topology, mode: 'kubetun', progress });
 }
 
 function printReport(out: (s: string) => void, r: LongConnectionsReport, n: number): void {

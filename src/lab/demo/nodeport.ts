@@ -11,12 +11,12 @@ import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
 import type { ResolvedServicePort } from '../../model.ts';
-import { type Progress, labUp } from '../lab.ts';
+import type { Progress } from '../lab.ts';
 import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { inNs, LabError, shTry } from '../sh.ts';
-import { LOG_DIR, type LabProcess, type LabState, readState } from '../state.ts';
-import { labStatusOffline } from '../status.ts';
+import { LOG_DIR, type LabProcess } from '../state.ts';
 import { allPods, type LabNode, type LabPod, loadTopology, type Topology } from '../topology.ts';
+import { ensureLab } from './ensure-lab.ts';
 
 export interface HopCapture {
   where: string;
@@ -51,7 +51,7 @@ const MAX_TRIES = 12;
 
 export async function nodePortDemo(opts: NodePortDemoOptions = {}): Promise<NodePortReport> {
   const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
-  const state = await ensureKubetunLab(opts.topology, opts.progress);
+  const state = await ensureLab(opts.topology, 'kubetun', opts.progress);
   const t = loadTopology(state.topologyFile);
   const ports = resolveServicePorts(loadManifests(t.manifests));
   const cl = findNodePort(ports, 'Cluster');
@@ -75,17 +75,6 @@ export async function nodePortDemo(opts: NodePortDemoOptions = {}): Promise<Node
   const report = { cluster, local, localOther };
   printReport(out, t, report);
   return report;
-}
-
-async function ensureKubetunLab(topology?: string, progress?: Progress): Promise<LabState> {
-  const s = labStatusOffline(topology);
-  if (s.up && s.mode === 'kubetun') return readState()!;
-  progress?.(
-    s.up
-      ? `the lab runs in mode ${s.mode}; rebuilding it with kubetun`
-      : 'bringing the lab up first',
-  );
-  return labUp({ topology, mode: 'kubetun', progress });
 }
 
 function findNodePort(
