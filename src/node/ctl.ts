@@ -70,12 +70,16 @@ export class CtlServer {
 function serve(sock: net.Socket, handle: CtlHandler): void {
   let pending = '';
   // Answers may be promises (reload waits for its sync); the chain keeps replies in order.
+  // Each link settles (reply never rejects), so one failed answer cannot stall the rest.
   let chain: Promise<void> = Promise.resolve();
   sock.setEncoding('utf8');
+  // EPIPE / ECONNRESET from a client that left mid-answer: nothing to tell it.
   sock.on('error', () => sock.destroy());
   sock.on('data', (chunk: string) => {
+    if (sock.writableEnded) return; // cut off below; ignore what it still sends
     pending += chunk;
     if (pending.length > MAX_LINE && !pending.includes('\n')) {
+      pending = '';
       sock.end(`${JSON.stringify({ error: `request line longer than ${MAX_LINE} bytes` })}\n`);
       return;
     }
@@ -83,20 +87,22 @@ function serve(sock: net.Socket, handle: CtlHandler): void {
     while (nl >= 0) {
       const line = pending.slice(0, nl).trim();
       pending = pending.slice(nl + 1);
-      if (line) {
-        chain = chain.then(async () => {
-          let v: unknown;
-          try {
-            v = await answer(line, handle);
-          } catch (err) {
-            v = { error: (err as Error).message };
-          }
-          if (!sock.destroyed) sock.write(`${JSON.stringify(v)}\n`);
-        });
-      }
+      if (line) chain = chain.then(() => reply(sock, line, handle));
       nl = pending.indexOf('\n');
     }
   });
+}
+
+/** Answer one request line on sock; never rejects (an unhandled rejection ends the agent). */
+async function reply(sock: net.Socket, line: string, handle: CtlHandler): Promise<void> {
+  let text: string;
+  try {
+    text = JSON.stringify(await answer(line, handle));
+  } catch (err) {
+    // a failed promise answer, or one JSON cannot encode (a BigInt, a cycle)
+    text = JSON.stringify({ error: (err as Error).message });
+  }
+  if (!sock.destroyed && !sock.writableEnded) sock.write(`${text}\n`);
 }
 
 function answer(line: string, handle: CtlHandler): unknown {

@@ -64,4 +64,51 @@ describe('control socket', () => {
   it('ctlRequest rejects when nothing listens', async () => {
     await expect(ctlRequest(join(dir, 'none.sock'), { cmd: 'status' })).rejects.toThrow(/ENOENT/);
   });
+
+  it('survives an answer JSON cannot encode: {error}, and the connection keeps answering', async () => {
+    const path = join(dir, 'bigint.sock');
+    const srv = await CtlServer.listen(path, (req) => (req.cmd === 'big' ? { n: 1n } : { ok: 1 }));
+    const net = await import('node:net');
+    const lines = await new Promise<string[]>((resolve) => {
+      const s = net.connect(path);
+      let buf = '';
+      s.on('connect', () => s.write('{"cmd":"big"}\n{"cmd":"ok"}\n'));
+      s.on('data', (d) => {
+        buf += d.toString();
+        if (buf.split('\n').length > 2) {
+          s.end();
+          resolve(buf.trim().split('\n'));
+        }
+      });
+    });
+    await srv.close();
+    expect(JSON.parse(lines[0]).error).toMatch(/BigInt/);
+    expect(JSON.parse(lines[1])).toEqual({ ok: 1 });
+  });
+
+  it('survives a client that disconnects before its (slow) answer, and serves the next one', async () => {
+    const path = join(dir, 'gone.sock');
+    let answered = 0;
+    const srv = await CtlServer.listen(path, async (req) => {
+      if (req.cmd === 'slow') await new Promise((r) => setTimeout(r, 100));
+      answered++;
+      return { big: 'x'.repeat(1 << 20) }; // more than the socket buffer: the write is pending
+    });
+    const net = await import('node:net');
+    await new Promise<void>((resolve) => {
+      const s = net.connect(path);
+      s.on('connect', () => {
+        s.write('{"cmd":"slow"}\n{"cmd":"slow"}\n');
+        setTimeout(() => {
+          s.destroy();
+          resolve();
+        }, 20);
+      });
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    const r = (await ctlRequest(path, { cmd: 'fast' })) as { big: string };
+    await srv.close();
+    expect(r.big.length).toBe(1 << 20);
+    expect(answered).toBe(3);
+  });
 });
