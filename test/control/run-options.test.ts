@@ -4,21 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { toOptions } from '../../src/cli/run.ts';
 import { validateOptions } from '../../src/node/options.ts';
 import { SCHED_MAGLEV, SCHED_RANDOM } from '../../src/sched/kinds.ts';
+import { runFlags as flags } from '../fixtures/run-flags.ts';
 
-const flags = {
-  manifests: '/tmp/m',
-  nodeName: 'node1',
-  nodeIp: '10.250.0.2',
-  podCidr: '10.244.1.0/24',
-  clusterCidr: '10.244.0.0/16',
-  serviceCidr: '10.96.0.0/16',
-  uplink: 'eth0',
-  tun: 'kt0',
-  podRescanMs: '2000',
-  batch: '64',
-  watchdog: true,
-  logLevel: 'info',
-};
 
 describe('kubetun run control-plane flags', () => {
   it('defaults: random scheduler, metrics 127.0.0.1:10249, healthz 0.0.0.0:10256', () => {

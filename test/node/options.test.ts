@@ -9,21 +9,8 @@ import { toOptions } from '../../src/cli/run.ts';
 import { podIfacesFromRoutes } from '../../src/node/discover.ts';
 import { validateOptions } from '../../src/node/options.ts';
 import { parseCidr } from '../../src/wire/addr.ts';
+import { runFlags as flags } from '../fixtures/run-flags.ts';
 
-const flags = {
-  manifests: '/tmp/m',
-  nodeName: 'node1',
-  nodeIp: '10.250.0.2',
-  podCidr: '10.244.1.0/24',
-  clusterCidr: '10.244.0.0/16',
-  serviceCidr: '10.96.0.0/16',
-  uplink: 'eth0',
-  tun: 'kt0',
-  podRescanMs: '2000',
-  batch: '64',
-  watchdog: true,
-  logLevel: 'info',
-};
 
 describe('run options', () => {
   it('defaults the control socket to /run/kubetun/<node>.sock and splits --pod-ifaces', () => {
