@@ -62,7 +62,11 @@ async function measure(dp: Datapath, addrs: ExtAddrs, warm: number, n: number): 
   let minorGcs = 0;
   const obs = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
-      if ((e.detail as { kind?: number })?.kind === constants.NODE_PERFORMANCE_GC_MINOR) minorGcs++;
+      if (
+        (e as unknown as { detail?: { kind?: number } }).detail?.kind ===
+        constants.NODE_PERFORMANCE_GC_MINOR
+      )
+        minorGcs++;
     }
   });
   obs.observe({ entryTypes: ['gc'] });
