@@ -290,25 +290,38 @@ export class NodeAgent {
   private startTimers(): void {
     const dp = this.dp;
     const release = (i: number) => lb4ConnRelease(dp, i);
+    const nowSec = () => Math.floor(this.nowMs() / 1000);
     // conntrack expiry: adaptive, bounded per tick, table-full log (ct-gc.ts)
     const ctGc = parseCtRunFlags(this.opts.ctFlags ?? {}, availableParallelism()).gc;
     this.timers.push(startCtGcTimer(dp, ctGc, () => this.nowMs(), release, this.log).timer);
-    const gc = setInterval(() => {
-      const now = Math.floor(this.nowMs() / 1000);
-      dpAffinityGc(dp, now);
-      nat4GcStep(dp, CT_GC_BATCH, now); // SNAT entries of flows conntrack no longer has
-    }, CT_GC_INTERVAL_MS);
-    this.timers.push(gc);
+    this.every(CT_GC_INTERVAL_MS, 'affinity and SNAT GC', () => {
+      dpAffinityGc(dp, nowSec());
+      nat4GcStep(dp, CT_GC_BATCH, nowSec()); // SNAT entries of flows conntrack no longer has
+    });
     // External IPs to steer and health-check node ports follow the synced services.
-    this.timers.push(setInterval(() => void this.syncExternal(), CT_GC_INTERVAL_MS));
-    this.timers.push(
-      setInterval(() => dpConnRecount(dp, Math.floor(this.nowMs() / 1000)), CONN_RECOUNT_MS),
-    );
+    this.every(CT_GC_INTERVAL_MS, 'external sync', () => void this.syncExternal());
+    this.every(CONN_RECOUNT_MS, 'connection recount', () => dpConnRecount(dp, nowSec()));
     // New pods (and their veths) can appear after startup: hook them as they show up.
     if (!this.opts.podIfaces && this.opts.rescanMs > 0) {
-      this.timers.push(setInterval(() => this.rescan(), this.opts.rescanMs));
+      this.every(this.opts.rescanMs, 'pod interface rescan', () => this.rescan());
     }
     for (const t of this.timers) t.unref();
+  }
+
+  /**
+   * A periodic maintenance task. A throw in a timer callback would end the process and, with
+   * it, every steered flow (fail-open removes the VIPs): a failed tick is logged instead, and
+   * the next tick tries again.
+   */
+  private every(ms: number, what: string, fn: () => void): void {
+    const t = setInterval(() => {
+      try {
+        fn();
+      } catch (err) {
+        this.log.error({ err: (err as Error).message, task: what }, 'periodic task failed');
+      }
+    }, ms);
+    this.timers.push(t);
   }
 
   private rescan(): void {
