@@ -192,7 +192,7 @@ export const SCENARIOS: readonly Scenario[] = [
     choice: 'first-choice',
     count: 20,
     run: (t, c) => curlOnce(t, c, 'http://10.96.0.40:80/'),
-    note: 'kubetun loads the affinity flag but its datapath does not honour it yet (src/datapath/README.md)',
+    note: 'a difference here means the data plane ignored ClientIP affinity: packets on the other backends’ veths',
   },
 ];
 
