@@ -11,8 +11,19 @@ import {
   l4RewriteDstPort,
   l4RewriteSrcPort,
 } from '../wire/rewrite.ts';
-import { CT_TCP_ESTABLISHED, ctTcpState } from './ct.ts';
+import { CT_CLASH } from '../maps/conntrack.ts';
+import {
+  CT_DIR_ORIG,
+  CT_TCP_ESTABLISHED,
+  ct4Create,
+  ct4Invalid,
+  ct4Update,
+  ctTcpState,
+} from './ct.ts';
 import type { Datapath } from './datapath.ts';
+import { DROP_CT_CLASH, DROP_CT_FULL, DROP_CT_INVALID, TX_DNAT_NEW } from './reasons.ts';
+import { dpVerdict } from './result.ts';
+import { V_CONTINUE, V_DROP, V_TX } from './verdict.ts';
 
 /** Master entry of (daddr, dport, proto), or -1. */
 export function lb4LookupService(dp: Datapath): number {
@@ -112,6 +123,69 @@ export function lb4ConnRelease(dp: Datapath, i: number): void {
   if (!countsConns(dp, revNat)) return;
   const a = lb4ConnActive(dp.ct.proto(i), dp.ct.flags(i));
   dp.sched.connAdjust(revNat, dp.ct.backendId(i), -a, a - 1);
+}
+
+// ---- the conntrack side of a packet, shared by every path that tracks flows ---------------
+// (ClusterIP, masquerade, externalTrafficPolicy: Local): one place, so that each path counts
+// connections and drops INVALID packets the same way.
+
+/**
+ * A packet of `bytes` in direction `dir` of tracked flow i: state, lifetime and counters,
+ * connection counts, trace. V_CONTINUE, or V_DROP (counted) for an INVALID packet when
+ * cfg.ctDropInvalid says so.
+ */
+export function lb4Track(dp: Datapath, i: number, dir: number, bytes: number): number {
+  const ct = dp.ct;
+  const f0 = ct.flags(i);
+  const ok = ct4Update(ct, i, dir, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
+  if (ok === 0 && ct4Invalid(dp, false)) return dpVerdict(dp, V_DROP, DROP_CT_INVALID);
+  if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
+  dp.lastCtIdx = i;
+  dp.lastBackendId = ct.backendId(i);
+  return V_CONTINUE;
+}
+
+/**
+ * The conntrack entry of a new flow of master m to backend `backendId` at baddr:bport, or -1
+ * when none can be had (the drop is counted: table full, or another flow owns the reply tuple).
+ */
+export function lb4CtCreate(
+  dp: Datapath,
+  m: number,
+  backendId: number,
+  baddr: number,
+  bport: number,
+): number {
+  const i = ct4Create(
+    dp.ct,
+    dp.ctGc,
+    dp.proto,
+    dp.saddr,
+    dp.daddr,
+    dp.sport,
+    dp.dport,
+    baddr,
+    bport,
+    backendId,
+    dp.svc.revNat(m),
+    dp.nowSec,
+    dp.ctTimeouts,
+  );
+  if (i >= 0) return i;
+  dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
+  return -1;
+}
+
+/** The first packet of new flow i (source already masqueraded if it must be): DNAT it. */
+export function lb4NewFlowTx(dp: Datapath, buf: Uint8Array, i: number, bytes: number): number {
+  const ct = dp.ct;
+  ct4Update(ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
+  lb4ConnOpen(dp, i);
+  dp.lastCtIdx = i;
+  dp.lastCtNew = 1;
+  dp.lastBackendId = ct.backendId(i);
+  lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
+  return dpVerdict(dp, V_TX, TX_DNAT_NEW);
 }
 
 /** Client -> VIP becomes client -> backend: destination address and port. */

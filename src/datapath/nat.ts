@@ -33,17 +33,15 @@ import {
   l4RewriteSrcPort,
 } from '../wire/rewrite.ts';
 import type { DatapathConfig } from './config.ts';
-import { CT_DIR_ORIG, CT_DIR_REPLY, ct4Create, ct4Expired, ct4Update } from './ct.ts';
+import { CT_DIR_REPLY, ct4Expired } from './ct.ts';
 import type { Datapath } from './datapath.ts';
+import { lb4CtCreate, lb4NewFlowTx, lb4Track } from './lb.ts';
 import {
-  DROP_CT_CLASH,
-  DROP_CT_FULL,
   DROP_ETP_NO_LOCAL_ENDPOINTS,
   DROP_NAT_NO_PORT,
   DROP_NO_BACKEND,
   DROP_SNAT_FULL,
   DROP_SOURCE_RANGE,
-  TX_DNAT_NEW,
   TX_REVSNAT,
 } from './reasons.ts';
 import { dpVerdict } from './result.ts';
@@ -59,8 +57,6 @@ export const SVC_F_EXTERNAL = SVC_F_NODEPORT | SVC_F_EXTERNAL_IP | SVC_F_LOADBAL
 export const SVC_SCOPE_LOCAL = 0x80;
 /** Port choices tried before a masquerade is dropped (Cilium: 32 .. 128). */
 export const SNAT_RETRIES = 32;
-
-const CT_CLASH = -3;
 
 /** NAT configuration in the numeric forms the fast path uses, the SNAT table, source ranges. */
 export class NatState {
@@ -153,30 +149,10 @@ function nat4LocalScope(dp: Datapath, buf: Uint8Array, m: number, bytes: number)
   if (b < 0) return dpVerdict(dp, V_DROP, DROP_NO_BACKEND);
   const baddr = dp.be.addr(b);
   const bport = dp.be.port(b);
-  const i = ct4Create(
-    dp.ct,
-    dp.ctGc,
-    proto,
-    dp.saddr,
-    dp.daddr,
-    dp.sport,
-    dp.dport,
-    baddr,
-    bport,
-    id,
-    svc.revNat(m),
-    dp.nowSec,
-    dp.ctTimeouts,
-  );
-  if (i < 0) return dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
+  const i = lb4CtCreate(dp, m, id, baddr, bport);
+  if (i < 0) return V_DROP; // counted there
   nat4ForgetStale(dp, baddr, bport);
-  ct4Update(dp.ct, i, CT_DIR_ORIG, proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
-  dp.lastCtIdx = i;
-  dp.lastCtNew = 1;
-  dp.lastBackendId = id;
-  ipv4RewriteDst(buf, dp.ipOff, baddr);
-  if (bport !== dp.dport) l4RewriteDstPort(buf, dp.ipOff, bport);
-  return dpVerdict(dp, V_TX, TX_DNAT_NEW);
+  return lb4NewFlowTx(dp, buf, i, bytes);
 }
 
 /**
@@ -293,9 +269,7 @@ export function nat4Reply(dp: Datapath, buf: Uint8Array, bytes: number): number 
   }
   const ct = dp.ct;
   const i = snat.ctIdx(e);
-  ct4Update(ct, i, CT_DIR_REPLY, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
-  dp.lastCtIdx = i;
-  dp.lastBackendId = ct.backendId(i);
+  if (lb4Track(dp, i, CT_DIR_REPLY, bytes) !== V_CONTINUE) return V_DROP; // counted there
   ipv4RewriteSrc(buf, dp.ipOff, ct.daddr(i));
   if (ct.dport(i) !== dp.sport) l4RewriteSrcPort(buf, dp.ipOff, ct.dport(i));
   ipv4RewriteDst(buf, dp.ipOff, snat.saddr(e));

@@ -14,7 +14,6 @@
 //      ├──▶ ICMP to a VIP: echo ─▶ DROP_ECHO_TO_VIP, other ─▶ DROP_ICMP_TO_VIP
 //      └──▶ other protocol to a VIP ─▶ reject ─▶ REJECT_UNKNOWN_PROTO; not a VIP ─▶ PASS
 
-import { CT_CLASH } from '../maps/conntrack.ts';
 import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
 import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpIsError, icmpType } from '../wire/icmp.ts';
 import { TCP_RST } from '../wire/tcp.ts';
@@ -22,30 +21,27 @@ import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/ipv4.ts';
 import {
   CT_DIR_ORIG,
   CT_DIR_REPLY,
-  ct4Create,
   ct4LookupOrig,
   ct4LookupReply,
   ct4Invalid,
   ct4TcpMayStart,
-  ct4Update,
 } from './ct.ts';
 import type { Datapath } from './datapath.ts';
 import { frag4Later, frag4Remember } from './frag.ts';
 import { icmp4RelatedError } from './icmp-error.ts';
 import {
-  lb4ConnFlags,
-  lb4ConnOpen,
+  lb4CtCreate,
   lb4Dnat,
   lb4IsVip,
   lb4LookupService,
+  lb4NewFlowTx,
   lb4RevNat,
   lb4SelectBackend,
+  lb4Track,
 } from './lb.ts';
 import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply } from './nat.ts';
 import { dp4Parse } from './parse.ts';
 import {
-  DROP_CT_CLASH,
-  DROP_CT_FULL,
   DROP_CT_INVALID,
   DROP_ECHO_TO_VIP,
   DROP_ICMP_TO_VIP,
@@ -57,7 +53,6 @@ import {
   REPLY_REJECT_UNKNOWN_PORT,
   REPLY_REJECT_UNKNOWN_PROTO,
   TX_DNAT,
-  TX_DNAT_NEW,
   TX_REVNAT,
 } from './reasons.ts';
 import { lb4Reject } from './reject.ts';
@@ -97,53 +92,17 @@ export function dpProcess(
 function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   const ct = dp.ct;
   const bytes = dp.ipEnd - dp.ipOff;
-  let i = ct4LookupOrig(
-    ct,
-    dp.proto,
-    dp.saddr,
-    dp.daddr,
-    dp.sport,
-    dp.dport,
-    dp.tcpFlags,
-    dp.nowSec,
-  );
+  const { proto, saddr, daddr, sport, dport, nowSec } = dp;
+  let i = ct4LookupOrig(ct, proto, saddr, daddr, sport, dport, dp.tcpFlags, nowSec);
   if (i >= 0) {
-    const f0 = ct.flags(i);
-    const ok = ct4Update(
-      ct,
-      i,
-      CT_DIR_ORIG,
-      dp.proto,
-      dp.tcpFlags,
-      bytes,
-      dp.nowSec,
-      dp.ctTimeouts,
-    );
-    if (ok === 0 && ct4Invalid(dp, false)) return dpVerdict(dp, V_DROP, DROP_CT_INVALID);
-    if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
-    dp.lastCtIdx = i;
-    dp.lastBackendId = ct.backendId(i);
+    if (lb4Track(dp, i, CT_DIR_ORIG, bytes) !== V_CONTINUE) return V_DROP; // counted there
     lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
     nat4Orig(dp, buf, i); // masqueraded flow: source too (nat.ts)
     return dpVerdict(dp, V_TX, TX_DNAT);
   }
-  i = ct4LookupReply(ct, dp.proto, dp.saddr, dp.daddr, dp.sport, dp.dport, dp.nowSec);
+  i = ct4LookupReply(ct, proto, saddr, daddr, sport, dport, nowSec);
   if (i >= 0) {
-    const f0 = ct.flags(i);
-    const ok = ct4Update(
-      ct,
-      i,
-      CT_DIR_REPLY,
-      dp.proto,
-      dp.tcpFlags,
-      bytes,
-      dp.nowSec,
-      dp.ctTimeouts,
-    );
-    if (ok === 0 && ct4Invalid(dp, false)) return dpVerdict(dp, V_DROP, DROP_CT_INVALID);
-    if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
-    dp.lastCtIdx = i;
-    dp.lastBackendId = ct.backendId(i);
+    if (lb4Track(dp, i, CT_DIR_REPLY, bytes) !== V_CONTINUE) return V_DROP;
     // The entry's own original destination is the VIP:port the client used: exact for this
     // flow and it cannot go stale, unlike a revNat id whose service may since have been deleted.
     lb4RevNat(dp, buf, ct.daddr(i), ct.dport(i));
@@ -175,34 +134,12 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
   }
   const b = lb4SelectBackend(dp, m);
   if (b < 0) return dpVerdict(dp, V_DROP, DROP_NO_BACKEND);
-  const be = dp.be;
-  const baddr = be.addr(b);
-  const bport = be.port(b);
-  const backendId = dp.selBackendId;
-  const i = ct4Create(
-    dp.ct,
-    dp.ctGc,
-    dp.proto,
-    dp.saddr,
-    dp.daddr,
-    dp.sport,
-    dp.dport,
-    baddr,
-    bport,
-    backendId,
-    svc.revNat(m),
-    dp.nowSec,
-    dp.ctTimeouts,
-  );
-  if (i < 0) return dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
+  const baddr = dp.be.addr(b);
+  const bport = dp.be.port(b);
+  const i = lb4CtCreate(dp, m, dp.selBackendId, baddr, bport);
+  if (i < 0) return V_DROP; // counted there
   if (nat4Masq(dp, buf, i, m, baddr, bport) !== V_CONTINUE) return V_DROP; // counted there
-  ct4Update(dp.ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
-  lb4ConnOpen(dp, i);
-  dp.lastCtIdx = i;
-  dp.lastCtNew = 1;
-  dp.lastBackendId = backendId;
-  lb4Dnat(dp, buf, baddr, bport);
-  return dpVerdict(dp, V_TX, TX_DNAT_NEW);
+  return lb4NewFlowTx(dp, buf, i, bytes);
 }
 
 /** ICMP: only traffic to a VIP is ours (iptables mode: echo neither translated nor answered). */
