@@ -7,13 +7,13 @@
 // Service web 10.96.0.10:80 → be1/be2:8080; service empty 10.96.0.20:80 has no endpoints.
 // Each steering piece is switched off while the agent runs to show what breaks without it.
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ctlRequest } from '../../src/node/ctl.ts';
 import type { CtEntry } from '../../src/node/inspect.ts';
 import { PODS, REMOTE_POD_IP, Topo, VIP, VIP_EMPTY, VIP_FAR } from './topo.ts';
+import { running, waitFor } from './wait.ts';
 
 const t = new Topo();
 const SYSCTLS = ['net.ipv4.ip_forward', 'net.ipv4.conf.all.rp_filter'];
@@ -38,23 +38,6 @@ const counters = async () =>
 const viaVip = (from = 'client', vip = VIP) => t.curl(from, `http://${vip}/`, 2);
 const REDIRECT = ['protocol', 'ip', 'u32', 'match', 'u32', '0', '0'];
 const MIRRED = ['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'];
-
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
-async function waitFor(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (cond()) return;
-    await sleep(50);
-  }
-  throw new Error(`gave up waiting for ${what}`);
-}
 
 function exited(p: ChildProcess): Promise<number | null> {
   if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve(p.exitCode);

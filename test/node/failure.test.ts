@@ -4,32 +4,15 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { recoverState, statePathFor, writeState } from '../../src/node/failure.ts';
+import { running, waitFor } from './wait.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'kt-failure-'));
 const CHILD = fileURLToPath(new URL('./fixtures/watchdog-child.ts', import.meta.url));
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
-async function waitUntil(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (cond()) return;
-    await sleep(50);
-  }
-  throw new Error(`gave up waiting for ${what}`);
-}
 
 /** Starts the stand-in agent; resolves with its process and its watchdog's pid. */
 async function startChild(mode: string, log: string) {
@@ -47,7 +30,7 @@ describe('Watchdog', () => {
     const log = join(dir, 'killed.log');
     const { child, watchdogPid } = await startChild('wait', log);
     child.kill('SIGKILL');
-    await waitUntil(() => !running(watchdogPid), 'the watchdog to finish');
+    await waitFor(() => !running(watchdogPid), 'the watchdog to finish');
     expect(readFileSync(log, 'utf8')).toBe("second it's quoted; $HOME\nfirst\n");
   });
 
@@ -55,7 +38,7 @@ describe('Watchdog', () => {
     const log = join(dir, 'clean.log');
     const { child, watchdogPid } = await startChild('clean', log);
     await new Promise((r) => child.once('exit', r));
-    await waitUntil(() => !running(watchdogPid), 'the watchdog to exit');
+    await waitFor(() => !running(watchdogPid), 'the watchdog to exit');
     expect(existsSync(log)).toBe(false);
   });
 });
