@@ -230,6 +230,39 @@ describe('externalTrafficPolicy: Local', () => {
   });
 });
 
+describe('the conntrack side is the same on every path (regressions)', () => {
+  it('counts an externalTrafficPolicy: Local flow as a connection of an lc service', () => {
+    // was: the local-scope path created its entry without lb4ConnOpen, so lc never saw it
+    const dp = makeDp();
+    load(dp, [LOCAL_POD], {
+      externalTrafficPolicy: 'Local',
+      annotations: { 'kubetun.io/scheduler': 'lc' },
+    });
+    const r = run(dp, buildTcp({ src: CLIENT, dst: NODE, sport: 50000, dport: 30080, flags: SYN }));
+    expect(r.reason).toBe('TX_DNAT_NEW');
+    const rn = dp.ct.revNat(dp.lastCtIdx);
+    expect(dp.sched.inactive(rn, 0)).toBe(1);
+  });
+
+  it('drops an INVALID reply of a masqueraded flow when ctDropInvalid is set', () => {
+    // was: replies found through the SNAT table skipped the INVALID check
+    const dp = makeDp({ ctDropInvalid: true });
+    load(dp, [REMOTE_POD]);
+    const syn = run(
+      dp,
+      buildTcp({ src: CLIENT, dst: NODE, sport: 50000, dport: 30080, flags: SYN }),
+    );
+    const p = sportOf(syn.pkt);
+    // a bare ACK answering a SYN (no SYN+ACK yet) is INVALID in SYN_SENT
+    const ack = { src: REMOTE_POD, dst: NODE, sport: 8080, dport: p, flags: ACK };
+    const r = run(dp, buildTcp(ack));
+    expect([r.verdict, r.reason]).toEqual([V_DROP, 'DROP_CT_INVALID']);
+    // a proper SYN+ACK still goes back to the client
+    const synack = run(dp, buildTcp({ ...ack, flags: SYN | ACK }));
+    expect(synack.reason).toBe('TX_REVSNAT');
+  });
+});
+
 describe('LoadBalancer and externalIPs', () => {
   const LB = '172.30.0.200';
   it('masquerades LoadBalancer traffic and enforces loadBalancerSourceRanges', () => {
