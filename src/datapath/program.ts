@@ -144,15 +144,15 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
 
 /** ICMP: only traffic to a VIP is ours (iptables mode: echo neither translated nor answered). */
 function lb4Icmp(dp: Datapath, buf: Uint8Array): number {
+  const whole = icmpCheck(buf, dp.l4Off, dp.ipEnd) === ICMP_OK;
+  const type = whole ? icmpType(buf, dp.l4Off) : -1;
   // errors about a service flow first: they come from backends/routers, not only to VIPs
-  if (icmpCheck(buf, dp.l4Off, dp.ipEnd) === ICMP_OK && icmpIsError(icmpType(buf, dp.l4Off))) {
+  if (whole && icmpIsError(type)) {
     const r = icmp4RelatedError(dp, buf);
     if (r !== V_CONTINUE) return r;
   }
   if (!lb4IsVip(dp, dp.daddr)) return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
-  if (icmpCheck(buf, dp.l4Off, dp.ipEnd) !== ICMP_OK) {
-    return dpVerdict(dp, V_DROP, DROP_TRUNCATED_L4);
-  }
-  if (icmpType(buf, dp.l4Off) === ICMP_ECHO) return dpVerdict(dp, V_DROP, DROP_ECHO_TO_VIP);
+  if (!whole) return dpVerdict(dp, V_DROP, DROP_TRUNCATED_L4);
+  if (type === ICMP_ECHO) return dpVerdict(dp, V_DROP, DROP_ECHO_TO_VIP);
   return dpVerdict(dp, V_DROP, DROP_ICMP_TO_VIP);
 }
