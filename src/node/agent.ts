@@ -186,13 +186,14 @@ export class NodeAgent {
   }
 
   status() {
+    const ports = this.ports();
     return {
       node: this.opts.nodeName,
       pid: process.pid,
       uptimeSec: Math.floor((Date.now() - this.started) / 1000),
       packets: this.loop.counters[AGENT_PACKETS],
-      services: countServices(this.ports()),
-      servicePorts: this.ports().length,
+      services: countServices(ports),
+      servicePorts: ports.length,
       metrics: this.cp.metricsServer
         ? `${this.cp.metricsServer.host}:${this.cp.metricsServer.port}`
         : '',
