@@ -139,19 +139,7 @@ export class Topo {
     this.addNs('remote');
     const node = (...a: string[]) => this.must('node', a);
     const remote = (...a: string[]) => this.must('remote', a);
-    node(
-      'ip',
-      'link',
-      'add',
-      'eth0',
-      'type',
-      'veth',
-      'peer',
-      'name',
-      'eth0',
-      'netns',
-      this.ns('remote'),
-    );
+    this.addVeth('eth0', 'remote');
     node('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0');
     node('ip', 'link', 'set', 'eth0', 'up');
     node('ip', 'route', 'add', '10.244.2.0/24', 'via', REMOTE_NODE_IP);
@@ -162,23 +150,28 @@ export class Topo {
     remote('ip', 'route', 'add', '10.244.1.0/24', 'via', NODE_IP);
   }
 
-  /** A pod namespace joined to the node by a veth, wired the way the lab does it. */
-  addPod(p: { name: string; veth: string; ip: string }): void {
-    this.addNs(p.name);
-    const node = (...a: string[]) => this.must('node', a);
-    node(
+  /** A veth `local` in ns node whose peer is eth0 in ns `peer`. */
+  private addVeth(local: string, peer: string): void {
+    this.must('node', [
       'ip',
       'link',
       'add',
-      p.veth,
+      local,
       'type',
       'veth',
       'peer',
       'name',
       'eth0',
       'netns',
-      this.ns(p.name),
-    );
+      this.ns(peer),
+    ]);
+  }
+
+  /** A pod namespace joined to the node by a veth, wired the way the lab does it. */
+  addPod(p: { name: string; veth: string; ip: string }): void {
+    this.addNs(p.name);
+    const node = (...a: string[]) => this.must('node', a);
+    this.addVeth(p.veth, p.name);
     node('ip', 'addr', 'add', `${GW}/32`, 'dev', p.veth);
     node('sysctl', '-qw', `net.ipv4.conf.${p.veth}.proxy_arp=1`);
     node('sysctl', '-qw', `net.ipv4.neigh.${p.veth}.proxy_delay=0`);
