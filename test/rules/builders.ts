@@ -115,3 +115,19 @@ export function resolve(services: Service[], slices: EndpointSlice[]): ResolvedS
   }
   return out;
 }
+
+/** kube-proxy's TestBadIPs input: every address and CIDR written with leading zeros. */
+export function badIPsModel(): { services: Service[]; slices: EndpointSlice[] } {
+  const services = [
+    makeService('ns1', 'svc1', (s) => {
+      s.type = 'LoadBalancer';
+      s.clusterIPs = ['172.30.0.041'];
+      s.ports = [port({ name: 'p80', port: 80, nodePort: 3001 })];
+      s.loadBalancerIPs = ['1.2.3.004'];
+      s.externalIPs = ['192.168.099.022'];
+      s.loadBalancerSourceRanges = ['203.0.113.000/025'];
+    }),
+  ];
+  const slices = [makeSlice('ns1', 'svc1', [ep('10.180.00.001')], [slicePort('p80', 80)])];
+  return { services, slices };
+}

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { EndpointSlice, Service } from '../../src/model.ts';
 import { renderNftables } from '../../src/rules/nftables.ts';
 import {
+  badIPsModel,
   ep,
   fakeProxierOptions,
   makeService,
@@ -114,17 +115,7 @@ describe('TestSyncProxyRulesRepeated (nftables), settled states', () => {
 
 describe('TestBadIPs (nftables)', () => {
   it('canonicalizes sloppy addresses and CIDRs', () => {
-    const services = [
-      makeService('ns1', 'svc1', (s) => {
-        s.type = 'LoadBalancer';
-        s.clusterIPs = ['172.30.0.041'];
-        s.ports = [port({ name: 'p80', port: 80, nodePort: 3001 })];
-        s.loadBalancerIPs = ['1.2.3.004'];
-        s.externalIPs = ['192.168.099.022'];
-        s.loadBalancerSourceRanges = ['203.0.113.000/025'];
-      }),
-    ];
-    const slices = [makeSlice('ns1', 'svc1', [ep('10.180.00.001')], [slicePort('p80', 80)])];
+    const { services, slices } = badIPsModel();
     check(
       services,
       slices,
