@@ -59,6 +59,11 @@ function nodeFootprint() {
   };
 }
 
+/** nodeFootprint() of the node as it was before kubetun first ran (sysctls as found then). */
+function untouchedFootprint(): ReturnType<typeof nodeFootprint> {
+  return { clsact: false, filters: '', tun: false, svcRoute: '', sysctls: before };
+}
+
 /** Switch something off, show the VIP fails, switch it back on, show the VIP works again. */
 function breaksWithout(off: () => void, on: () => void, from = 'client', vip = VIP): void {
   off();
@@ -252,13 +257,7 @@ describe('kubetun run', () => {
     expect(nodeFootprint().tun).toBe(true);
     agent.kill('SIGTERM');
     expect(await exited(agent)).toBe(0);
-    expect(nodeFootprint()).toEqual({
-      clsact: false,
-      filters: '',
-      tun: false,
-      svcRoute: '',
-      sysctls: before,
-    });
+    expect(nodeFootprint()).toEqual(untouchedFootprint());
     expect(existsSync(t.socket)).toBe(false);
     expect(existsSync(t.state)).toBe(false);
     await waitFor(() => !running(watchdogPid), 'the disarmed watchdog to exit');
@@ -275,13 +274,7 @@ describe('kubetun run failure mode: fail open', () => {
     agent.kill('SIGKILL');
     await exited(agent);
     await waitFor(() => !running(watchdogPid), 'the watchdog to undo the steering');
-    expect(nodeFootprint()).toEqual({
-      clsact: false,
-      filters: '',
-      tun: false,
-      svcRoute: '',
-      sysctls: before,
-    });
+    expect(nodeFootprint()).toEqual(untouchedFootprint());
     expect(direct().out).toBe('be1');
     expect(viaVip().status).not.toBe(0);
   });
@@ -302,12 +295,6 @@ describe('kubetun run failure mode: fail open', () => {
     expect(await exited(agent)).toBe(0);
     // all.rp_filter comes back to the value from before the FIRST run: the restart took the
     // original from the crashed run's state file, not the 0 that run had left.
-    expect(nodeFootprint()).toEqual({
-      clsact: false,
-      filters: '',
-      tun: false,
-      svcRoute: '',
-      sysctls: before,
-    });
+    expect(nodeFootprint()).toEqual(untouchedFootprint());
   });
 });
