@@ -104,6 +104,11 @@ export class HealthNodePorts {
       });
       try {
         await listen(entry.server, h.port, this.host);
+        // a listening server's later error (EMFILE on accept...) would otherwise be an
+        // uncaught 'error' event, and end the agent
+        entry.server.on('error', (err) =>
+          this.log.warn({ port: h.port, err: err.message }, 'health-check node port error'),
+        );
         this.servers.set(h.port, entry);
         this.log.info(
           { port: h.port, service: `${h.namespace}/${h.name}` },

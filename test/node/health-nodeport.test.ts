@@ -1,0 +1,46 @@
+// Health-check node ports (src/node/health-nodeport.ts): kube-proxy's answer on a port per
+// externalTrafficPolicy: Local service, and a served port's later errors logged, not fatal.
+import { createServer } from 'node:net';
+import type { Logger } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HealthNodePorts } from '../../src/node/health-nodeport.ts';
+
+/** A port the kernel just handed out on loopback (free again when this returns). */
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+const warnings: string[] = [];
+const log = {
+  info: () => {},
+  warn: (_o: object, msg: string) => warnings.push(msg),
+} as unknown as Logger;
+
+let hp: HealthNodePorts | undefined;
+afterEach(async () => {
+  await hp?.close();
+  warnings.length = 0;
+});
+
+describe('health-check node ports', () => {
+  it('answers 200 with the local endpoint count, and a later server error is only logged', async () => {
+    const port = await freePort();
+    hp = new HealthNodePorts('127.0.0.1', log);
+    await hp.sync([{ namespace: 'default', name: 'web', port, localEndpoints: 2 }]);
+    const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-load-balancing-endpoint-weight')).toBe('2');
+    expect(((await res.json()) as { localEndpoints: number }).localEndpoints).toBe(2);
+    // e.g. EMFILE on accept: without a listener, emit throws (an uncaught 'error' event)
+    const server = (
+      hp as unknown as { servers: Map<number, { server: NodeJS.EventEmitter }> }
+    ).servers.get(port)!.server;
+    expect(() => server.emit('error', new Error('accept EMFILE'))).not.toThrow();
+    expect(warnings).toContain('health-check node port error');
+    expect((await fetch(`http://127.0.0.1:${port}/`)).status).toBe(200);
+  });
+});
