@@ -355,8 +355,34 @@ function topologyFilter(
 // ---- apply -----------------------------------------------------------------------------------
 
 function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): DpLoadStats {
+  const gone = removeGoneFrontends(dp, st, plans);
+  const written = writePlans(dp, st, plans);
+  updateRefs(dp, st, plans);
+  for (const f of gone) {
+    if (st.revNatIds.ids.get(f.rnKey) !== f.revNat) continue; // already released
+    dp.revnat.delete(f.revNat);
+    dp.sched.delete(f.revNat);
+    st.affTimeout[f.revNat] = 0;
+    st.feByRevNat.delete(f.revNat);
+    st.revNatIds.release(f.rnKey, f.revNat);
+  }
+  if (dp.aff.size > 0 && plans.size > 0) forgetStaleAffinity(dp, st);
+  return {
+    frontends: st.feOwner.size,
+    backends: st.beRefs.size,
+    vips: st.vipRefs.size,
+    removed: gone.length,
+    written,
+  };
+}
+
+/** Step 1, frontends that disappeared: master first, so a reader never sees slots it cannot use. */
+function removeGoneFrontends(
+  dp: Datapath,
+  st: LoadState,
+  plans: Map<string, PortPlan | null>,
+): PlanFrontend[] {
   const gone: PlanFrontend[] = [];
-  // 1. frontends that disappeared: master first, so a reader never sees slots it cannot use
   for (const [spn, plan] of plans) {
     const keep = new Set(plan?.frontends.map((f) => f.key));
     for (const f of st.ports.get(spn)?.frontends ?? []) {
@@ -367,14 +393,20 @@ function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | nu
       gone.push(f);
     }
   }
-  // 2. backends and reverse NAT, before anything points at them
+  return gone;
+}
+
+/**
+ * Steps 2-3: backends and reverse NAT before anything points at them, then per frontend its
+ * slots, master and stale slots. Returns the number of service ports written.
+ */
+function writePlans(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): number {
   for (const plan of plans.values()) {
     for (const be of plan?.backends ?? []) {
       if (!dp.be.upsert(be.id, be.addr, be.port, be.proto, be.state, be.flags)) mapFull('backend');
     }
     for (const f of plan?.frontends ?? []) dp.revnat.upsert(f.revNat, f.vip, f.port);
   }
-  // 3. per frontend: slots, master, stale slots
   let written = 0;
   for (const [spn, plan] of plans) {
     const old = new Map(st.ports.get(spn)?.frontends.map((f) => [f.key, f]));
@@ -385,7 +417,11 @@ function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | nu
     }
     if (plan) written++;
   }
-  // 4-5. reference counts: wildcards, backends, revNat ids
+  return written;
+}
+
+/** Steps 4-5: reference counts of wildcards and backends; what nobody uses any more goes. */
+function updateRefs(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): void {
   const deadVips = new Set<number>();
   const deadBes = new Map<string, number>();
   for (const [spn, plan] of plans) {
@@ -405,31 +441,19 @@ function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | nu
     dp.be.delete(id);
     st.backendIds.release(key, id);
   }
-  for (const f of gone) {
-    if (st.revNatIds.ids.get(f.rnKey) !== f.revNat) continue; // already released
-    dp.revnat.delete(f.revNat);
-    dp.sched.delete(f.revNat);
-    st.affTimeout[f.revNat] = 0;
-    st.feByRevNat.delete(f.revNat);
-    st.revNatIds.release(f.rnKey, f.revNat);
-  }
-  // Affinity to a backend that left its service is forgotten (kube-proxy: the SEP chain and its
-  // `recent` list go with the endpoint).
-  if (dp.aff.size > 0 && plans.size > 0) {
-    dp.aff.retain((rn, id) => {
-      const f = st.feByRevNat.get(rn);
-      if (!f || f.affinityTimeout === 0) return false;
-      const k = f.backends.findIndex((b) => b.id === id);
-      return k >= 0 && f.weights[k] > 0;
-    });
-  }
-  return {
-    frontends: st.feOwner.size,
-    backends: st.beRefs.size,
-    vips: st.vipRefs.size,
-    removed: gone.length,
-    written,
-  };
+}
+
+/**
+ * Affinity to a backend that left its service (or whose weight became 0) is forgotten
+ * (kube-proxy: the SEP chain and its `recent` list go with the endpoint).
+ */
+function forgetStaleAffinity(dp: Datapath, st: LoadState): void {
+  dp.aff.retain((rn, id) => {
+    const f = st.feByRevNat.get(rn);
+    if (!f || f.affinityTimeout === 0) return false;
+    const k = f.backends.findIndex((b) => b.id === id);
+    return k >= 0 && f.weights[k] > 0;
+  });
 }
 
 function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend, oldCount: number): void {
