@@ -2,7 +2,8 @@
 // the client, quoting the offending packet, sent from the address the client tried (the VIP)
 // unless DatapathConfig.icmpErrorSrc says otherwise. Like the kernel's icmp_send, it is never
 // sent where RFC 1122 3.2.2 forbids it (icmpErrorAllowed: non-unicast source, multicast
-// destination, non-first fragment, an ICMP error), and it is rate-limited by a token bucket (net.ipv4.icmp_msgs_per_sec / icmp_msgs_burst).
+// destination, non-first fragment, an ICMP error), and it is rate-limited by a token bucket
+// (net.ipv4.icmp_msgs_per_sec / icmp_msgs_burst).
 
 import { ICMP_PORT_UNREACH, icmpBuildDestUnreach, icmpErrorAllowed } from '../wire/icmp.ts';
 import type { Datapath } from './datapath.ts';
