@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import { type ControlPlane, startControlPlane } from '../control/control-plane.ts';
 import { datapathSync } from '../control/datapath-sync.ts';
 import { createDatapath, type Datapath } from '../datapath/datapath.ts';
-import { parseCtRunFlags, startCtGcTimer } from '../datapath/ct-gc.ts';
+import { type CtRunOptions, parseCtRunFlags, startCtGcTimer } from '../datapath/ct-gc.ts';
 import { lb4ConnRelease } from '../datapath/lb.ts';
 import { dpAffinityGc, dpConnRecount } from '../datapath/load.ts';
 import { nat4GcStep } from '../datapath/nat.ts';
@@ -175,7 +175,7 @@ export class NodeAgent {
       await agent.stop(`startup failed: ${(err as Error).message}`);
       throw err;
     }
-    agent.startTimers();
+    agent.startTimers(ct.gc);
     const { node: _node, ...summary } = agent.status(); // pino's base already names the node
     log.info({ ...summary, sysctls: agent.steering.sysctls }, 'kubetun node agent ready');
     return agent;
@@ -288,12 +288,12 @@ export class NodeAgent {
     return [this.opts.uplink, this.tun.name, 'lo'];
   }
 
-  private startTimers(): void {
+  /** ctGc: the --ct-* flags' GC settings (parseCtRunFlags, ct-gc.ts) */
+  private startTimers(ctGc: CtRunOptions['gc']): void {
     const dp = this.dp;
     const release = (i: number) => lb4ConnRelease(dp, i);
     const nowSec = () => Math.floor(this.nowMs() / 1000);
     // conntrack expiry: adaptive, bounded per tick, table-full log (ct-gc.ts)
-    const ctGc = parseCtRunFlags(this.opts.ctFlags ?? {}, availableParallelism()).gc;
     this.timers.push(startCtGcTimer(dp, ctGc, () => this.nowMs(), release, this.log).timer);
     this.every(CT_GC_INTERVAL_MS, 'affinity and SNAT GC', () => {
       dpAffinityGc(dp, nowSec());
