@@ -39,11 +39,11 @@ export function refSum(bytes: ArrayLike<number>, start: number, end: number, ini
   return sum;
 }
 
-function put16(b: Uint8Array, at: number, v: number): void {
+export function put16(b: Uint8Array, at: number, v: number): void {
   b[at] = (v >>> 8) & 255;
   b[at + 1] = v & 255;
 }
-function put32(b: Uint8Array, at: number, v: number): void {
+export function put32(b: Uint8Array, at: number, v: number): void {
   put16(b, at, v >>> 16);
   put16(b, at + 2, v & 0xffff);
 }

@@ -27,8 +27,12 @@ import {
   ACK,
   endpoint,
   FIN,
+  get16,
+  get32,
   ICMP,
   ip,
+  put16,
+  put32,
   RST,
   SYN,
   service,
@@ -123,24 +127,6 @@ export function mixedDatapath(seed: number, ctCapacity: number, addrs: ExtAddrs)
   );
   dpLoadServices(dp, ports, { nodeName: 'node1' });
   return dp;
-}
-
-function put16(b: Uint8Array, at: number, v: number): void {
-  b[at] = (v >>> 8) & 255;
-  b[at + 1] = v & 255;
-}
-
-function put32(b: Uint8Array, at: number, v: number): void {
-  put16(b, at, v >>> 16);
-  put16(b, at + 2, v & 0xffff);
-}
-
-function get16(b: Uint8Array, at: number): number {
-  return (b[at] << 8) | b[at + 1];
-}
-
-function get32(b: Uint8Array, at: number): number {
-  return ((get16(b, at) << 16) | get16(b, at + 2)) >>> 0;
 }
 
 /** IPv4 header (IHL 5) at `off`; the checksum is filled by the caller after the L4 part. */
