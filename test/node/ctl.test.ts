@@ -1,5 +1,6 @@
 // The control socket (src/node/ctl.ts): newline-delimited JSON over a unix socket.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,6 +14,22 @@ const handler = (req: Record<string, unknown>) => {
   if (req.cmd === 'boom') throw new Error('handler failed');
   return { error: 'unknown' };
 };
+
+/** Send `text` on one connection and resolve with the first `n` response lines. */
+function exchange(path: string, text: string, n: number): Promise<string[]> {
+  return new Promise((resolve) => {
+    const s = connect(path);
+    let buf = '';
+    s.on('connect', () => s.write(text));
+    s.on('data', (d) => {
+      buf += d.toString();
+      if (buf.split('\n').length > n) {
+        s.end();
+        resolve(buf.trim().split('\n'));
+      }
+    });
+  });
+}
 
 describe('control socket', () => {
   it('answers a request line with one JSON line, and errors as {error}', async () => {
@@ -33,19 +50,7 @@ describe('control socket', () => {
   it('answers several requests on one connection in order', async () => {
     const path = join(dir, 'multi.sock');
     const srv = await CtlServer.listen(path, (req) => ({ echo: req.n }));
-    const net = await import('node:net');
-    const lines = await new Promise<string[]>((resolve) => {
-      const s = net.connect(path);
-      let buf = '';
-      s.on('connect', () => s.write('{"n":1}\n{"n":2}\nnot json\n'));
-      s.on('data', (d) => {
-        buf += d.toString();
-        if (buf.split('\n').length > 3) {
-          s.end();
-          resolve(buf.trim().split('\n'));
-        }
-      });
-    });
+    const lines = await exchange(path, '{"n":1}\n{"n":2}\nnot json\n', 3);
     await srv.close();
     expect(JSON.parse(lines[0])).toEqual({ echo: 1 });
     expect(JSON.parse(lines[1])).toEqual({ echo: 2 });
@@ -68,19 +73,7 @@ describe('control socket', () => {
   it('survives an answer JSON cannot encode: {error}, and the connection keeps answering', async () => {
     const path = join(dir, 'bigint.sock');
     const srv = await CtlServer.listen(path, (req) => (req.cmd === 'big' ? { n: 1n } : { ok: 1 }));
-    const net = await import('node:net');
-    const lines = await new Promise<string[]>((resolve) => {
-      const s = net.connect(path);
-      let buf = '';
-      s.on('connect', () => s.write('{"cmd":"big"}\n{"cmd":"ok"}\n'));
-      s.on('data', (d) => {
-        buf += d.toString();
-        if (buf.split('\n').length > 2) {
-          s.end();
-          resolve(buf.trim().split('\n'));
-        }
-      });
-    });
+    const lines = await exchange(path, '{"cmd":"big"}\n{"cmd":"ok"}\n', 2);
     await srv.close();
     expect(JSON.parse(lines[0]).error).toMatch(/BigInt/);
     expect(JSON.parse(lines[1])).toEqual({ ok: 1 });
@@ -94,9 +87,8 @@ describe('control socket', () => {
       answered++;
       return { big: 'x'.repeat(1 << 20) }; // more than the socket buffer: the write is pending
     });
-    const net = await import('node:net');
     await new Promise<void>((resolve) => {
-      const s = net.connect(path);
+      const s = connect(path);
       s.on('connect', () => {
         s.write('{"cmd":"slow"}\n{"cmd":"slow"}\n');
         setTimeout(() => {
