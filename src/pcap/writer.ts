@@ -18,7 +18,7 @@ export class PcapWriter {
 
   constructor(readonly snaplen = DEFAULT_SNAPLEN) {
     this.buf = new Uint8Array(64 * 1024);
-    this.view = new DataView(this.buf.buffer);
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
     const v = this.view;
     v.setUint32(0, PCAP_MAGIC_US, true);
     v.setUint16(4, 2, true);
@@ -60,6 +60,6 @@ export class PcapWriter {
     const grown = new Uint8Array(size);
     grown.set(this.buf.subarray(0, this.len));
     this.buf = grown;
-    this.view = new DataView(grown.buffer);
+    this.view = new DataView(grown.buffer, grown.byteOffset, grown.byteLength);
   }
 }
