@@ -1,6 +1,7 @@
-// IPv4 addresses as unsigned 32-bit numbers: the big-endian bytes read as one number, always
-// `>>> 0` so that 128.0.0.0 and above stay positive. Text conversion is for the slow world
-// (control plane, tests, logs); the datapath only ever sees numbers.
+// IPv4 addresses as 32-bit numbers: the big-endian bytes read as one number. The slow world
+// (control plane, tests, logs) uses the unsigned form (`>>> 0`, ipv4ToU32); the fast path
+// (wire getters, map columns, the datapath) the signed int32 one (`| 0`), which V8 never boxes.
+// Both name the same address: everything here accepts either.
 
 const OCTET = /^(0|[1-9][0-9]{0,2})$/;
 
@@ -22,7 +23,9 @@ export function ipv4ToU32(s: string): number {
   return n >>> 0;
 }
 
+/** Dotted quad of an address in either form (u32 or the fast path's int32). */
 export function u32ToIpv4(n: number): string {
+  n >>>= 0;
   return `${n >>> 24}.${(n >>> 16) & 0xff}.${(n >>> 8) & 0xff}.${n & 0xff}`;
 }
 
@@ -54,6 +57,7 @@ export function parseCidr(s: string): Cidr {
   return { addr: (ipv4ToU32(s.slice(0, slash)) & mask) >>> 0, prefix, mask };
 }
 
+/** Whether `addr` (u32 or int32) is inside c. */
 export function cidrContains(c: Cidr, addr: number): boolean {
   return ((addr & c.mask) >>> 0) === c.addr;
 }

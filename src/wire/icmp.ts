@@ -25,7 +25,7 @@
 // ipv4CheckQuoted(buf, off + ICMP_EMBEDDED_OFF, end) before reading it; the quote may be cut
 // short of its Total Length. The checksum is verified by l4ChecksumValid (checksum.ts).
 
-import { read16, read32, write16, write32 } from './bytes.ts';
+import { read16, read32, read32s, write16, write32 } from './bytes.ts';
 import { csumAdd, csumFinish, ipv4HeaderChecksum } from './checksum.ts';
 
 export const ICMP_ECHO_REPLY = 0;
@@ -212,7 +212,7 @@ export function icmpBuildError(
   out[o + 8] = ttl;
   out[o + 9] = 1;
   write32(out, o + 12, srcAddr);
-  write32(out, o + 16, read32(orig, origOff + 12));
+  write32(out, o + 16, read32s(orig, origOff + 12));
   write16(out, o + 10, ipv4HeaderChecksum(out, o));
   const ic = o + IP_HDR;
   out[ic] = type;

@@ -35,7 +35,7 @@
 // Accessors take (buf, off) and never allocate; setters are raw (no checksum patch) unless
 // their name says WithCsum. The Repr at the bottom is for the slow world (tests, lab, control).
 
-import { read16, read32, write16, write32 } from './bytes.ts';
+import { read16, read32s, write16, write32 } from './bytes.ts';
 import { csumAdd, csumFold, csumReplace16, ipv4HeaderChecksum } from './checksum.ts';
 
 export const IPPROTO_ICMP = 1;
@@ -155,13 +155,16 @@ export function ipv4Proto(buf: Uint8Array, off: number): number {
 export function ipv4Csum(buf: Uint8Array, off: number): number {
   return read16(buf, off + CSUM);
 }
-/** Source address as an unsigned 32-bit number. */
+/**
+ * Source address as a signed 32-bit number (`| 0`, the fast path's form: never a heap number);
+ * `>>> 0` gives the unsigned form ipv4ToU32 returns.
+ */
 export function ipv4Src(buf: Uint8Array, off: number): number {
-  return read32(buf, off + SADDR);
+  return read32s(buf, off + SADDR);
 }
-/** Destination address as an unsigned 32-bit number. */
+/** Destination address as a signed 32-bit number (see ipv4Src). */
 export function ipv4Dst(buf: Uint8Array, off: number): number {
-  return read32(buf, off + DADDR);
+  return read32s(buf, off + DADDR);
 }
 
 export function ipv4SetTos(buf: Uint8Array, off: number, tos: number): void {
@@ -244,8 +247,8 @@ export function ipv4Parse(buf: Uint8Array, off: number, end: number): Ipv4Repr {
     fragOffset: ipv4FragOffset(buf, off),
     ttl: ipv4Ttl(buf, off),
     proto: ipv4Proto(buf, off),
-    src: ipv4Src(buf, off),
-    dst: ipv4Dst(buf, off),
+    src: ipv4Src(buf, off) >>> 0,
+    dst: ipv4Dst(buf, off) >>> 0,
     options: buf.slice(off + IPV4_MIN_HEADER_LEN, off + hlen),
     payloadLen: ipv4TotalLen(buf, off) - hlen,
   };

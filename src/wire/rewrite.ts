@@ -14,7 +14,7 @@
 // UDP (RFC 768): a stored 0 means "no checksum" and stays 0; an update that yields 0 is stored
 // as 0xFFFF, exactly what a full recompute would store. Never throws, never allocates.
 
-import { read16, read32, write16, write32 } from './bytes.ts';
+import { read16, read32s, write16, write32 } from './bytes.ts';
 import { csumReplace16, csumReplace32 } from './checksum.ts';
 
 const IP_FLAGS_FRAG = 6;
@@ -61,8 +61,8 @@ function l4Patch16(buf: Uint8Array, proto: number, l4: number, old: number, val:
 }
 
 function rewriteAddr(buf: Uint8Array, ipOff: number, field: number, addr: number): void {
-  addr >>>= 0;
-  const old = read32(buf, ipOff + field);
+  addr |= 0;
+  const old = read32s(buf, ipOff + field);
   if (old === addr) return;
   write32(buf, ipOff + field, addr);
   write16(buf, ipOff + IP_CSUM, csumReplace32(read16(buf, ipOff + IP_CSUM), old, addr));
@@ -157,10 +157,10 @@ function innerL4CsumAt(buf: Uint8Array, ipOff: number, inner: number): number {
 }
 
 function innerRewriteAddr(buf: Uint8Array, ipOff: number, field: number, addr: number): void {
-  addr >>>= 0;
+  addr |= 0;
   const icmp = icmpOffOf(buf, ipOff);
   const inner = icmp + ICMP_EMBEDDED;
-  const old = read32(buf, inner + field);
+  const old = read32s(buf, inner + field);
   if (old === addr) return;
   icmpPut32(buf, icmp, inner + field, addr);
   const ic = read16(buf, inner + IP_CSUM);

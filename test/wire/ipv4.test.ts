@@ -64,10 +64,15 @@ describe('ipv4 deconstruct (getters over golden bytes, odd offset)', () => {
     expect(ipv4Dst(v, 0)).toBe(IP_10_96_0_10);
   });
 
-  it('addresses above 127.255.255.255 read as positive numbers', () => {
+  it('addresses above 127.255.255.255 read as int32, the same 32 bits as the u32', () => {
     const p = TCP_SYN.slice();
     p.set([192, 168, 0, 1], 12);
-    expect(ipv4Src(p, 0)).toBe(0xc0a80001);
+    p.set([172, 30, 0, 11], 16);
+    // int32 on the fast path: an unsigned value >= 2^31 would be a heap number in V8
+    expect(ipv4Src(p, 0)).toBe(0xc0a80001 | 0);
+    expect(ipv4Src(p, 0) >>> 0).toBe(0xc0a80001);
+    expect(ipv4Dst(p, 0)).toBe(0xac1e000b | 0);
+    expect(ipv4Dst(p, 0) >>> 0).toBe(0xac1e000b);
   });
 
   it('reads IHL 6 (options) and finds the L4 header after them', () => {
