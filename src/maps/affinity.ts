@@ -30,7 +30,7 @@ function layout(c: Carver, cap: number) {
     hdr: c.u32(H_WORDS),
     index: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
-    client: c.u32(cap),
+    client: c.i32(cap),
     backend: c.u32(cap),
     lastUsed: c.u32(cap),
     revNat: c.u16(cap),
@@ -43,7 +43,7 @@ export class AffinityMap {
   readonly seed: number;
   readonly index: HashIndex;
   private readonly pool: EntryPool;
-  private readonly client_: Uint32Array;
+  private readonly client_: Int32Array;
   private readonly backend_: Uint32Array;
   private readonly lastUsed_: Uint32Array;
   private readonly revNat_: Uint16Array;
@@ -70,7 +70,7 @@ export class AffinityMap {
 
   /** Entry of (client, revNat), or -1. Fast path: no allocation, no throw. */
   lookup(client: number, revNat: number): number {
-    client >>>= 0;
+    client |= 0;
     revNat &= 0xffff;
     const slots = this.index.slots;
     const mask = this.index.mask;
@@ -114,9 +114,9 @@ export class AffinityMap {
     if (e < 0) {
       e = this.pool.alloc();
       if (e < 0) return false;
-      this.client_[e] = client >>> 0;
+      this.client_[e] = client | 0;
       this.revNat_[e] = revNat & 0xffff;
-      this.index.insert(hash3(this.seed, client >>> 0, revNat & 0xffff, 0), e);
+      this.index.insert(hash3(this.seed, client | 0, revNat & 0xffff, 0), e);
     }
     this.backend_[e] = backendId >>> 0;
     this.lastUsed_[e] = now >>> 0;

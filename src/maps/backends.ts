@@ -2,10 +2,10 @@
 //
 //   key              value
 //   +------------+   +-------------+----------+----------+----------+----------+
-//   | id u32 (≠0)|   | addr u32    | port u16 | proto u8 | state u8 | flags u8 |
+//   | id u32 (≠0)|   | addr i32    | port u16 | proto u8 | state u8 | flags u8 |
 //   +------------+   +-------------+----------+----------+----------+----------+
 //
-// Columns: id u32 (also the free-list link while an entry is free), addr u32, port u16,
+// Columns: id u32 (also the free-list link while an entry is free), addr i32, port u16,
 // proto u8, state u8, flags u8. Index and pool as in hashtab.ts (load factor <= 0.5).
 // Service slots and conntrack entries hold the id, so a backend's address can change, or the
 // backend can drain (BE_TERMINATING), without touching either.
@@ -36,7 +36,7 @@ function layout(c: Carver, cap: number) {
     index: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
     id: c.u32(cap),
-    addr: c.u32(cap),
+    addr: c.i32(cap),
     port: c.u16(cap),
     proto: c.u8(cap),
     state: c.u8(cap),
@@ -52,7 +52,7 @@ export class BackendMap {
   readonly index: HashIndex;
   private readonly pool: EntryPool;
   private readonly id: Uint32Array;
-  private readonly addr_: Uint32Array;
+  private readonly addr_: Int32Array;
   private readonly port_: Uint16Array;
   private readonly proto_: Uint8Array;
   private readonly state_: Uint8Array;
@@ -99,6 +99,7 @@ export class BackendMap {
   idOf(i: number): number {
     return this.id[i];
   }
+  /** The address as int32 (`| 0`, the fast path's form); `>>> 0` for the unsigned one. */
   addr(i: number): number {
     return this.addr_[i];
   }

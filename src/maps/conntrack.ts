@@ -8,9 +8,9 @@
 //   +--------------------------------+----+---------------------------------------------+
 //   | column                         |  B | meaning                                     |
 //   +--------------------------------+----+---------------------------------------------+
-//   | saddr, daddr          u32 x 2  |  8 | client address, VIP                         |
-//   | ports                 u32      |  4 | sport << 16 | dport (one compare on lookup)  |
-//   | baddr                 u32      |  4 | backend address                             |
+//   | saddr, daddr          i32 x 2  |  8 | client address, VIP                         |
+//   | ports                 i32      |  4 | sport << 16 | dport (one compare on lookup)  |
+//   | baddr                 i32      |  4 | backend address                             |
 //   | bport, revNat         u16 x 2  |  4 | backend port, reverse-NAT id                |
 //   | backendId             u32      |  4 | backend id (free-list link while free)      |
 //   | expires               u32      |  4 | absolute expiry, seconds                    |
@@ -55,10 +55,10 @@ function layout(c: Carver, cap: number) {
     origIdx: c.u32(cap * 2),
     replyIdx: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
-    saddr: c.u32(cap),
-    daddr: c.u32(cap),
-    ports: c.u32(cap),
-    baddr: c.u32(cap),
+    saddr: c.i32(cap),
+    daddr: c.i32(cap),
+    ports: c.i32(cap),
+    baddr: c.i32(cap),
     backendId: c.u32(cap),
     expires: c.u32(cap),
     pktsOrig: c.u32(cap),
@@ -105,7 +105,7 @@ export class ConntrackMap {
           this.seed,
           v.baddr[e],
           v.saddr[e],
-          ((v.bport[e] << 16) | (v.ports[e] >>> 16)) >>> 0,
+          (v.bport[e] << 16) | (v.ports[e] >>> 16),
           v.proto[e],
         ),
     });
@@ -122,8 +122,8 @@ export class ConntrackMap {
 
   /** Home hash of a wire tuple in either index (tests use it to build colliding tuples). */
   hashTuple(proto: number, saddr: number, daddr: number, sport: number, dport: number): number {
-    const ports = (((sport & 0xffff) << 16) | (dport & 0xffff)) >>> 0;
-    return hash4(this.seed, saddr >>> 0, daddr >>> 0, ports, proto & 0xff);
+    const ports = ((sport & 0xffff) << 16) | (dport & 0xffff);
+    return hash4(this.seed, saddr | 0, daddr | 0, ports, proto & 0xff);
   }
 
   /** Entry of the flow whose original (client -> VIP) tuple this is, or -1. */
@@ -131,9 +131,9 @@ export class ConntrackMap {
     // Inputs are masked to their stored widths everywhere (lookups, create, rebind), so a
     // key always hashes the way it is stored and out-of-range input cannot strand a slot.
     proto &= 0xff;
-    saddr >>>= 0;
-    daddr >>>= 0;
-    const ports = (((sport & 0xffff) << 16) | (dport & 0xffff)) >>> 0;
+    saddr |= 0;
+    daddr |= 0;
+    const ports = ((sport & 0xffff) << 16) | (dport & 0xffff);
     const c = this.c;
     const slots = this.origIndex.slots;
     const mask = this.origIndex.mask;
@@ -155,14 +155,14 @@ export class ConntrackMap {
   /** Entry of the flow whose reply (backend -> client) tuple this is, or -1. */
   lookupReply(proto: number, saddr: number, daddr: number, sport: number, dport: number): number {
     proto &= 0xff;
-    saddr >>>= 0;
-    daddr >>>= 0;
+    saddr |= 0;
+    daddr |= 0;
     sport &= 0xffff;
     dport &= 0xffff;
     const c = this.c;
     const slots = this.replyIndex.slots;
     const mask = this.replyIndex.mask;
-    const h = hash4(this.seed, saddr, daddr, ((sport << 16) | dport) >>> 0, proto);
+    const h = hash4(this.seed, saddr, daddr, (sport << 16) | dport, proto);
     for (let i = h & mask; ; i = (i + 1) & mask) {
       const v = slots[i];
       if (v === 0) return -1;
@@ -196,6 +196,9 @@ export class ConntrackMap {
     expires: number,
   ): number {
     proto &= 0xff;
+    saddr |= 0;
+    daddr |= 0;
+    baddr |= 0;
     sport &= 0xffff;
     dport &= 0xffff;
     bport &= 0xffff;
@@ -207,7 +210,7 @@ export class ConntrackMap {
     c.proto[e] = proto;
     c.saddr[e] = saddr;
     c.daddr[e] = daddr;
-    c.ports[e] = ((sport << 16) | dport) >>> 0;
+    c.ports[e] = (sport << 16) | dport;
     c.baddr[e] = baddr;
     c.bport[e] = bport;
     c.backendId[e] = backendId;
@@ -231,7 +234,7 @@ export class ConntrackMap {
   rebind(i: number, baddr: number, bport: number, backendId: number): boolean {
     if (!this.pool.isLive(i)) return false;
     const c = this.c;
-    baddr >>>= 0;
+    baddr |= 0;
     bport &= 0xffff;
     if (c.baddr[i] !== baddr || c.bport[i] !== bport) {
       const sport = c.ports[i] >>> 16;
@@ -290,6 +293,7 @@ export class ConntrackMap {
   proto(i: number): number {
     return this.c.proto[i];
   }
+  /** Addresses come back as int32 (`| 0`); `>>> 0` gives the unsigned form. */
   saddr(i: number): number {
     return this.c.saddr[i];
   }

@@ -5,8 +5,8 @@
 // first fragment got, keyed by what identifies the datagram on the wire (RFC 791: source,
 // destination, identification, protocol), and applies it to the later fragments.
 //
-//   key   saddr u32 | daddr u32 | id << 8 | proto u32        (the fragments as received)
-//   value newSrc u32 | newDst u32 (the first fragment's addresses after all translation)
+//   key   saddr i32 | daddr i32 | id << 8 | proto u32        (the fragments as received)
+//   value newSrc i32 | newDst i32 (the first fragment's addresses after all translation)
 //         expires u32 (seconds)
 //
 // Set-associative, 4 ways per bucket, over typed arrays: a lookup reads at most 4 entries, an
@@ -27,22 +27,22 @@ export class FragMap {
   /** live entries overwritten because their bucket was full */
   evictions = 0;
   private readonly mask: number;
-  private readonly saddrs: Uint32Array;
-  private readonly daddrs: Uint32Array;
+  private readonly saddrs: Int32Array;
+  private readonly daddrs: Int32Array;
   private readonly idProto: Uint32Array;
-  private readonly srcs: Uint32Array;
-  private readonly dsts: Uint32Array;
+  private readonly srcs: Int32Array;
+  private readonly dsts: Int32Array;
   private readonly expiry: Uint32Array;
 
   constructor(capacity: number) {
     const cap = Math.max(roundCapacity(capacity, 'FragMap'), WAYS);
     this.capacity = cap;
     this.mask = cap / WAYS - 1;
-    this.saddrs = new Uint32Array(cap);
-    this.daddrs = new Uint32Array(cap);
+    this.saddrs = new Int32Array(cap);
+    this.daddrs = new Int32Array(cap);
     this.idProto = new Uint32Array(cap);
-    this.srcs = new Uint32Array(cap);
-    this.dsts = new Uint32Array(cap);
+    this.srcs = new Int32Array(cap);
+    this.dsts = new Int32Array(cap);
     this.expiry = new Uint32Array(cap);
   }
 
@@ -52,9 +52,9 @@ export class FragMap {
 
   /** Entry of the datagram (saddr, daddr, id, proto) live at `now`, or -1. */
   lookup(saddr: number, daddr: number, id: number, proto: number, now: number): number {
-    saddr >>>= 0;
-    daddr >>>= 0;
-    const key = (((id & 0xffff) << 8) | (proto & 0xff)) >>> 0;
+    saddr |= 0;
+    daddr |= 0;
+    const key = ((id & 0xffff) << 8) | (proto & 0xff);
     const b = this.bucket(saddr, daddr, key);
     for (let w = b; w < b + WAYS; w++) {
       if (
@@ -80,9 +80,9 @@ export class FragMap {
     expires: number,
     now: number,
   ): number {
-    saddr >>>= 0;
-    daddr >>>= 0;
-    const key = (((id & 0xffff) << 8) | (proto & 0xff)) >>> 0;
+    saddr |= 0;
+    daddr |= 0;
+    const key = ((id & 0xffff) << 8) | (proto & 0xff);
     const b = this.bucket(saddr, daddr, key);
     let pick = -1;
     let soonest = b;
@@ -102,8 +102,8 @@ export class FragMap {
     this.saddrs[pick] = saddr;
     this.daddrs[pick] = daddr;
     this.idProto[pick] = key;
-    this.srcs[pick] = newSrc >>> 0;
-    this.dsts[pick] = newDst >>> 0;
+    this.srcs[pick] = newSrc | 0;
+    this.dsts[pick] = newDst | 0;
     this.expiry[pick] = expires >>> 0;
     return pick;
   }

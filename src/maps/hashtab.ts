@@ -118,6 +118,12 @@ export class Carver {
     return this.buf ? new Uint32Array(this.buf, at, n) : new Uint32Array(0);
   }
 
+  /** Signed columns: addresses and packed ports, int32 on the fast path (never heap numbers). */
+  i32(n: number): Int32Array {
+    const at = this.take(n * 4);
+    return this.buf ? new Int32Array(this.buf, at, n) : new Int32Array(0);
+  }
+
   u16(n: number): Uint16Array {
     const at = this.take(n * 2);
     return this.buf ? new Uint16Array(this.buf, at, n) : new Uint16Array(0);

@@ -26,7 +26,7 @@ export const REVNAT_MAX_ID = 0xffff;
 const MAGIC = 0x524e4131; // 'RNA1'
 
 function layout(c: Carver, cap: number) {
-  return { hdr: c.u32(H_WORDS), vip: c.u32(cap + 1), port: c.u16(cap + 1), live: c.u8(cap + 1) };
+  return { hdr: c.u32(H_WORDS), vip: c.i32(cap + 1), port: c.u16(cap + 1), live: c.u8(cap + 1) };
 }
 
 export class RevNatMap {
@@ -34,7 +34,7 @@ export class RevNatMap {
   readonly capacity: number;
   readonly buffer: ArrayBuffer | SharedArrayBuffer;
   private readonly hdr: Uint32Array;
-  private readonly vip_: Uint32Array;
+  private readonly vip_: Int32Array;
   private readonly port_: Uint16Array;
   private readonly live: Uint8Array;
 
@@ -68,6 +68,7 @@ export class RevNatMap {
     return id >= 1 && id <= this.capacity && this.live[id] === 1 ? id : -1;
   }
 
+  /** The VIP as int32 (`| 0`, the fast path's form); `>>> 0` for the unsigned one. */
   vip(i: number): number {
     return this.vip_[i];
   }

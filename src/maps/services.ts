@@ -48,8 +48,8 @@ function layout(c: Carver, cap: number) {
     hdr: c.u32(H_WORDS),
     index: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
-    vip: c.u32(cap),
-    portSlot: c.u32(cap),
+    vip: c.i32(cap),
+    portSlot: c.i32(cap),
     val: c.u32(cap),
     count: c.u16(cap),
     revNat: c.u16(cap),
@@ -66,8 +66,8 @@ export class ServiceMap {
   /** exposed for tests and introspection (probe lengths, wrap-around) */
   readonly index: HashIndex;
   private readonly pool: EntryPool;
-  private readonly vip: Uint32Array;
-  private readonly portSlot: Uint32Array;
+  private readonly vip: Int32Array;
+  private readonly portSlot: Int32Array;
   private readonly proto_: Uint8Array;
   private readonly val: Uint32Array;
   private readonly count_: Uint16Array;
@@ -103,17 +103,17 @@ export class ServiceMap {
   hashKey(vip: number, port: number, proto: number, slot: number): number {
     return hash3(
       this.seed,
-      vip >>> 0,
-      (((port & 0xffff) << 16) | (slot & 0xffff)) >>> 0,
+      vip | 0,
+      ((port & 0xffff) << 16) | (slot & 0xffff),
       proto & 0xff,
     );
   }
 
   /** Entry index of (vip, port, proto, slot), or -1. Fast path: no allocation, no throw. */
   lookup(vip: number, port: number, proto: number, slot: number): number {
-    vip >>>= 0;
+    vip |= 0;
     proto &= 0xff; // fields masked to their stored widths, so an oversized slot cannot spill into the port
-    const ps = (((port & 0xffff) << 16) | (slot & 0xffff)) >>> 0;
+    const ps = ((port & 0xffff) << 16) | (slot & 0xffff);
     const slots = this.index.slots;
     const mask = this.index.mask;
     for (let i = hash3(this.seed, vip, ps, proto) & mask; ; i = (i + 1) & mask) {
@@ -221,7 +221,7 @@ export class ServiceMap {
     const e = this.pool.alloc();
     if (e < 0) return -1;
     this.vip[e] = vip;
-    this.portSlot[e] = ((port << 16) | slot) >>> 0;
+    this.portSlot[e] = (port << 16) | slot;
     this.proto_[e] = proto;
     this.count_[e] = 0;
     this.revNat_[e] = 0;

@@ -11,8 +11,8 @@
 // allows. `ctIdx` ties the entry to its conntrack flow; the datapath checks the flow still
 // exists before trusting the entry, and the GC step deletes entries whose flow is gone.
 //
-// Entry columns (struct of arrays), bytes per entry: saddr, raddr, natAddr, ctIdx u32 x 4 (16),
-// ports u32 (sport << 16 | rport) (4), natPort u16 (2), proto u8 (1), live bit, two indexes of
+// Entry columns (struct of arrays), bytes per entry: saddr, raddr, natAddr i32, ctIdx u32 (16),
+// ports i32 (sport << 16 | rport) (4), natPort u16 (2), proto u8 (1), live bit, two indexes of
 // 2 slots x u32 (16): about 39 B per entry.
 
 import {
@@ -34,11 +34,11 @@ function layout(c: Carver, cap: number) {
     fwdIdx: c.u32(cap * 2),
     revIdx: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
-    saddr: c.u32(cap),
-    raddr: c.u32(cap),
-    natAddr: c.u32(cap),
+    saddr: c.i32(cap),
+    raddr: c.i32(cap),
+    natAddr: c.i32(cap),
     ctIdx: c.u32(cap),
-    ports: c.u32(cap),
+    ports: c.i32(cap),
     natPort: c.u16(cap),
     proto: c.u8(cap),
   };
@@ -84,7 +84,7 @@ export class SnatMap {
           this.seed,
           v.raddr[e],
           v.natAddr[e],
-          (((v.ports[e] & 0xffff) << 16) | v.natPort[e]) >>> 0,
+          ((v.ports[e] & 0xffff) << 16) | v.natPort[e],
           v.proto[e],
         ),
     });
@@ -97,9 +97,9 @@ export class SnatMap {
   /** Entry of the masqueraded flow client saddr:sport -> backend raddr:rport, or -1. */
   lookupFwd(proto: number, saddr: number, sport: number, raddr: number, rport: number): number {
     proto &= 0xff;
-    saddr >>>= 0;
-    raddr >>>= 0;
-    const ports = (((sport & 0xffff) << 16) | (rport & 0xffff)) >>> 0;
+    saddr |= 0;
+    raddr |= 0;
+    const ports = ((sport & 0xffff) << 16) | (rport & 0xffff);
     const c = this.c;
     const slots = this.fwdIndex.slots;
     const mask = this.fwdIndex.mask;
@@ -121,14 +121,14 @@ export class SnatMap {
   /** Entry whose reply (backend raddr:rport -> natAddr:natPort) this is, or -1. */
   lookupRev(proto: number, raddr: number, rport: number, natAddr: number, natPort: number): number {
     proto &= 0xff;
-    raddr >>>= 0;
-    natAddr >>>= 0;
+    raddr |= 0;
+    natAddr |= 0;
     rport &= 0xffff;
     natPort &= 0xffff;
     const c = this.c;
     const slots = this.revIndex.slots;
     const mask = this.revIndex.mask;
-    const h = hash4(this.seed, raddr, natAddr, ((rport << 16) | natPort) >>> 0, proto);
+    const h = hash4(this.seed, raddr, natAddr, (rport << 16) | natPort, proto);
     for (let i = h & mask; ; i = (i + 1) & mask) {
       const v = slots[i];
       if (v === 0) return -1;
@@ -164,10 +164,10 @@ export class SnatMap {
     if (e < 0) return -1;
     const c = this.c;
     c.proto[e] = proto & 0xff;
-    c.saddr[e] = saddr >>> 0;
-    c.raddr[e] = raddr >>> 0;
-    c.ports[e] = (((sport & 0xffff) << 16) | (rport & 0xffff)) >>> 0;
-    c.natAddr[e] = natAddr >>> 0;
+    c.saddr[e] = saddr | 0;
+    c.raddr[e] = raddr | 0;
+    c.ports[e] = ((sport & 0xffff) << 16) | (rport & 0xffff);
+    c.natAddr[e] = natAddr | 0;
     c.natPort[e] = natPort & 0xffff;
     c.ctIdx[e] = ctIdx >>> 0;
     this.revIndex.insert(

@@ -43,11 +43,12 @@ const replyKey = (f: Flow) => `${f.proto}/${f.baddr}/${f.saddr}/${f.bport}/${f.s
 function flowFields(ct: ConntrackMap, i: number) {
   return {
     proto: ct.proto(i),
-    saddr: ct.saddr(i),
-    daddr: ct.daddr(i),
+    // the map hands addresses out as int32; the model (like the slow world) holds u32
+    saddr: ct.saddr(i) >>> 0,
+    daddr: ct.daddr(i) >>> 0,
     sport: ct.sport(i),
     dport: ct.dport(i),
-    baddr: ct.baddr(i),
+    baddr: ct.baddr(i) >>> 0,
     bport: ct.bport(i),
     backendId: ct.backendId(i),
     revNat: ct.revNat(i),
@@ -94,6 +95,27 @@ describe('ConntrackMap', () => {
     ct.setExpires(i, 9000);
     expect([ct.state(i), ct.flags(i), ct.expires(i)]).toEqual([4, 0x81, 9000]);
     expect(ct.size).toBe(1);
+  });
+
+  it('addresses >= 2^31: int32 out, found from the u32 and the int32 form alike', () => {
+    const ct = new ConntrackMap(16);
+    const client = 0xc0a80a05; // 192.168.10.5
+    const vip = 0xac1e000b; // 172.30.0.11
+    const be = 0xac1f0002; // 172.31.0.2
+    const i = ct.create(TCP, client, vip, 40000, 80, be | 0, 8080, 7, 3, 1060);
+    expect(i).toBeGreaterThanOrEqual(0);
+    expect([ct.saddr(i), ct.daddr(i), ct.baddr(i)]).toEqual([client | 0, vip | 0, be | 0]);
+    expect(ct.lookupOrig(TCP, client, vip, 40000, 80)).toBe(i);
+    expect(ct.lookupOrig(TCP, client | 0, vip | 0, 40000, 80)).toBe(i);
+    expect(ct.lookupReply(TCP, be, client, 8080, 40000)).toBe(i);
+    expect(ct.lookupReply(TCP, be | 0, client | 0, 8080, 40000)).toBe(i);
+    expect(ct.hashTuple(TCP, client, vip, 40000, 80)).toBe(
+      ct.hashTuple(TCP, client | 0, vip | 0, 40000, 80),
+    );
+    // the same flow in the other form is the same flow
+    expect(ct.create(TCP, client | 0, vip | 0, 40000, 80, be, 8080, 7, 3, 1060)).toBe(CT_EXISTS);
+    expect(ct.rebind(i, be, 8080, 7)).toBe(true);
+    expect(ct.lookupReply(TCP, be | 0, client, 8080, 40000)).toBe(i);
   });
 
   it('keys ICMP echo flows by the echo id in both port positions', () => {

@@ -95,6 +95,21 @@ describe('ServiceMap', () => {
     expect(m.size).toBe(4);
   });
 
+  it('a VIP >= 2^31 and a port >= 32768: found from the u32 and the int32 form alike', () => {
+    const m = new ServiceMap(16);
+    const lb = 0xc000020a; // 192.0.2.10
+    expect(m.upsertMaster(lb, 40000, TCP, 1, 5, 0, 0, 0)).toBe(true);
+    expect(m.upsertSlot(lb, 40000, TCP, 1, 77)).toBe(true);
+    const i = m.lookup(lb, 40000, TCP, 0);
+    expect(i).toBeGreaterThanOrEqual(0);
+    expect(m.lookup(lb | 0, 40000, TCP, 0)).toBe(i);
+    expect(m.backendId(m.lookup(lb | 0, 40000, TCP, 1))).toBe(77);
+    expect(m.hashKey(lb, 40000, TCP, 1)).toBe(m.hashKey(lb | 0, 40000, TCP, 1));
+    expect(m.lookup(lb | 0, 40001, TCP, 0)).toBe(-1);
+    expect(m.delete(lb | 0, 40000, TCP, 1)).toBe(true);
+    expect(m.size).toBe(1);
+  });
+
   it('updates in place without growing, and deletes', () => {
     const m = new ServiceMap(4);
     m.upsertMaster(VIP, 80, TCP, 1, 1, 0, 0, 0);
