@@ -24,7 +24,8 @@ export interface ConntrackView {
 }
 
 /** addr (u32) and port as one exact number: addr × 65536 + port < 2^48. */
-const addrPort = (addr: number, port: number): number => addr * 65536 + port;
+// `>>> 0`: the conntrack hands addresses out as int32, the model's ipv4ToU32 gives u32
+const addrPort = (addr: number, port: number): number => (addr >>> 0) * 65536 + port;
 
 /** UDP service address → serving endpoints, from the applied state. */
 function udpFrontends(tracker: ChangeTracker): Map<number, Set<number>> {

@@ -116,7 +116,9 @@ function stateOf(dp: Datapath): LoadState {
       feOwner: new Map(),
       beRefs: new Map(),
       vipRefs: new Map(),
-      backendIds: new IdTable(0xffffffff),
+      // ids below 2^31: a backend id travels the per-packet path (slot -> conntrack -> trace),
+      // where an id >= 2^31 would be a heap number across every call V8 did not inline
+      backendIds: new IdTable(0x7fffffff),
       revNatIds: new IdTable(Math.min(dp.revnat.capacity, 0xffff)),
       affTimeout: new Uint32Array(0x10000),
       feByRevNat: new Map(),

@@ -58,7 +58,11 @@ export const SVC_SCOPE_LOCAL = 0x80;
 /** Port choices tried before a masquerade is dropped (Cilium: 32 .. 128). */
 export const SNAT_RETRIES = 32;
 
-/** NAT configuration in the numeric forms the fast path uses, the SNAT table, source ranges. */
+/**
+ * NAT configuration in the numeric forms the fast path uses, the SNAT table, source ranges.
+ * Addresses, networks and masks are int32 (`| 0`), like dp.saddr/daddr and the maps' columns:
+ * compared like with like, and never heap numbers (src/datapath/README.md, "Allocation").
+ */
 export class NatState {
   readonly snat: SnatMap;
   readonly nodeIp: number;
@@ -74,34 +78,34 @@ export class NatState {
   /** loadBalancerSourceRanges per revNat id: rangeStart[r] .. + rangeCount[r] into net/mask */
   rangeStart: Uint32Array;
   rangeCount: Uint16Array;
-  rangeNet: Uint32Array;
-  rangeMask: Uint32Array;
+  rangeNet: Int32Array;
+  rangeMask: Int32Array;
   /** GC cursor of nat4GcStep */
   gcCursor = 0;
 
   constructor(cfg: DatapathConfig, revNatCapacity: number) {
     this.snat = new SnatMap(cfg.snatCapacity, { shared: cfg.shared });
-    this.nodeIp = cfg.nodeIp >>> 0;
-    this.podGateway = (cfg.podGateway || cfg.nodeIp) >>> 0;
+    this.nodeIp = cfg.nodeIp | 0;
+    this.podGateway = (cfg.podGateway || cfg.nodeIp) | 0;
     const pod = cfg.podCidr ? parseCidr(cfg.podCidr) : undefined;
-    this.podNet = pod ? pod.addr >>> 0 : 1;
-    this.podMask = pod ? pod.mask >>> 0 : 0xffffffff;
+    this.podNet = pod ? pod.addr | 0 : 1;
+    this.podMask = pod ? pod.mask | 0 : -1;
     const cl = cfg.clusterCidr ? parseCidr(cfg.clusterCidr) : undefined;
     this.hasCluster = cl ? 1 : 0;
-    this.clusterNet = cl ? cl.addr >>> 0 : 0;
-    this.clusterMask = cl ? cl.mask >>> 0 : 0;
+    this.clusterNet = cl ? cl.addr | 0 : 0;
+    this.clusterMask = cl ? cl.mask | 0 : 0;
     this.portMin = cfg.snatPortMin;
     this.portSpan = cfg.snatPortMax - cfg.snatPortMin + 1;
     this.rangeStart = new Uint32Array(revNatCapacity + 1);
     this.rangeCount = new Uint16Array(revNatCapacity + 1);
-    this.rangeNet = new Uint32Array(0);
-    this.rangeMask = new Uint32Array(0);
+    this.rangeNet = new Int32Array(0);
+    this.rangeMask = new Int32Array(0);
   }
 }
 
 /** Whether saddr is inside the cluster CIDR (a pod). */
 function fromPod(nat: NatState, saddr: number): boolean {
-  return nat.hasCluster === 1 && (saddr & nat.clusterMask) >>> 0 === nat.clusterNet;
+  return nat.hasCluster === 1 && (saddr & nat.clusterMask) === nat.clusterNet;
 }
 
 /** Whether saddr is one of this node's own addresses (kube-proxy's --src-type LOCAL). */
@@ -130,7 +134,7 @@ function nat4InRanges(nat: NatState, revNat: number, saddr: number): boolean {
   const start = nat.rangeStart[revNat];
   const end = start + nat.rangeCount[revNat];
   for (let k = start; k < end; k++) {
-    if ((saddr & nat.rangeMask[k]) >>> 0 === nat.rangeNet[k]) return true;
+    if ((saddr & nat.rangeMask[k]) === nat.rangeNet[k]) return true;
   }
   return false;
 }
@@ -182,7 +186,7 @@ export function nat4Masq(
     nat4ForgetStale(dp, baddr, bport);
     return V_CONTINUE;
   }
-  const natAddr = (baddr & nat.podMask) >>> 0 === nat.podNet ? nat.podGateway : nat.nodeIp;
+  const natAddr = (baddr & nat.podMask) === nat.podNet ? nat.podGateway : nat.nodeIp;
   const e = nat4Alloc(dp, i, natAddr, baddr, bport);
   if (e < 0) {
     dp.ct.delete(i);
@@ -313,8 +317,8 @@ export function nat4GcStep(dp: Datapath, max: number, nowSec: number): number {
 export function nat4SetSourceRanges(nat: NatState, ranges: Map<number, [number, number][]>): void {
   let total = 0;
   for (const list of ranges.values()) total += list.length;
-  const net = new Uint32Array(total);
-  const mask = new Uint32Array(total);
+  const net = new Int32Array(total);
+  const mask = new Int32Array(total);
   const start = new Uint32Array(nat.rangeStart.length);
   const count = new Uint16Array(nat.rangeCount.length);
   let k = 0;

@@ -122,7 +122,7 @@ function planExternal(dp: Datapath, rsp: ResolvedServicePort): ExtPlan | null {
   const addrs: [number, number][] = []; // [addr, flag]
   const isLb = svc.type === 'LoadBalancer';
   if ((svc.type === 'NodePort' || isLb) && rsp.port.nodePort > 0 && dp.nat.nodeIp !== 0) {
-    addrs.push([dp.nat.nodeIp, SVC_F_NODEPORT]);
+    addrs.push([dp.nat.nodeIp >>> 0, SVC_F_NODEPORT]); // u32, as the slow world's maps take it
   }
   svc.externalIPs.forEach((ip, k) => {
     if (!ip.includes(':'))

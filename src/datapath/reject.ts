@@ -16,7 +16,7 @@ export function lb4Reject(dp: Datapath, buf: Uint8Array, reason: number): number
   const len = dp.ipEnd - dp.ipOff;
   if (!icmpErrorAllowed(buf, dp.ipOff, len)) return dpVerdict(dp, V_DROP, DROP_REJECT_SUPPRESSED);
   if (!icmpTakeToken(dp)) return dpVerdict(dp, V_DROP, DROP_ICMP_RATELIMIT);
-  const src = dp.cfg.icmpErrorSrc !== 0 ? dp.cfg.icmpErrorSrc : dp.daddr;
+  const src = dp.cfg.icmpErrorSrc !== 0 ? dp.cfg.icmpErrorSrc | 0 : dp.daddr;
   const n = icmpBuildDestUnreach(
     dp.out,
     0,

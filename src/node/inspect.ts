@@ -171,7 +171,7 @@ export function svcReport(
   const services: SvcEntry[] = [];
   for (let i = svc.next(0); i >= 0; i = svc.next(i + 1)) {
     if (svc.slotOf(i) !== 0 || svc.flags(i) & SVC_F_WILDCARD) continue;
-    const vip = svc.vipOf(i);
+    const vip = svc.vipOf(i) >>> 0; // int32 in the map; the names are keyed by the u32
     const port = svc.portOf(i);
     const proto = svc.protoOf(i);
     const revNat = svc.revNat(i);

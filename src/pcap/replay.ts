@@ -119,7 +119,9 @@ export function ctStateOf(dp: Datapath, src: FlowSource | null): CtState {
   const i = dp.lastCtIdx;
   if (i < 0 || src === null) return '-';
   if (dp.lastCtNew) return 'new';
-  return src.saddr === dp.ct.saddr(i) && src.sport === dp.ct.sport(i) ? 'established' : 'reply';
+  // the conntrack's int32 address and flowSource's u32 compared as u32
+  const same = src.saddr === dp.ct.saddr(i) >>> 0 && src.sport === dp.ct.sport(i);
+  return same ? 'established' : 'reply';
 }
 
 function traceEntry(

@@ -60,6 +60,30 @@ describe('reconcileUdpConntrack', () => {
     expect(ct.size).toBe(3);
   });
 
+  it('matches addresses >= 2^31, int32 in the map, against the u32 ones of the model', () => {
+    const t = new ChangeTracker();
+    const old = svc('old', { clusterIPs: ['172.30.0.99'], ports: [port('dns', 'UDP', 53)] });
+    t.services.update(
+      null,
+      svc('dns', { clusterIPs: ['172.30.0.10'], ports: [port('dns', 'UDP', 53)] }),
+    );
+    t.services.update(null, old);
+    const eps = [ep('192.168.1.5'), ep('192.168.2.7')];
+    t.endpointSlices.update(null, slice('dns-a', 'dns', eps, dnsPort));
+    t.checkout();
+    const ct = new ConntrackMap(64);
+    const keep = flow(ct, 17, 1001, '172.30.0.10', '192.168.1.5');
+    const gone = flow(ct, 17, 1002, '172.30.0.10', '192.168.2.7');
+    const deletedSvc = flow(ct, 17, 1003, '172.30.0.99', '192.168.3.3');
+    t.endpointSlices.update(
+      slice('dns-a', 'dns', eps, dnsPort),
+      slice('dns-a', 'dns', [ep('192.168.1.5')], dnsPort),
+    );
+    t.services.update(old, null);
+    expect(reconcileUdpConntrack(ct, t, t.checkout())).toBe(2);
+    expect([ct.isLive(keep), ct.isLive(gone), ct.isLive(deletedSvc)]).toEqual([true, false, false]);
+  });
+
   it('keeps flows to a terminating endpoint that is still serving', () => {
     const t = new ChangeTracker();
     t.services.update(null, svc('dns', { ports: [port('dns', 'UDP', 53)] }));

@@ -58,6 +58,16 @@ describe('dpLoadServices', () => {
     expect(dp.be.size).toBe(2);
   });
 
+  it('gives backends ids below 2^31 (small integers on the per-packet path)', () => {
+    const eps = Array.from({ length: 64 }, (_, k) => endpoint(`10.244.${k >> 4}.${k}:8080`));
+    dpLoadServices(dp, [servicePort(service('many', '10.96.0.10'), 80, 'TCP', eps, 'http')]);
+    const ids: number[] = [];
+    for (let b = dp.be.next(0); b >= 0; b = dp.be.next(b + 1)) ids.push(dp.be.idOf(b));
+    expect(ids.length).toBe(64);
+    // a hash-derived id in 1..2^32-1 would land above 2^31 for about half of 64 backends
+    expect(ids.filter((id) => id < 1 || id > 0x7fffffff)).toEqual([]);
+  });
+
   it('falls back to serving+terminating endpoints when none is ready (kube-proxy)', () => {
     const eps = [
       endpoint('10.244.1.5:8080', { ready: false, serving: true, terminating: true }),

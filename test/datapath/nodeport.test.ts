@@ -136,7 +136,7 @@ describe('NodePort, externalTrafficPolicy Cluster', () => {
     expect(inRange(p)).toBe(true);
     expect(r.pkt).toEqual(buildTcp({ ...syn, src: NODE, sport: p, dst: REMOTE_POD, dport: 8080 }));
     const e = nat4SnatOf(dp, dp.lastCtIdx);
-    expect([dp.nat.snat.natAddr(e), dp.nat.snat.natPort(e)]).toEqual([ip(NODE), p]);
+    expect([dp.nat.snat.natAddr(e) >>> 0, dp.nat.snat.natPort(e)]).toEqual([ip(NODE), p]);
     const reply = { src: REMOTE_POD, dst: NODE, sport: 8080, dport: p, flags: SYN | ACK };
     const back = run(dp, buildTcp(reply));
     expect(back.reason).toBe('TX_REVSNAT');

@@ -197,6 +197,22 @@ describe('svc', () => {
     expect(total).toBe(2);
   });
 
+  it('names a service on a VIP >= 2^31 and shows its backends >= 2^31 (int32 in the maps)', () => {
+    const hi = servicePort(
+      service('hi', '172.30.0.10'),
+      80,
+      'TCP',
+      [endpoint('192.168.2.5:8080')],
+      'http',
+    );
+    ports = [...ports, hi];
+    dpLoadServices(dp, ports);
+    const r = ask<SvcReport>({ cmd: 'svc' });
+    const s = r.services.find((x) => x.vip === '172.30.0.10');
+    expect(s?.name).toBe('default/hi:http');
+    expect(s?.backends.map((b) => `${b.addr}:${b.port}`)).toEqual(['192.168.2.5:8080']);
+  });
+
   it('stops counting a flushed flow', () => {
     ask({ cmd: 'ct-flush', filter: { proto: 'tcp' } });
     const web = ask<SvcReport>({ cmd: 'svc' }).services[0];

@@ -48,6 +48,25 @@ describe('ctStateOf', () => {
     expect([state(req, echoFlow), state(rep, echoFlow)]).toEqual(['established', 'reply']);
   });
 
+  it('compares a source >= 2^31 with the conntrack int32 address as the same address', () => {
+    const hi = dp.ct.create(6, u32('192.168.0.5'), vip, 40001, 80, backend, 8080, 1, 1, 1000);
+    const orig = tcp({
+      src: '192.168.0.5',
+      sport: 40001,
+      dst: '10.96.0.10',
+      dport: 80,
+      flags: SYN,
+    });
+    const reply = tcp({
+      src: '10.244.1.5',
+      sport: 8080,
+      dst: '192.168.0.5',
+      dport: 40001,
+      flags: SYN,
+    });
+    expect([state(orig, hi), state(reply, hi)]).toEqual(['established', 'reply']);
+  });
+
   it('has no state for a packet too short to have a source', () => {
     expect(state(new Uint8Array(10), tcpFlow)).toBe('-');
   });
