@@ -43,8 +43,9 @@ import {
 
 /**
  * The node's and the outside world's addresses. HIGH_ADDRS are the usual ones (172.30/16,
- * 192.0.2/24); LOW_ADDRS keep every address below 2^31, where V8 (without pointer
- * compression, as node ships) holds a u32 as a small integer instead of a heap number.
+ * 192.0.2/24), >= 2^31: as u32 values V8 (without pointer compression, as node ships) would
+ * box them, as the fast path's int32 it does not. LOW_ADDRS keep every address below 2^31,
+ * where both forms are small integers.
  */
 export interface ExtAddrs {
   node: string;
