@@ -9,7 +9,6 @@
 //   watchdog + state file, then steering (steering.ts), each change recorded for undo first
 //   control socket (the ready signal), conntrack GC, pod interface rescan
 //   SIGTERM/SIGINT ─▶ stop(): socket closed, steering undone last-first, TUN closed
-import { mkdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -32,6 +31,7 @@ import { agentTable, inspectAnswer, reasonTable } from './inspect.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
 import { type AgentNet, type AgentOptions, validateOptions } from './options.ts';
 import { HealthNodePorts, healthServices } from './health-nodeport.ts';
+import { ensurePrivateDir } from './private-dir.ts';
 import {
   externalAddrs,
   natDatapathConfig,
@@ -98,10 +98,14 @@ async function prepareNode(opts: AgentOptions, log: Logger): Promise<TunDevice> 
     throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
   }
   const statePath = statePathFor(opts.ctlSocket);
-  mkdirSync(dirname(statePath), { recursive: true });
+  ensurePrivateDir(dirname(statePath)); // root-only whatever the umask (private-dir.ts)
   const recovered = await recoverState(statePath);
+  if (recovered?.refused) {
+    const why = recovered.refused;
+    log.warn({ statePath, why }, 'state file not trusted: its undo commands were not run');
+  }
   const swept = sweepStaleFilters();
-  if (recovered || swept.length > 0)
+  if ((recovered && !recovered.refused) || swept.length > 0)
     log.warn({ recovered, swept }, 'cleaned up after a previous run');
   return TunDevice.open(opts.tun, { batch: opts.batch, up: true });
 }

@@ -9,9 +9,10 @@
 //
 // The socket exists and answers `status` only once the agent is fully up (steering installed):
 // that is the readiness signal the lab waits for.
-import { existsSync, mkdirSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import { dirname } from 'node:path';
+import { ensurePrivateDir } from './private-dir.ts';
 
 export type CtlHandler = (req: Record<string, unknown>) => unknown;
 
@@ -39,9 +40,12 @@ export class CtlServer {
     this.server = server;
   }
 
-  /** Listens on `path`, replacing a stale socket file; refuses if a live agent answers there. */
+  /**
+   * Listens on `path`, replacing a stale socket file; refuses if a live agent answers there.
+   * Root-only whatever the umask: the directory 0700 (private-dir.ts), the socket 0600.
+   */
   static async listen(path: string, handle: CtlHandler): Promise<CtlServer> {
-    mkdirSync(dirname(path), { recursive: true });
+    ensurePrivateDir(dirname(path));
     if (existsSync(path)) {
       if (await ctlAlive(path)) throw new Error(`${path}: another agent is answering there`);
       unlinkSync(path);
@@ -51,6 +55,7 @@ export class CtlServer {
       server.once('error', reject);
       server.listen(path, () => {
         server.off('error', reject);
+        chmodSync(path, 0o600); // the 0700 directory keeps others out until then
         resolve();
       });
     });

@@ -15,12 +15,15 @@
 // - A state file next to the control socket holds the same undo list (and the watchdog's pid).
 //   A restarted `kubetun run` waits for a still-running watchdog, replays the list if the file is
 //   still there (the watchdog died too), sweeps filters with kubetun's prefs, and installs
-//   afresh: installation is idempotent and a restart always starts from a clean node.
+//   afresh: installation is idempotent and a restart always starts from a clean node. Its undo
+//   commands run as root, so the file is trusted only if it is ours and nobody else could have
+//   written it or its directory (private-dir.ts); otherwise nothing in it runs.
 // - Conntrack state is not saved: flows open across a restart are picked up as new flows (a TCP
 //   mid-stream packet is tracked again, a backend may be re-chosen).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { privateFileProblem } from './private-dir.ts';
 import { shQuote, tryRun } from './sh.ts';
 
 const WATCHDOG_SCRIPT = `
@@ -80,7 +83,7 @@ export function statePathFor(ctlSocket: string): string {
 }
 
 export function writeState(path: string, s: SavedState): void {
-  writeFileSync(`${path}.tmp`, `${JSON.stringify(s)}\n`);
+  writeFileSync(`${path}.tmp`, `${JSON.stringify(s)}\n`, { mode: 0o600 });
   renameSync(`${path}.tmp`, path); // never a half-written file after a crash
 }
 
@@ -99,15 +102,24 @@ function alive(pid: number): boolean {
   }
 }
 
+export interface Recovered {
+  prevPid: number;
+  steps: number;
+  failed: number;
+  /** set when the file was not trusted: why (its undo commands were not run) */
+  refused?: string;
+}
+
 /**
  * Undoes what a previous run recorded, after its watchdog (if still running) has finished.
- * Returns what was found, for the log; undefined when there was no state file.
+ * Returns what was found, for the log; undefined when there was no state file. The undo
+ * commands run as root, so a file that is not ours, or that others could have written (its
+ * mode, its directory's), is refused: nothing in it runs, and it stays for the operator to see.
  */
-export async function recoverState(
-  path: string,
-  waitMs = 5000,
-): Promise<{ prevPid: number; steps: number; failed: number } | undefined> {
+export async function recoverState(path: string, waitMs = 5000): Promise<Recovered | undefined> {
   if (!existsSync(path)) return undefined;
+  const refused = privateFileProblem(path);
+  if (refused !== undefined) return { prevPid: 0, steps: 0, failed: 0, refused };
   let s: SavedState;
   try {
     s = JSON.parse(readFileSync(path, 'utf8')) as SavedState;
