@@ -8,7 +8,6 @@ import { ctFilterFromFlags } from '../inspect/flags.ts';
 import { resolveSocket } from '../inspect/socket.ts';
 import { formatSvcReport } from '../inspect/svc-format.ts';
 import type { CtEntry, SvcReport } from '../inspect/types.ts';
-import { KubetunError } from '../manifests/errors.ts';
 
 type Flags = Record<string, unknown>;
 
@@ -31,17 +30,9 @@ function withFilters(c: Command): Command {
     .option('--dport <port>', 'original destination port');
 }
 
-/** Runs an action, printing a KubetunError as `kubetun <what>: message` with exit status 1. */
-function action(what: string, fn: (o: Flags) => Promise<void>): (o: Flags) => Promise<void> {
-  return async (o) => {
-    try {
-      await fn(o);
-    } catch (e) {
-      if (!(e instanceof KubetunError)) throw e;
-      process.stderr.write(`kubetun ${what}: ${e.message}\n`);
-      process.exitCode = 1;
-    }
-  };
+/** Errors are reported by src/cli/main.ts; `what` stays for the reader of the register list. */
+function action(_what: string, fn: (o: Flags) => Promise<void>): (o: Flags) => Promise<void> {
+  return fn;
 }
 
 const out = (s: string) => process.stdout.write(`${s}\n`);

@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { DEFAULT_TOPOLOGY, execArgv, labDown, labUp } from '../lab/lab.ts';
+import { NoLabError, requireRoot, UsageError } from '../errors.ts';
 import { listNetns } from '../lab/sh.ts';
 import { LAB_MODES, type LabMode, readState } from '../lab/state.ts';
 import { formatStatus, labStatus } from '../lab/status.ts';
@@ -10,19 +11,13 @@ import { loadTopology, targetNamespace } from '../lab/topology.ts';
 
 const progress = (msg: string) => process.stderr.write(`lab: ${msg}\n`);
 
-/** Known failures print one message and exit 1; anything else is a bug and keeps its stack. */
-async function guarded(fn: () => Promise<void> | void): Promise<void> {
-  try {
-    await fn();
-  } catch (err) {
-    const e = err as Error;
-    if (e.name === 'LabError' || e.name === 'TopologyError') {
-      process.stderr.write(`kubetun lab: ${e.message}\n`);
-      process.exitCode = 1;
-      return;
-    }
-    throw err;
-  }
+/**
+ * Every lab command but `lab compare --list` builds or reads namespaces and /run: it needs root.
+ * Errors are reported by src/cli/main.ts (src/errors.ts says how).
+ */
+async function guarded(what: string, fn: () => Promise<void> | void): Promise<void> {
+  if (what !== 'status' && what !== 'compare') requireRoot(`lab ${what}`);
+  await fn();
 }
 
 export function register(program: Command): void {
@@ -45,7 +40,10 @@ export function register(program: Command): void {
         .default('kubetun'),
     )
     .action((o: { topology: string; mode: LabMode }) =>
-      guarded(async () => void (await labUp({ topology: o.topology, mode: o.mode, progress }))),
+      guarded(
+        'up',
+        async () => void (await labUp({ topology: o.topology, mode: o.mode, progress })),
+      ),
     );
 
   lab
@@ -53,7 +51,7 @@ export function register(program: Command): void {
     .description('remove everything lab up created (also after a crash)')
     .addOption(topo())
     .action((o: { topology: string }) =>
-      guarded(async () => void (await labDown({ topology: o.topology, progress }))),
+      guarded('down', async () => void (await labDown({ topology: o.topology, progress }))),
     );
 
   lab
@@ -62,7 +60,7 @@ export function register(program: Command): void {
     .addOption(topo())
     .option('--json', 'print JSON')
     .action((o: { topology: string; json?: boolean }) =>
-      guarded(async () => {
+      guarded('status', async () => {
         const s = await labStatus(o.topology);
         process.stdout.write(o.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
       }),
@@ -75,7 +73,7 @@ export function register(program: Command): void {
     )
     .addOption(topo())
     .action((target: string, cmd: string[], o: { topology: string }) =>
-      guarded(() => {
+      guarded('exec', () => {
         const t = loadTopology(readState()?.topologyFile ?? o.topology);
         const ns = targetNamespace(t, target);
         if (!ns) {
@@ -85,18 +83,12 @@ export function register(program: Command): void {
             ...t.clients.map((c) => c.name),
             'underlay',
           ];
-          throw Object.assign(
-            new Error(`no pod, node or client named "${target}" (known: ${names.join(', ')})`),
-            { name: 'LabError' },
+          throw new UsageError(
+            `no pod, node or client named "${target}" (known: ${names.join(', ')})`,
           );
         }
         if (!listNetns().includes(ns)) {
-          throw Object.assign(
-            new Error(`${target} does not exist: the lab is not up (run: kubetun lab up)`),
-            {
-              name: 'LabError',
-            },
-          );
+          throw new NoLabError(`${target} does not exist: the lab is not up`);
         }
         const argv = execArgv(ns, cmd);
         const r = spawnSync(argv[0]!, argv.slice(1), { stdio: 'inherit' });
@@ -110,14 +102,9 @@ export function register(program: Command): void {
       'switch the running lab to another data plane (kubetun, iptables, nftables, none) without rebuilding it',
     )
     .action((mode: string) =>
-      guarded(async () => {
+      guarded('mode', async () => {
         if (!(LAB_MODES as readonly string[]).includes(mode))
-          throw Object.assign(
-            new Error(`unknown mode "${mode}" (known: ${LAB_MODES.join(', ')})`),
-            {
-              name: 'LabError',
-            },
-          );
+          throw new UsageError(`unknown mode "${mode}" (known: ${LAB_MODES.join(', ')})`);
         const { labSwitchMode } = await import('../lab/compare/mode.ts');
         await labSwitchMode(mode as LabMode, progress);
       }),
@@ -153,13 +140,14 @@ export function register(program: Command): void {
           kubetunFirst?: boolean;
         },
       ) =>
-        guarded(async () => {
+        guarded('compare', async () => {
           const { findScenarios, SCENARIOS } = await import('../lab/compare/scenarios.ts');
           if (o.list) {
             for (const s of SCENARIOS) process.stdout.write(`${s.name.padEnd(18)} ${s.title}\n`);
             return;
           }
           const scenarios = findScenarios(names);
+          requireRoot('lab compare');
           const { labCompare } = await import('../lab/compare/run.ts');
           const { formatReport } = await import('../lab/compare/report.ts');
           const r = await labCompare(scenarios, {
@@ -191,7 +179,7 @@ export function register(program: Command): void {
         .default('kubetun'),
     )
     .action((name: string, o: { topology: string; mode: 'kubetun' | 'iptables' | 'nftables' }) =>
-      guarded(async () => {
+      guarded('demo', async () => {
         if (name === 'nodeport') {
           const { nodePortDemo } = await import('../lab/demo/nodeport.ts');
           await nodePortDemo({ topology: o.topology, progress });
@@ -203,9 +191,9 @@ export function register(program: Command): void {
           return;
         }
         if (name !== 'curl-vs-ping')
-          throw Object.assign(new Error(`unknown demo "${name}" (known: curl-vs-ping, nodeport, long-connections)`), {
-            name: 'LabError',
-          });
+          throw new UsageError(
+            `unknown demo "${name}" (known: curl-vs-ping, nodeport, long-connections)`,
+          );
         const { curlVsPing } = await import('../lab/demo/curl-vs-ping.ts');
         await curlVsPing({ topology: o.topology, mode: o.mode, progress });
       }),

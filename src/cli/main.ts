@@ -1,4 +1,5 @@
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
+import { reportError } from '../errors.ts';
 import { register as registerInspect } from './inspect.ts';
 import { register as registerLab } from './lab.ts';
 import { register as registerProvision } from './provision.ts';
@@ -16,7 +17,21 @@ const program = new Command();
 program
   .name('kubetun')
   .description('A userspace, eBPF-style Kubernetes Service data plane on a Linux TUN device')
-  .version('0.1.0');
+  .version('0.1.0')
+  .option('--debug', 'print the stack of an error too')
+  // Set before the subcommands are registered, so every subcommand inherits both: a usage
+  // mistake (unknown command or option, missing argument) is commander's one line, a pointer
+  // to --help, and exit status 2 — the status every user mistake ends with (src/errors.ts).
+  .showHelpAfterError('(add --help to see the commands and flags)')
+  .exitOverride();
+
+// The full name of the command running ("lab up", "ct list"), for error messages.
+let running = '';
+program.hook('preAction', (_self, action) => {
+  const names: string[] = [];
+  for (let c: Command | null = action; c && c !== program; c = c.parent) names.unshift(c.name());
+  running = names.join(' ');
+});
 
 // Each subcommand lives in its own module (src/cli/*.ts) to keep this file short.
 for (const register of [
@@ -30,4 +45,19 @@ for (const register of [
   register(program);
 }
 
-await program.parseAsync(process.argv);
+// --debug anywhere before a `--` (after it, the words belong to `lab exec`'s command).
+const dash = process.argv.indexOf('--');
+const debug =
+  process.env.KUBETUN_DEBUG === '1' ||
+  process.argv.slice(0, dash < 0 ? undefined : dash).includes('--debug');
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) {
+    // commander printed its message (or the help) already.
+    process.exitCode = err.exitCode === 0 ? 0 : 2;
+  } else {
+    process.exitCode = reportError(err, running, debug);
+  }
+}

@@ -1,6 +1,7 @@
 // `kubetun lab provision-node`: make this machine (its network namespace) one node of a lab
 // topology — the provisioning the Vagrantfile runs in each node VM (lab/provision/node.sh), and
 // the same code `lab up` runs for each node namespace (src/lab/provision.ts).
+import { requireRoot, UsageError } from '../errors.ts';
 import type { Command } from 'commander';
 import {
   findNode,
@@ -44,21 +45,13 @@ export function register(program: Command): void {
     .option('--network-only', 'pods, routes and sysctls only: no pod servers, no kubetun')
     .option('--data-plane <kind>', 'kubetun or none', 'kubetun')
     .option('--down', 'remove what an earlier provision-node made here')
-    .action(async (f: Flags) => {
-      try {
-        await provision(f);
-      } catch (err) {
-        const e = err as Error;
-        if (e.name !== 'LabError' && e.name !== 'TopologyError') throw err;
-        process.stderr.write(`kubetun lab provision-node: ${e.message}\n`);
-        process.exitCode = 1;
-      }
-    });
+    .action((f: Flags) => provision(f));
 }
 
 async function provision(f: Flags): Promise<void> {
   if (f.dataPlane !== 'kubetun' && f.dataPlane !== 'none')
-    throw new LabError(`--data-plane: "${f.dataPlane}" is not kubetun or none`);
+    throw new UsageError(`--data-plane: "${f.dataPlane}" is not kubetun or none`);
+  requireRoot('lab provision-node');
   const all = loadTopology(f.topology);
   const t = f.nodes === undefined ? all : firstNodes(all, Number(f.nodes));
   const n = findNode(t, f.node);

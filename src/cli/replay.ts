@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { REASON_NAMES } from '../datapath/reasons.ts';
 import { VERDICT_NAMES } from '../datapath/verdict.ts';
-import { KubetunError } from '../manifests/errors.ts';
+import { fromErrno, UserError } from '../errors.ts';
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
 import {
   formatReplayEntry,
@@ -33,10 +33,7 @@ export function replayFiles(o: ReplayFilesOptions): ReplayResult {
   try {
     input = readFileSync(o.input);
   } catch (e) {
-    throw new KubetunError(
-      'REPLAY_IO',
-      `${o.input}: cannot read: ${(e as NodeJS.ErrnoException).code ?? e}`,
-    );
+    throw userIo(e, '--in: cannot read', o.input);
   }
   const print = o.print ?? ((l: string) => process.stdout.write(`${l}\n`));
   const result = replayPcap(ports, input, {
@@ -50,12 +47,15 @@ export function replayFiles(o: ReplayFilesOptions): ReplayResult {
   try {
     writeFileSync(o.output, result.pcap);
   } catch (e) {
-    throw new KubetunError(
-      'REPLAY_IO',
-      `${o.output}: cannot write: ${(e as NodeJS.ErrnoException).code ?? e}`,
-    );
+    throw userIo(e, '--out: cannot write', o.output);
   }
   return result;
+}
+
+/** A path given on the command line that cannot be read or written: the user's to fix. */
+function userIo(e: unknown, what: string, path: string): UserError {
+  const k = fromErrno(e, what, path);
+  return k instanceof UserError ? k : new UserError('REPLAY_IO', k.message, { cause: e });
 }
 
 /** A trace entry for programs: the numbers and their names. */
@@ -106,14 +106,8 @@ export function register(program: Command): void {
         nodeName?: string;
         seed?: number;
       }) => {
-        try {
-          const r = replayFiles({ ...opts, input: opts.in, output: opts.out });
-          process.stderr.write(`replay: ${replaySummary(r)}\n`);
-        } catch (e) {
-          if (!(e instanceof KubetunError)) throw e;
-          process.stderr.write(`kubetun replay: ${e.message}\n`);
-          process.exitCode = 1;
-        }
+        const r = replayFiles({ ...opts, input: opts.in, output: opts.out });
+        process.stderr.write(`replay: ${replaySummary(r)}\n`);
       },
     );
 }

@@ -2,7 +2,7 @@
 // `iptables-restore` input (iptables mode) or an `nft -f` file (nftables mode). Offline, no
 // root: diff it against `iptables-save` on a real node, or load it into a scratch namespace.
 import type { Command } from 'commander';
-import { KubetunError } from '../manifests/errors.ts';
+import { UsageError } from '../errors.ts';
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
 import { renderIptables } from '../rules/iptables.ts';
 import { renderJumpCommands } from '../rules/jumps.ts';
@@ -26,7 +26,7 @@ function parseRange(s: string): { min: number; max: number } {
   const min = m ? Number(m[1]) : Number.NaN;
   const max = m ? Number(m[2]) : Number.NaN;
   if (!m || min < 1 || max > 65535 || min > max) {
-    throw new KubetunError('RULES_USAGE', `--service-node-port-range: "${s}" is not MIN-MAX`);
+    throw new UsageError(`--service-node-port-range: "${s}" is not MIN-MAX`);
   }
   return { min, max };
 }
@@ -46,7 +46,7 @@ export async function renderRules(o: RulesCliOptions): Promise<string> {
       ? `${restore}# jumps from the built-in chains:\n${renderJumpCommands()}`
       : restore;
   } catch (e) {
-    if (e instanceof RangeError) throw new KubetunError('RULES_USAGE', e.message);
+    if (e instanceof RangeError) throw new UsageError(e.message);
     throw e;
   }
 }
@@ -107,17 +107,10 @@ export function register(program: Command): void {
     .option('--service-node-port-range <min-max>', 'accepted nodePort range (default 30000-32767)')
     .option('--jumps', 'iptables mode: also print the jumps from built-in chains as shell commands')
     .action(async (opts: Record<string, unknown>) => {
-      try {
-        const mode = opts.mode as string;
-        if (mode !== 'iptables' && mode !== 'nftables') {
-          throw new KubetunError('RULES_USAGE', `--mode: "${mode}" is not iptables or nftables`);
-        }
-        const text = await renderRules(cliOptions(opts, mode));
-        process.stdout.write(text);
-      } catch (e) {
-        if (!(e instanceof KubetunError)) throw e;
-        process.stderr.write(`kubetun rules: ${e.message}\n`);
-        process.exitCode = 1;
+      const mode = opts.mode as string;
+      if (mode !== 'iptables' && mode !== 'nftables') {
+        throw new UsageError(`--mode: "${mode}" is not iptables or nftables`);
       }
+      process.stdout.write(await renderRules(cliOptions(opts, mode)));
     });
 }

@@ -1,6 +1,6 @@
 // CLI flags -> the filter the agent applies, validated on this side first so a typo fails
 // before anything is sent (and names the flag, not the JSON key).
-import { KubetunError } from '../manifests/errors.ts';
+import { UsageError } from '../errors.ts';
 import { type CtFilterSpec, parseCtFilter } from './ct-filter.ts';
 
 /** JSON key -> the flag that sets it. */
@@ -24,7 +24,7 @@ export function ctFilterFromFlags(o: Record<string, unknown>): CtFilterSpec {
   try {
     parseCtFilter(spec, 'filter', (k) => CT_FILTER_FLAGS[k as keyof CtFilterSpec] ?? k);
   } catch (err) {
-    throw new KubetunError('INSPECT_USAGE', (err as Error).message);
+    throw new UsageError((err as Error).message);
   }
   return spec as CtFilterSpec;
 }

@@ -2,7 +2,7 @@
 // and the lab create, <dir>/NAME.sock), or the only socket in <dir> when exactly one exists.
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { KubetunError } from '../manifests/errors.ts';
+import { UsageError } from '../errors.ts';
 
 /** The lab exports KUBETUN_CTL_DIR for labs beside the default one (src/lab/state.ts). */
 export const CTL_DIR_DEFAULT = process.env.KUBETUN_CTL_DIR || '/run/kubetun';
@@ -14,15 +14,12 @@ export interface SocketChoice {
 
 export function resolveSocket(o: SocketChoice, dir = CTL_DIR_DEFAULT): string {
   if (o.socket && o.node) {
-    throw new KubetunError('INSPECT_USAGE', '--socket and --node: give one of them, not both');
+    throw new UsageError('--socket and --node: give one of them, not both');
   }
   if (o.socket) return o.socket;
   if (o.node) {
     if (!/^[A-Za-z0-9._-]+$/.test(o.node) || o.node.startsWith('.')) {
-      throw new KubetunError(
-        'INSPECT_USAGE',
-        `--node: ${JSON.stringify(o.node)} is not a node name`,
-      );
+      throw new UsageError(`--node: ${JSON.stringify(o.node)} is not a node name`);
     }
     return join(dir, `${o.node}.sock`);
   }
@@ -37,5 +34,5 @@ export function resolveSocket(o: SocketChoice, dir = CTL_DIR_DEFAULT): string {
     names.length === 0
       ? `no control socket in ${dir} (is \`kubetun run\` running?)`
       : `${names.length} control sockets in ${dir}: ${names.sort().join(', ')}`;
-  throw new KubetunError('INSPECT_USAGE', `${found}; choose one with --node NAME or --socket PATH`);
+  throw new UsageError(`${found}; choose one with --node NAME or --socket PATH`);
 }

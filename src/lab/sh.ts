@@ -1,11 +1,12 @@
 // Running the commands that build the lab. Synchronous on purpose: lab up is a sequence where
 // each step needs the one before, and a failed step must stop the build with its stderr shown.
 import { execFileSync, spawnSync } from 'node:child_process';
+import { type ErrorOptions, KubetunError } from '../errors.ts';
 
-export class LabError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'LabError';
+/** A lab step that failed (a command, a process, the lock): not the user's typo. Exit 1. */
+export class LabError extends KubetunError {
+  constructor(message: string, options: ErrorOptions = {}) {
+    super('LAB', message, options);
   }
 }
 

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { UserError } from '../errors.ts';
 
 /** Every namespace the lab creates starts with this, so a sweep can never touch anything else. */
 /**
@@ -69,15 +70,14 @@ export interface Topology {
 }
 
 /** A topology file that cannot be used; the message names the file, object and field. */
-export class TopologyError extends Error {
+export class TopologyError extends UserError {
   constructor(
     readonly file: string,
     readonly object: string,
     readonly field: string,
     problem: string,
   ) {
-    super(`${file}: ${object}: ${field}: ${problem}`);
-    this.name = 'TopologyError';
+    super('TOPOLOGY', `${file}: ${object}: ${field}: ${problem}`);
   }
 }
 

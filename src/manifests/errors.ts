@@ -1,17 +1,9 @@
-// Control-plane errors. The data plane counts and drops; the control plane throws one of these,
-// and every message names where the bad input is, so a user can fix it without a debugger.
-//
-// KubetunError is the single base class (a stable `code` per failure kind, for programs and
-// tests); it lives here because the manifests loader is its first user. Other areas subclass it.
+// Manifest errors: every message names the file, object and field, so a user can fix the input
+// without a debugger. The base classes live in src/errors.ts; KubetunError is re-exported here
+// for the modules that imported it from this file first.
+import { UserError } from '../errors.ts';
 
-export class KubetunError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'KubetunError';
-    this.code = code;
-  }
-}
+export { KubetunError } from '../errors.ts';
 
 /** Stable codes for every way a manifest can be rejected. */
 export type ManifestErrorCode =
@@ -38,7 +30,7 @@ export type ManifestErrorCode =
  * "Kind in document N" when the name is missing, "" when the file as a whole is bad); `field`
  * is the path inside the document, e.g. `spec.ports[1].port` ("" when not about one field).
  */
-export class ManifestError extends KubetunError {
+export class ManifestError extends UserError {
   declare readonly code: ManifestErrorCode;
   readonly file: string;
   readonly object: string;

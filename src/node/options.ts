@@ -1,4 +1,5 @@
 // `kubetun run` options: validated once, in the slow world, with the flag named in every error.
+import { UserError } from '../errors.ts';
 import { SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
 import type { CtRunFlags } from '../datapath/ct-gc.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
@@ -56,10 +57,10 @@ export interface AgentNet {
   serviceCidr: Cidr;
 }
 
-export class OptionError extends Error {
+/** A `kubetun run` flag with a bad value: the user's to fix (src/errors.ts). */
+export class OptionError extends UserError {
   constructor(flag: string, message: string) {
-    super(`--${flag}: ${message}`);
-    this.name = 'OptionError';
+    super('OPTION', `--${flag}: ${message}`);
   }
 }
 

@@ -2,13 +2,15 @@
 // with argv arrays, never a shell, so interface names cannot inject anything; a failure carries
 // the command line and the tool's stderr.
 import { execFileSync } from 'node:child_process';
+import { KubetunError } from '../errors.ts';
 
-export class CommandError extends Error {
+export class CommandError extends KubetunError {
   readonly argv: readonly string[];
   readonly stderr: string;
   constructor(argv: readonly string[], stderr: string, cause: unknown) {
-    super(`${argv.join(' ')}: ${stderr.trim() || (cause as Error).message}`, { cause });
-    this.name = 'CommandError';
+    super('COMMAND_FAILED', `${argv.join(' ')}: ${stderr.trim() || (cause as Error).message}`, {
+      cause,
+    });
     this.argv = argv;
     this.stderr = stderr;
   }

@@ -30,7 +30,7 @@
 //  +---------------------------------------------------------------+
 //
 // Link-layer headers inside the packet data are in network byte order whatever the file's order.
-import { KubetunError } from '../manifests/errors.ts';
+import { UserError } from '../errors.ts';
 
 export const PCAP_MAGIC_US = 0xa1b2c3d4;
 export const PCAP_MAGIC_NS = 0xa1b23c4d;
@@ -54,7 +54,8 @@ export const ETHERTYPE_QINQ = 0x88a8;
 
 export type PcapErrorCode = 'PCAP_BAD_MAGIC' | 'PCAP_TRUNCATED' | 'PCAP_LINKTYPE';
 
-export class PcapError extends KubetunError {
+/** A file that is not a capture kubetun can read: the user gave the wrong file (exit 2). */
+export class PcapError extends UserError {
   declare readonly code: PcapErrorCode;
   constructor(code: PcapErrorCode, message: string) {
     super(code, message);

@@ -122,9 +122,9 @@ describe('kubetun ct / svc on a running agent', () => {
     expect(kubetun('ct', 'list').out).toBe('');
   });
 
-  it('a bad filter is refused with the flag named, exit status 1', () => {
+  it('a bad filter is refused with the flag named, exit status 2', () => {
     const r = kubetun('ct', 'flush', '--src', '10.244.1');
-    expect(r.status).toBe(1);
+    expect(r.status).toBe(2);
     expect(r.err).toBe('kubetun ct flush: --src: invalid IPv4 address "10.244.1"\n');
   });
 });

@@ -87,7 +87,7 @@ describe('kubetun replay', () => {
     expect([r.status, r.stdout]).toEqual([0, '']);
   });
 
-  it('fails with the located manifest error, no stack trace, exit status 1', () => {
+  it('fails with the located manifest error, no stack trace, exit status 2', () => {
     const bad = join(dir, 'bad');
     mkdirSync(bad);
     writeFileSync(
@@ -103,7 +103,7 @@ describe('kubetun replay', () => {
       '--out',
       join(dir, 'x.pcap'),
     );
-    expect(r.status).toBe(1);
+    expect(r.status).toBe(2);
     expect(r.stderr).toBe(
       `kubetun replay: ${join(bad, 'svc.yaml')}: Service default/web: spec.ports[0].port: port 0 is out of range 1-65535\n`,
     );
@@ -120,7 +120,7 @@ describe('kubetun replay', () => {
       '--out',
       join(dir, 'y.pcap'),
     );
-    expect(r.status).toBe(1);
+    expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/^kubetun replay: .*junk\.pcap: not a pcap file/);
   });
 });

@@ -69,7 +69,7 @@ describe('kubetun rules (iptables)', () => {
         encoding: 'utf8',
       },
     );
-    expect(r.status).toBe(1);
+    expect(r.status).toBe(2);
     expect(r.stderr).toContain('--mode: "ipvs" is not iptables or nftables');
   });
 });

@@ -8,6 +8,7 @@
 //                 (addresses and its veth's capture point); the other backends' veths are one
 //                 capture point. Needs backends that sit alike relative to the client.
 //   none:         no backend (ping, rejects).
+import { UsageError } from '../../errors.ts';
 import { inNs, shTry } from '../sh.ts';
 import type { LabClient, LabPod, Topology } from '../topology.ts';
 
@@ -201,9 +202,8 @@ export function findScenarios(names: string[]): Scenario[] {
   return names.map((n) => {
     const s = SCENARIOS.find((x) => x.name === n);
     if (!s)
-      throw Object.assign(
-        new Error(`unknown scenario "${n}" (known: ${SCENARIOS.map((x) => x.name).join(', ')})`),
-        { name: 'LabError' },
+      throw new UsageError(
+        `unknown scenario "${n}" (known: ${SCENARIOS.map((x) => x.name).join(', ')})`,
       );
     return s;
   });
