@@ -219,27 +219,21 @@ export function ct4TcpMayStart(tcpFlags: number): boolean {
 }
 
 /**
- * Create the entry of a new service flow. Returns the entry, or CT_FULL / CT_CLASH (< 0).
- * An expired flow still holding the reply tuple (not yet collected) is deleted and the create
- * retried; a full table gets one bounded GC step (`gcBatch` positions from `gc.cursor`, as
- * Cilium triggers GC on a failed insert), is flagged for the agent's GC, and one retry.
+ * Create the entry of the packet's flow (the tuple parsed into dp) to backend `backendId` at
+ * baddr:bport. Returns the entry, or CT_FULL / CT_CLASH (< 0). An expired flow still holding
+ * the reply tuple (not yet collected) is deleted and the create retried; a full table gets one
+ * bounded GC step (`dp.ctGc.batch` positions from its cursor, as Cilium triggers GC on a
+ * failed insert), is flagged for the agent's GC, and one retry.
  */
 export function ct4Create(
-  ct: ConntrackMap,
-  gc: Ct4GcState,
-  proto: number,
-  saddr: number,
-  daddr: number,
-  sport: number,
-  dport: number,
+  dp: Datapath,
+  backendId: number,
   baddr: number,
   bport: number,
-  backendId: number,
   revNat: number,
-  nowSec: number,
-  tmo = CT_DEFAULT_TIMEOUTS,
 ): number {
-  const expires = nowSec + ct4Timeout(proto, 0, tmo);
+  const { ct, ctGc: gc, proto, saddr, daddr, sport, dport, nowSec } = dp;
+  const expires = nowSec + ct4Timeout(proto, 0, dp.ctTimeouts);
   let i = ct.create(proto, saddr, daddr, sport, dport, baddr, bport, backendId, revNat, expires);
   if (i >= 0) return i;
   if (i === CT_CLASH) {

@@ -23,8 +23,6 @@ import { ipv4RewriteDst, ipv4RewriteSrc } from '../wire/rewrite.ts';
 import type { Datapath } from './datapath.ts';
 import { lb4IsVip } from './lb.ts';
 import { DROP_FRAG_OUT_OF_ORDER, PASS_NON_FIRST_FRAGMENT, TX_FRAG } from './reasons.ts';
-import { dpVerdict } from './result.ts';
-import { V_DROP, V_PASS, V_TX } from './verdict.ts';
 
 /**
  * After a first fragment was translated (V_TX): later fragments of its datagram get the
@@ -49,10 +47,10 @@ export function frag4Remember(dp: Datapath, buf: Uint8Array): void {
 export function frag4Later(dp: Datapath, buf: Uint8Array): number {
   const f = dp.frags.lookup(dp.saddr, dp.daddr, ipv4Id(buf, dp.ipOff), dp.proto, dp.nowSec);
   if (f < 0) {
-    if (lb4IsVip(dp, dp.daddr)) return dpVerdict(dp, V_DROP, DROP_FRAG_OUT_OF_ORDER);
-    return dpVerdict(dp, V_PASS, PASS_NON_FIRST_FRAGMENT);
+    if (lb4IsVip(dp, dp.daddr)) return DROP_FRAG_OUT_OF_ORDER;
+    return PASS_NON_FIRST_FRAGMENT;
   }
   ipv4RewriteSrc(buf, dp.ipOff, dp.frags.newSrc(f)); // each a no-op when unchanged
   ipv4RewriteDst(buf, dp.ipOff, dp.frags.newDst(f));
-  return dpVerdict(dp, V_TX, TX_FRAG);
+  return TX_FRAG;
 }

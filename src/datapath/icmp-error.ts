@@ -44,27 +44,25 @@ import {
 import { ct4Expired } from './ct.ts';
 import type { Datapath } from './datapath.ts';
 import { nat4Dead } from './nat.ts';
-import { TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from './reasons.ts';
-import { dpVerdict } from './result.ts';
-import { V_CONTINUE, V_TX } from './verdict.ts';
+import { R_CONTINUE, TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from './reasons.ts';
 
 /**
  * The ICMP error at dp.l4Off (icmpCheck passed, type is an error): translate it if it quotes
- * a packet of a tracked flow. V_CONTINUE when it is not about one of ours.
+ * a packet of a tracked flow. R_CONTINUE when it is not about one of ours.
  */
 export function icmp4RelatedError(dp: Datapath, buf: Uint8Array): number {
-  if (dp.frag !== 0) return V_CONTINUE;
+  if (dp.frag !== 0) return R_CONTINUE;
   const inner = dp.l4Off + ICMP_EMBEDDED_OFF;
-  if (ipv4CheckQuoted(buf, inner, dp.ipEnd) !== IPV4_OK) return V_CONTINUE;
+  if (ipv4CheckQuoted(buf, inner, dp.ipEnd) !== IPV4_OK) return R_CONTINUE;
   const proto = ipv4Proto(buf, inner);
-  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return V_CONTINUE;
-  if (ipv4FragOffset(buf, inner) !== 0) return V_CONTINUE; // quote of a later fragment: no ports
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return R_CONTINUE;
+  if (ipv4FragOffset(buf, inner) !== 0) return R_CONTINUE; // quote of a later fragment: no ports
   const l4 = inner + ipv4HeaderLen(buf, inner);
-  if (l4 + 4 > dp.ipEnd) return V_CONTINUE;
+  if (l4 + 4 > dp.ipEnd) return R_CONTINUE;
   const qsrc = ipv4Src(buf, inner);
   const qdst = ipv4Dst(buf, inner);
   // an error goes back to the quoted packet's sender; anything else is not a real error of it
-  if (dp.daddr !== qsrc) return V_CONTINUE;
+  if (dp.daddr !== qsrc) return R_CONTINUE;
   const qsport = read16(buf, l4);
   const qdport = read16(buf, l4 + 2);
   const ct = dp.ct;
@@ -77,7 +75,7 @@ export function icmp4RelatedError(dp: Datapath, buf: Uint8Array): number {
     return icmp4Done(dp, i, TX_ICMP_ERR_REVNAT);
   }
   const m = icmp4Masqueraded(dp, buf, proto, qsrc, qdst, qsport, qdport);
-  if (m !== V_CONTINUE) return m;
+  if (m !== R_CONTINUE) return m;
   i = ct.lookupOrig(proto, qdst, qsrc, qdport, qsport);
   if (i >= 0 && !ct4Expired(ct, i, dp.nowSec)) {
     const baddr = ct.baddr(i);
@@ -86,13 +84,13 @@ export function icmp4RelatedError(dp: Datapath, buf: Uint8Array): number {
     ipv4RewriteDst(buf, dp.ipOff, baddr);
     return icmp4Done(dp, i, TX_ICMP_ERR_DNAT);
   }
-  return V_CONTINUE;
+  return R_CONTINUE;
 }
 
 function icmp4Done(dp: Datapath, i: number, reason: number): number {
   dp.lastCtIdx = i;
   dp.lastBackendId = dp.ct.backendId(i);
-  return dpVerdict(dp, V_TX, reason);
+  return reason;
 }
 
 /** The error quotes a masqueraded packet (natAddr:natPort -> backend): back to the client. */
@@ -106,9 +104,9 @@ function icmp4Masqueraded(
   qdport: number,
 ): number {
   const snat = dp.nat.snat;
-  if (snat.size === 0) return V_CONTINUE;
+  if (snat.size === 0) return R_CONTINUE;
   const e = snat.lookupRev(proto, qdst, qdport, qsrc, qsport);
-  if (e < 0 || nat4Dead(dp, e)) return V_CONTINUE;
+  if (e < 0 || nat4Dead(dp, e)) return R_CONTINUE;
   const ct = dp.ct;
   const i = snat.ctIdx(e);
   const front = ct.daddr(i);

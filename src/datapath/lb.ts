@@ -21,9 +21,13 @@ import {
   ctTcpState,
 } from './ct.ts';
 import type { Datapath } from './datapath.ts';
-import { DROP_CT_CLASH, DROP_CT_FULL, DROP_CT_INVALID, TX_DNAT_NEW } from './reasons.ts';
-import { dpVerdict } from './result.ts';
-import { V_CONTINUE, V_DROP, V_TX } from './verdict.ts';
+import {
+  DROP_CT_CLASH,
+  DROP_CT_FULL,
+  DROP_CT_INVALID,
+  R_CONTINUE,
+  TX_DNAT_NEW,
+} from './reasons.ts';
 
 /** Master entry of (daddr, dport, proto), or -1. */
 export function lb4LookupService(dp: Datapath): number {
@@ -131,23 +135,23 @@ export function lb4ConnRelease(dp: Datapath, i: number): void {
 
 /**
  * A packet of `bytes` in direction `dir` of tracked flow i: state, lifetime and counters,
- * connection counts, trace. V_CONTINUE, or V_DROP (counted) for an INVALID packet when
+ * connection counts, trace. R_CONTINUE, or DROP_CT_INVALID for an INVALID packet when
  * cfg.ctDropInvalid says so.
  */
 export function lb4Track(dp: Datapath, i: number, dir: number, bytes: number): number {
   const ct = dp.ct;
   const f0 = ct.flags(i);
   const ok = ct4Update(ct, i, dir, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
-  if (ok === 0 && ct4Invalid(dp, false)) return dpVerdict(dp, V_DROP, DROP_CT_INVALID);
+  if (ok === 0 && ct4Invalid(dp, false)) return DROP_CT_INVALID;
   if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
   dp.lastCtIdx = i;
   dp.lastBackendId = ct.backendId(i);
-  return V_CONTINUE;
+  return R_CONTINUE;
 }
 
 /**
- * The conntrack entry of a new flow of master m to backend `backendId` at baddr:bport, or -1
- * when none can be had (the drop is counted: table full, or another flow owns the reply tuple).
+ * The conntrack entry of a new flow of master m to backend `backendId` at baddr:bport, or
+ * CT_FULL / CT_CLASH (< 0) when none can be had; lb4CtCreateFailed names the drop.
  */
 export function lb4CtCreate(
   dp: Datapath,
@@ -156,24 +160,12 @@ export function lb4CtCreate(
   baddr: number,
   bport: number,
 ): number {
-  const i = ct4Create(
-    dp.ct,
-    dp.ctGc,
-    dp.proto,
-    dp.saddr,
-    dp.daddr,
-    dp.sport,
-    dp.dport,
-    baddr,
-    bport,
-    backendId,
-    dp.svc.revNat(m),
-    dp.nowSec,
-    dp.ctTimeouts,
-  );
-  if (i >= 0) return i;
-  dpVerdict(dp, V_DROP, i === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL);
-  return -1;
+  return ct4Create(dp, backendId, baddr, bport, dp.svc.revNat(m));
+}
+
+/** The reason a failed lb4CtCreate drops the packet: another flow owns the reply tuple, or full. */
+export function lb4CtCreateFailed(code: number): number {
+  return code === CT_CLASH ? DROP_CT_CLASH : DROP_CT_FULL;
 }
 
 /** The first packet of new flow i (source already masqueraded if it must be): DNAT it. */
@@ -185,7 +177,7 @@ export function lb4NewFlowTx(dp: Datapath, buf: Uint8Array, i: number, bytes: nu
   dp.lastCtNew = 1;
   dp.lastBackendId = ct.backendId(i);
   lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
-  return dpVerdict(dp, V_TX, TX_DNAT_NEW);
+  return TX_DNAT_NEW;
 }
 
 /** Client -> VIP becomes client -> backend: destination address and port. */

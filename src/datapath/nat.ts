@@ -35,17 +35,16 @@ import {
 import type { DatapathConfig } from './config.ts';
 import { CT_DIR_REPLY, ct4Expired } from './ct.ts';
 import type { Datapath } from './datapath.ts';
-import { lb4CtCreate, lb4NewFlowTx, lb4Track } from './lb.ts';
+import { lb4CtCreate, lb4CtCreateFailed, lb4NewFlowTx, lb4Track } from './lb.ts';
 import {
   DROP_ETP_NO_LOCAL_ENDPOINTS,
   DROP_NAT_NO_PORT,
   DROP_NO_BACKEND,
   DROP_SNAT_FULL,
   DROP_SOURCE_RANGE,
+  R_CONTINUE,
   TX_REVSNAT,
 } from './reasons.ts';
-import { dpVerdict } from './result.ts';
-import { V_CONTINUE, V_DROP, V_TX } from './verdict.ts';
 
 /** Frontends reached from outside the cluster (KUBE-EXT-*). */
 export const SVC_F_EXTERNAL = SVC_F_NODEPORT | SVC_F_EXTERNAL_IP | SVC_F_LOADBALANCER;
@@ -116,17 +115,17 @@ function fromNode(nat: NatState, saddr: number): boolean {
 /**
  * External frontends, before the generic new-flow path: source ranges, and the local scope of
  * externalTrafficPolicy: Local for external clients (served here, unmasqueraded). Returns
- * V_CONTINUE to go on with master m (every endpoint), else the final verdict.
+ * R_CONTINUE to go on with master m (every endpoint), else the final verdict.
  */
 export function nat4Frontend(dp: Datapath, buf: Uint8Array, m: number, bytes: number): number {
   const flags = dp.svc.flags(m);
-  if ((flags & SVC_F_EXTERNAL) === 0) return V_CONTINUE;
+  if ((flags & SVC_F_EXTERNAL) === 0) return R_CONTINUE;
   const nat = dp.nat;
   if ((flags & SVC_F_SOURCE_RANGE) !== 0 && !nat4InRanges(nat, dp.svc.revNat(m), dp.saddr)) {
-    return dpVerdict(dp, V_DROP, DROP_SOURCE_RANGE);
+    return DROP_SOURCE_RANGE;
   }
-  if ((flags & SVC_F_ETP_LOCAL) === 0) return V_CONTINUE;
-  if (fromPod(nat, dp.saddr) || fromNode(nat, dp.saddr)) return V_CONTINUE;
+  if ((flags & SVC_F_ETP_LOCAL) === 0) return R_CONTINUE;
+  if (fromPod(nat, dp.saddr) || fromNode(nat, dp.saddr)) return R_CONTINUE;
   return nat4LocalScope(dp, buf, m, bytes);
 }
 
@@ -146,15 +145,15 @@ function nat4LocalScope(dp: Datapath, buf: Uint8Array, m: number, bytes: number)
   const scoped = proto | SVC_SCOPE_LOCAL;
   const loc = svc.lookup(dp.daddr, dp.dport, scoped, 0);
   const n = loc < 0 ? 0 : svc.count(loc);
-  if (n === 0) return dpVerdict(dp, V_DROP, DROP_ETP_NO_LOCAL_ENDPOINTS);
+  if (n === 0) return DROP_ETP_NO_LOCAL_ENDPOINTS;
   const s = svc.lookup(dp.daddr, dp.dport, scoped, 1 + dp.rng.below(n));
   const id = s < 0 ? 0 : svc.backendId(s);
   const b = id === 0 ? -1 : dp.be.lookup(id);
-  if (b < 0) return dpVerdict(dp, V_DROP, DROP_NO_BACKEND);
+  if (b < 0) return DROP_NO_BACKEND;
   const baddr = dp.be.addr(b);
   const bport = dp.be.port(b);
   const i = lb4CtCreate(dp, m, id, baddr, bport);
-  if (i < 0) return V_DROP; // counted there
+  if (i < 0) return lb4CtCreateFailed(i);
   nat4ForgetStale(dp, baddr, bport);
   return lb4NewFlowTx(dp, buf, i, bytes);
 }
@@ -162,7 +161,7 @@ function nat4LocalScope(dp: Datapath, buf: Uint8Array, m: number, bytes: number)
 /**
  * A new flow (conntrack entry i, master m, backend baddr:bport) is about to be DNATed: decide
  * whether kube-proxy would masquerade it and, if so, allocate a SNAT port and rewrite the
- * source. V_CONTINUE, or V_DROP (counted; the conntrack entry is deleted again).
+ * source. R_CONTINUE, or the drop reason (the conntrack entry is deleted again).
  */
 export function nat4Masq(
   dp: Datapath,
@@ -184,16 +183,16 @@ export function nat4Masq(
   if (baddr === saddr) masq = true;
   if (!masq || nat.nodeIp === 0) {
     nat4ForgetStale(dp, baddr, bport);
-    return V_CONTINUE;
+    return R_CONTINUE;
   }
   const natAddr = (baddr & nat.podMask) === nat.podNet ? nat.podGateway : nat.nodeIp;
   const e = nat4Alloc(dp, i, natAddr, baddr, bport);
   if (e < 0) {
     dp.ct.delete(i);
-    return dpVerdict(dp, V_DROP, e === -2 ? DROP_SNAT_FULL : DROP_NAT_NO_PORT);
+    return e === -2 ? DROP_SNAT_FULL : DROP_NAT_NO_PORT;
   }
   nat4RewriteSrc(dp, buf, natAddr, nat.snat.natPort(e));
-  return V_CONTINUE;
+  return R_CONTINUE;
 }
 
 /** A non-masqueraded new flow: a SNAT entry left by a dead flow with the same tuple goes. */
@@ -259,26 +258,27 @@ export function nat4Orig(dp: Datapath, buf: Uint8Array, i: number): void {
 
 /**
  * A reply to a masqueraded flow (backend -> natAddr:natPort): destination back to the client,
- * source to what the client asked for (VIP:port, node IP:NodePort, ...). V_CONTINUE if the
+ * source to what the client asked for (VIP:port, node IP:NodePort, ...). R_CONTINUE if the
  * packet is no such reply.
  */
 export function nat4Reply(dp: Datapath, buf: Uint8Array, bytes: number): number {
   const snat = dp.nat.snat;
-  if (snat.size === 0) return V_CONTINUE;
+  if (snat.size === 0) return R_CONTINUE;
   const e = snat.lookupRev(dp.proto, dp.saddr, dp.sport, dp.daddr, dp.dport);
-  if (e < 0) return V_CONTINUE;
+  if (e < 0) return R_CONTINUE;
   if (nat4Dead(dp, e)) {
     snat.delete(e);
-    return V_CONTINUE;
+    return R_CONTINUE;
   }
   const ct = dp.ct;
   const i = snat.ctIdx(e);
-  if (lb4Track(dp, i, CT_DIR_REPLY, bytes) !== V_CONTINUE) return V_DROP; // counted there
+  const t = lb4Track(dp, i, CT_DIR_REPLY, bytes);
+  if (t !== R_CONTINUE) return t;
   ipv4RewriteSrc(buf, dp.ipOff, ct.daddr(i));
   if (ct.dport(i) !== dp.sport) l4RewriteSrcPort(buf, dp.ipOff, ct.dport(i));
   ipv4RewriteDst(buf, dp.ipOff, snat.saddr(e));
   if (snat.sport(e) !== dp.dport) l4RewriteDstPort(buf, dp.ipOff, snat.sport(e));
-  return dpVerdict(dp, V_TX, TX_REVSNAT);
+  return TX_REVSNAT;
 }
 
 /**

@@ -1,5 +1,5 @@
 // Stage 1 of the program: validate the IPv4 header and the L4 header, and load the tuple into
-// the Datapath's scratch fields. After V_CONTINUE every later stage may read the headers at
+// the Datapath's scratch fields. After R_CONTINUE every later stage may read the headers at
 // dp.ipOff / dp.l4Off without further bounds checks.
 
 import {
@@ -39,16 +39,15 @@ import {
   DROP_BAD_VERSION,
   DROP_TRUNCATED_IPV4,
   DROP_TRUNCATED_L4,
+  R_CONTINUE,
 } from './reasons.ts';
-import { dpVerdict } from './result.ts';
-import { V_CONTINUE, V_DROP } from './verdict.ts';
 
 const UDP_HDR_LEN = 8;
 
-/** Validate and parse; V_CONTINUE with dp.proto/saddr/daddr/(sport, dport, tcpFlags) set. */
+/** Validate and parse; R_CONTINUE with dp.proto/saddr/daddr/(sport, dport, tcpFlags) set. */
 export function dp4Parse(dp: Datapath, buf: Uint8Array, off: number, len: number): number {
   const rc = ipv4Check(buf, off, off + len);
-  if (rc !== IPV4_OK) return dpVerdict(dp, V_DROP, ipv4Reason(rc));
+  if (rc !== IPV4_OK) return ipv4Reason(rc);
   dp.ipOff = off;
   dp.ipEnd = off + ipv4TotalLen(buf, off);
   dp.l4Off = off + ipv4HeaderLen(buf, off);
@@ -62,13 +61,13 @@ export function dp4Parse(dp: Datapath, buf: Uint8Array, off: number, len: number
   // like its first fragment (dp.frag = 2 sends it there).
   if (ipv4FragOffset(buf, off) !== 0) {
     dp.frag = 2;
-    return V_CONTINUE;
+    return R_CONTINUE;
   }
   dp.frag = ipv4Mf(buf, off) ? 1 : 0;
   if (dp.proto === IPPROTO_TCP) return dp4ParseTcp(dp, buf);
   if (dp.proto === IPPROTO_UDP) return dp4ParseUdp(dp, buf);
   // ICMP is validated only when it is addressed to a VIP (non-service ICMP passes untouched).
-  return V_CONTINUE;
+  return R_CONTINUE;
 }
 
 function ipv4Reason(rc: number): number {
@@ -91,26 +90,26 @@ function ipv4Reason(rc: number): number {
 function dp4ParseTcp(dp: Datapath, buf: Uint8Array): number {
   const rc = tcpCheck(buf, dp.l4Off, dp.ipEnd);
   if (rc !== TCP_OK) {
-    return dpVerdict(dp, V_DROP, rc === TCP_ERR_TRUNCATED ? DROP_TRUNCATED_L4 : DROP_BAD_TCP_DOFF);
+    return rc === TCP_ERR_TRUNCATED ? DROP_TRUNCATED_L4 : DROP_BAD_TCP_DOFF;
   }
   dp.sport = tcpSrcPort(buf, dp.l4Off);
   dp.dport = tcpDstPort(buf, dp.l4Off);
   dp.tcpFlags = tcpFlags(buf, dp.l4Off);
-  return V_CONTINUE;
+  return R_CONTINUE;
 }
 
 function dp4ParseUdp(dp: Datapath, buf: Uint8Array): number {
   // The UDP length covers the whole datagram, longer than a first fragment: only the 8-byte
   // header must be present then.
   if (dp.frag !== 0) {
-    if (dp.ipEnd - dp.l4Off < UDP_HDR_LEN) return dpVerdict(dp, V_DROP, DROP_TRUNCATED_L4);
+    if (dp.ipEnd - dp.l4Off < UDP_HDR_LEN) return DROP_TRUNCATED_L4;
   } else {
     const rc = udpCheck(buf, dp.l4Off, dp.ipEnd);
     if (rc !== UDP_OK) {
-      return dpVerdict(dp, V_DROP, rc === UDP_ERR_TRUNCATED ? DROP_TRUNCATED_L4 : DROP_BAD_UDP_LEN);
+      return rc === UDP_ERR_TRUNCATED ? DROP_TRUNCATED_L4 : DROP_BAD_UDP_LEN;
     }
   }
   dp.sport = udpSrcPort(buf, dp.l4Off);
   dp.dport = udpDstPort(buf, dp.l4Off);
-  return V_CONTINUE;
+  return R_CONTINUE;
 }

@@ -31,6 +31,7 @@ import { frag4Later, frag4Remember } from './frag.ts';
 import { icmp4RelatedError } from './icmp-error.ts';
 import {
   lb4CtCreate,
+  lb4CtCreateFailed,
   lb4Dnat,
   lb4IsVip,
   lb4LookupService,
@@ -49,6 +50,8 @@ import {
   DROP_NO_LOCAL_ENDPOINTS,
   DROP_TRUNCATED_L4,
   PASS_NOT_SERVICE,
+  R_CONTINUE,
+  REASON_VERDICT,
   REPLY_REJECT_NO_ENDPOINTS,
   REPLY_REJECT_UNKNOWN_PORT,
   REPLY_REJECT_UNKNOWN_PROTO,
@@ -56,10 +59,13 @@ import {
   TX_REVNAT,
 } from './reasons.ts';
 import { lb4Reject } from './reject.ts';
-import { dpVerdict } from './result.ts';
-import { V_CONTINUE, V_DROP, V_PASS, V_TX } from './verdict.ts';
+import { V_TX } from './verdict.ts';
 
-/** Process the IPv4 packet at buf[off..off+len) at time nowMs; returns V_PASS/TX/REPLY/DROP. */
+/**
+ * Process the IPv4 packet at buf[off..off+len) at time nowMs; returns V_PASS/TX/REPLY/DROP.
+ * The single exit: every stage returns a reason, counted here once and turned into the verdict
+ * by the reason table (reasons.ts).
+ */
 export function dpProcess(
   dp: Datapath,
   buf: Uint8Array,
@@ -73,19 +79,27 @@ export function dpProcess(
   dp.lastBackendId = 0;
   dp.nowMs = nowMs;
   dp.nowSec = Math.floor(nowMs / 1000) >>> 0;
+  const r = dp4Run(dp, buf, off, len);
+  dp.counters[r]++;
+  dp.lastReason = r;
+  return REASON_VERDICT[r];
+}
+
+/** The stages in order; returns the packet's reason (never R_CONTINUE). */
+function dp4Run(dp: Datapath, buf: Uint8Array, off: number, len: number): number {
   const v = dp4Parse(dp, buf, off, len);
-  if (v !== V_CONTINUE) return v;
+  if (v !== R_CONTINUE) return v;
   if (dp.frag === 2) return frag4Later(dp, buf);
   const proto = dp.proto;
   if (proto === IPPROTO_TCP || proto === IPPROTO_UDP) {
-    const fv = lb4Flow(dp, buf);
+    const r = lb4Flow(dp, buf);
     // a translated first fragment: its later fragments get the same addresses (frag.ts)
-    if (fv === V_TX && dp.frag === 1) frag4Remember(dp, buf);
-    return fv;
+    if (dp.frag === 1 && REASON_VERDICT[r] === V_TX) frag4Remember(dp, buf);
+    return r;
   }
   if (proto === IPPROTO_ICMP) return lb4Icmp(dp, buf);
   if (lb4IsVip(dp, dp.daddr)) return lb4Reject(dp, buf, REPLY_REJECT_UNKNOWN_PROTO);
-  return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
+  return PASS_NOT_SERVICE;
 }
 
 /** TCP/UDP: tracked flows first (both directions), then the service table. */
@@ -95,21 +109,23 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   const { proto, saddr, daddr, sport, dport, nowSec } = dp;
   let i = ct4LookupOrig(ct, proto, saddr, daddr, sport, dport, dp.tcpFlags, nowSec);
   if (i >= 0) {
-    if (lb4Track(dp, i, CT_DIR_ORIG, bytes) !== V_CONTINUE) return V_DROP; // counted there
+    const t = lb4Track(dp, i, CT_DIR_ORIG, bytes);
+    if (t !== R_CONTINUE) return t;
     lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
     nat4Orig(dp, buf, i); // masqueraded flow: source too (nat.ts)
-    return dpVerdict(dp, V_TX, TX_DNAT);
+    return TX_DNAT;
   }
   i = ct4LookupReply(ct, proto, saddr, daddr, sport, dport, nowSec);
   if (i >= 0) {
-    if (lb4Track(dp, i, CT_DIR_REPLY, bytes) !== V_CONTINUE) return V_DROP;
+    const t = lb4Track(dp, i, CT_DIR_REPLY, bytes);
+    if (t !== R_CONTINUE) return t;
     // The entry's own original destination is the VIP:port the client used: exact for this
     // flow and it cannot go stale, unlike a revNat id whose service may since have been deleted.
     lb4RevNat(dp, buf, ct.daddr(i), ct.dport(i));
-    return dpVerdict(dp, V_TX, TX_REVNAT);
+    return TX_REVNAT;
   }
   const r = nat4Reply(dp, buf, bytes); // a reply to a masqueraded flow (nat.ts)
-  if (r !== V_CONTINUE) return r;
+  if (r !== R_CONTINUE) return r;
   return lb4NewFlow(dp, buf, bytes);
 }
 
@@ -117,28 +133,27 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
   const m = lb4LookupService(dp);
   if (m < 0) {
     if (lb4IsVip(dp, dp.daddr)) return lb4Reject(dp, buf, REPLY_REJECT_UNKNOWN_PORT);
-    return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
+    return PASS_NOT_SERVICE;
   }
   const svc = dp.svc;
   const x = nat4Frontend(dp, buf, m, bytes); // source ranges, externalTrafficPolicy: Local
-  if (x !== V_CONTINUE) return x;
+  if (x !== R_CONTINUE) return x;
   if (svc.count(m) === 0) {
-    if ((svc.flags(m) & SVC_F_ITP_LOCAL) !== 0)
-      return dpVerdict(dp, V_DROP, DROP_NO_LOCAL_ENDPOINTS);
+    if ((svc.flags(m) & SVC_F_ITP_LOCAL) !== 0) return DROP_NO_LOCAL_ENDPOINTS;
     return lb4Reject(dp, buf, REPLY_REJECT_NO_ENDPOINTS);
   }
   // nothing legitimate starts a TCP connection without a SYN (conntrack: INVALID)
   if (dp.proto === IPPROTO_TCP && !ct4TcpMayStart(dp.tcpFlags)) {
-    if (ct4Invalid(dp, (dp.tcpFlags & TCP_RST) !== 0))
-      return dpVerdict(dp, V_DROP, DROP_CT_INVALID);
+    if (ct4Invalid(dp, (dp.tcpFlags & TCP_RST) !== 0)) return DROP_CT_INVALID;
   }
   const b = lb4SelectBackend(dp, m);
-  if (b < 0) return dpVerdict(dp, V_DROP, DROP_NO_BACKEND);
+  if (b < 0) return DROP_NO_BACKEND;
   const baddr = dp.be.addr(b);
   const bport = dp.be.port(b);
   const i = lb4CtCreate(dp, m, dp.selBackendId, baddr, bport);
-  if (i < 0) return V_DROP; // counted there
-  if (nat4Masq(dp, buf, i, m, baddr, bport) !== V_CONTINUE) return V_DROP; // counted there
+  if (i < 0) return lb4CtCreateFailed(i);
+  const x2 = nat4Masq(dp, buf, i, m, baddr, bport);
+  if (x2 !== R_CONTINUE) return x2;
   return lb4NewFlowTx(dp, buf, i, bytes);
 }
 
@@ -149,10 +164,10 @@ function lb4Icmp(dp: Datapath, buf: Uint8Array): number {
   // errors about a service flow first: they come from backends/routers, not only to VIPs
   if (whole && icmpIsError(type)) {
     const r = icmp4RelatedError(dp, buf);
-    if (r !== V_CONTINUE) return r;
+    if (r !== R_CONTINUE) return r;
   }
-  if (!lb4IsVip(dp, dp.daddr)) return dpVerdict(dp, V_PASS, PASS_NOT_SERVICE);
-  if (!whole) return dpVerdict(dp, V_DROP, DROP_TRUNCATED_L4);
-  if (type === ICMP_ECHO) return dpVerdict(dp, V_DROP, DROP_ECHO_TO_VIP);
-  return dpVerdict(dp, V_DROP, DROP_ICMP_TO_VIP);
+  if (!lb4IsVip(dp, dp.daddr)) return PASS_NOT_SERVICE;
+  if (!whole) return DROP_TRUNCATED_L4;
+  if (type === ICMP_ECHO) return DROP_ECHO_TO_VIP;
+  return DROP_ICMP_TO_VIP;
 }

@@ -8,14 +8,12 @@
 import { ICMP_PORT_UNREACH, icmpBuildDestUnreach, icmpErrorAllowed } from '../wire/icmp.ts';
 import type { Datapath } from './datapath.ts';
 import { DROP_ICMP_RATELIMIT, DROP_REJECT_FAILED, DROP_REJECT_SUPPRESSED } from './reasons.ts';
-import { dpVerdict } from './result.ts';
-import { V_DROP, V_REPLY } from './verdict.ts';
 
 /** Answer the packet at dp.ipOff with ICMP port unreachable; `reason` names why. */
 export function lb4Reject(dp: Datapath, buf: Uint8Array, reason: number): number {
   const len = dp.ipEnd - dp.ipOff;
-  if (!icmpErrorAllowed(buf, dp.ipOff, len)) return dpVerdict(dp, V_DROP, DROP_REJECT_SUPPRESSED);
-  if (!icmpTakeToken(dp)) return dpVerdict(dp, V_DROP, DROP_ICMP_RATELIMIT);
+  if (!icmpErrorAllowed(buf, dp.ipOff, len)) return DROP_REJECT_SUPPRESSED;
+  if (!icmpTakeToken(dp)) return DROP_ICMP_RATELIMIT;
   const src = dp.cfg.icmpErrorSrc !== 0 ? dp.cfg.icmpErrorSrc | 0 : dp.daddr;
   const n = icmpBuildDestUnreach(
     dp.out,
@@ -28,9 +26,9 @@ export function lb4Reject(dp: Datapath, buf: Uint8Array, reason: number): number
     src,
     dp.cfg.icmpTtl,
   );
-  if (n === 0) return dpVerdict(dp, V_DROP, DROP_REJECT_FAILED);
+  if (n === 0) return DROP_REJECT_FAILED;
   dp.outLen = n;
-  return dpVerdict(dp, V_REPLY, reason);
+  return reason;
 }
 
 /** Token bucket refilled from the packet clock; a rate of 0 disables the limit. */

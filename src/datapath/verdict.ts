@@ -10,7 +10,4 @@ export const V_REPLY = 2;
 /** Discard; `dp.lastReason` says why and its counter was bumped. */
 export const V_DROP = 3;
 
-/** Internal to the program: "this stage has no opinion, go on". Never returned by dpProcess. */
-export const V_CONTINUE = -1;
-
 export const VERDICT_NAMES: readonly string[] = ['PASS', 'TX', 'REPLY', 'DROP'];

@@ -3,7 +3,7 @@
 // src/inspect/ct-filter.ts.
 import { CT_F_SEEN_REPLY } from '../datapath/ct.ts';
 import type { Datapath } from '../datapath/datapath.ts';
-import { REASON_NAMES } from '../datapath/reasons.ts';
+import { countersToRecord } from '../datapath/reasons.ts';
 import { type CtFilter, ctFilterMatch, parseCtFilter } from '../inspect/ct-filter.ts';
 import { ctAssured, ctStateName } from '../inspect/ct-state.ts';
 import type { CtEntry, SvcBackend, SvcEntry, SvcReport } from '../inspect/types.ts';
@@ -263,11 +263,7 @@ export function inspectAnswer(
 
 /** Every datapath reason by name, zeros included (a stable shape for scripts and diffs). */
 export function reasonTable(dp: Datapath): Record<string, number> {
-  const out: Record<string, number> = {};
-  REASON_NAMES.forEach((name, i) => {
-    out[name] = dp.counters[i];
-  });
-  return out;
+  return countersToRecord(dp.counters);
 }
 
 export function agentTable(agent: Float64Array): Record<string, number> {
