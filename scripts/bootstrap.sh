@@ -18,6 +18,7 @@ declare -A pkgs=(
   [iptables]=/usr/sbin/iptables
   [nftables]=/usr/sbin/nft
   [tcpdump]=/usr/bin/tcpdump
+  [dnsutils]=/usr/bin/dig
   [iputils-ping]=/usr/bin/ping
   [curl]=/usr/bin/curl
   [socat]=/usr/bin/socat
