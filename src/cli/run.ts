@@ -1,23 +1,27 @@
 // `kubetun run`: the per-node data plane (src/node/agent.ts), in the node's network namespace
 // (the caller wraps it in `ip netns exec <node>`, or runs it on a real node). Runs until SIGTERM
 // or SIGINT, then removes exactly what it installed. JSON logs (pino) on stdout.
+import { availableParallelism } from 'node:os';
 import type { Command } from 'commander';
 import pino from 'pino';
 import type { NodeAgent } from '../node/agent.ts';
+import { ClusterConfigError, inCluster } from '../node/cluster-config.ts';
+import { mergeUnderFlags, readKubeProxyConfig } from '../node/kube-proxy-config.ts';
 import type { AgentOptions } from '../node/options.ts';
 
 interface RunFlags {
   manifests: string;
   kubeconfig?: string;
+  config?: string;
   nodeZone?: string;
   scheduler?: string;
   metricsBindAddress?: string;
   healthzBindAddress?: string;
   syncPeriod?: string;
   minSyncPeriod?: string;
-  nodeName: string;
-  nodeIp: string;
-  podCidr: string;
+  nodeName?: string;
+  nodeIp?: string;
+  podCidr?: string;
   clusterCidr: string;
   serviceCidr: string;
   uplink: string;
@@ -52,9 +56,14 @@ export function register(program: Command): void {
     .option('--healthz-bind-address <ip:port>', "health server ('' or 0: off)", '0.0.0.0:10256')
     .option('--sync-period <ms>', 'full resync at least this often', '30000')
     .option('--min-sync-period <ms>', 'at most one sync per this many ms', '1000')
-    .requiredOption('--node-name <name>', 'this node (endpoints topology, socket name)')
-    .requiredOption('--node-ip <ip>', 'source address for node-originated traffic to VIPs')
-    .requiredOption('--pod-cidr <cidr>', "this node's pod CIDR")
+    .option(
+      '--config <file>',
+      'KubeProxyConfiguration file (kube-proxy --config); flags given here override it',
+    )
+    .option('--node-name <name>', 'this node (default $NODE_NAME; endpoints topology, socket)')
+    .option('--hostname-override <name>', 'kube-proxy spelling of --node-name')
+    .option('--node-ip <ip>', "node-originated traffic's source (default: the Node's InternalIP)")
+    .option('--pod-cidr <cidr>', "this node's pod CIDR (default: the Node's spec.podCIDR)")
     .option('--cluster-cidr <cidr>', 'all pods', '10.244.0.0/16')
     .option('--service-cidr <cidr>', 'ClusterIP range, routed into the TUN', '10.96.0.0/16')
     .option('--uplink <iface>', 'interface towards the other nodes', 'eth0')
@@ -77,9 +86,29 @@ export function register(program: Command): void {
     .option('--ct-gc-interval <s>', 'first interval between conntrack GC passes (adapts)', '300')
     .option('--ct-gc-min-interval <s>', 'shortest GC interval', '10')
     .option('--ct-gc-max-interval <s>', 'longest GC interval', '43200')
-    .action(async (flags: RunFlags) => {
-      await runAgent(toOptions(flags));
+    .action(async (flags: RunFlags & { hostnameOverride?: string }, cmd: Command) => {
+      let f: RunFlags;
+      try {
+        f = withConfigFile({ ...flags, nodeName: flags.nodeName ?? flags.hostnameOverride }, cmd);
+      } catch (err) {
+        console.error(`kubetun run: ${(err as Error).message}`);
+        process.exitCode = 2;
+        return;
+      }
+      f.nodeName ??= process.env.NODE_NAME; // the DaemonSet's downward API
+      await runAgent(toOptions(f));
     });
+}
+
+/** --config FILE fills the flags the command line left at their defaults (kube-proxy-config.ts). */
+function withConfigFile(flags: RunFlags, cmd: Command): RunFlags {
+  if (!flags.config) return flags;
+  const read = readKubeProxyConfig(flags.config, availableParallelism());
+  for (const note of read.notes) console.error(`kubetun run: ${note}`);
+  const cli = (k: string) => cmd.getOptionValueSource(k) === 'cli';
+  return mergeUnderFlags(flags, read.flags, (k) =>
+    k === 'nodeName' ? cli('nodeName') || cli('hostnameOverride') : cli(k),
+  );
 }
 
 export function toOptions(f: RunFlags): AgentOptions {
@@ -92,13 +121,14 @@ export function toOptions(f: RunFlags): AgentOptions {
     healthzBindAddress: f.healthzBindAddress,
     syncPeriodMs: f.syncPeriod === undefined ? undefined : Number(f.syncPeriod),
     minSyncPeriodMs: f.minSyncPeriod === undefined ? undefined : Number(f.minSyncPeriod),
-    nodeName: f.nodeName,
-    nodeIp: f.nodeIp,
-    podCidr: f.podCidr,
+    nodeName: f.nodeName ?? '',
+    nodeIp: f.nodeIp ?? '',
+    podCidr: f.podCidr ?? '',
     clusterCidr: f.clusterCidr,
     serviceCidr: f.serviceCidr,
     uplink: f.uplink,
     tun: f.tun,
+    inCluster: !f.manifests && !f.kubeconfig && inCluster(),
     ctlSocket: f.ctlSocket ?? `/run/kubetun/${f.nodeName}.sock`,
     podIfaces: f.podIfaces
       ?.split(',')
@@ -125,8 +155,14 @@ async function runAgent(opts: AgentOptions): Promise<void> {
   const { NodeAgent } = await import('../node/agent.ts');
   let agent: NodeAgent;
   try {
-    agent = await NodeAgent.start(opts, log);
+    agent = await NodeAgent.start(await withNodeFacts(opts, log), log);
   } catch (err) {
+    if (err instanceof ClusterConfigError) {
+      log.fatal({ err: err.message }, 'kubetun run cannot start');
+      console.error(`kubetun run: ${err.message}`);
+      process.exitCode = 2;
+      return;
+    }
     log.fatal({ err: (err as Error).message }, 'kubetun run failed to start');
     process.exitCode = 1;
     return;
@@ -149,4 +185,32 @@ async function runAgent(opts: AgentOptions): Promise<void> {
     log.fatal({ err: err.message, stack: err.stack }, 'uncaught exception; stopping');
     stop('uncaughtException', 1);
   });
+}
+
+/**
+ * With the Kubernetes API as the source, what the command line left out comes from this node's
+ * Node object (cluster-config.ts): --node-ip, --pod-cidr, --node-zone. Flags win.
+ */
+async function withNodeFacts(opts: AgentOptions, log: pino.Logger): Promise<AgentOptions> {
+  if (!opts.kubeconfig && !opts.inCluster) return opts;
+  if (opts.nodeIp && opts.podCidr && opts.nodeZone) return opts;
+  if (!opts.nodeName)
+    throw new ClusterConfigError('no node name: give --node-name, or set NODE_NAME');
+  const { loadKubeConfig, readNodeFacts } = await import('../node/cluster-config.ts');
+  const facts = await readNodeFacts(loadKubeConfig(opts.kubeconfig), opts.nodeName);
+  const out = {
+    ...opts,
+    nodeIp: opts.nodeIp || facts.ip || '',
+    podCidr: opts.podCidr || facts.podCidr || '',
+    nodeZone: opts.nodeZone ?? facts.zone,
+  };
+  if (!out.nodeIp)
+    throw new ClusterConfigError(`Node ${opts.nodeName} has no IPv4 InternalIP: give --node-ip`);
+  if (!out.podCidr)
+    throw new ClusterConfigError(`Node ${opts.nodeName} has no IPv4 spec.podCIDR: give --pod-cidr`);
+  log.info(
+    { nodeIp: out.nodeIp, podCidr: out.podCidr, zone: out.nodeZone },
+    'node facts from the Node object',
+  );
+  return out;
 }

@@ -15,6 +15,7 @@ import {
   startMetricsServer,
 } from './metrics.ts';
 import { Proxier, type ProxierOptions } from './proxier.ts';
+import { DEFAULT_MAX_INTERVAL_MS } from './runner.ts';
 import { ManifestDirSource } from './source-dir.ts';
 import { KubernetesSource } from './source-k8s.ts';
 
@@ -44,6 +45,8 @@ export interface ControlPlaneOptions {
   minSyncPeriodMs?: number;
   /** null: no metrics server */
   metricsBind?: Bind | null;
+  /** the metrics port's /configz body (kube-proxy's KubeProxyConfiguration of this agent) */
+  configz?: () => unknown;
   /** null: no health server */
   healthzBind?: Bind | null;
   clock?: Clock;
@@ -73,7 +76,7 @@ function errorFields(err: unknown): object {
 
 export async function startControlPlane(o: ControlPlaneOptions): Promise<ControlPlane> {
   const log = o.log ?? noLog;
-  const syncPeriodMs = o.syncPeriodMs ?? 30_000;
+  const syncPeriodMs = o.syncPeriodMs ?? DEFAULT_MAX_INTERVAL_MS;
   const metrics = new ProxyMetrics();
   metrics.setDatapathStats(o.datapathStats);
   const health = new ProxyHealth({ clock: o.clock, healthTimeoutMs: 2 * syncPeriodMs });
@@ -128,7 +131,8 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
     // the data plane: kube-proxy logs it and carries on too.
     if (o.metricsBind !== null) {
       const b = o.metricsBind ?? { host: DEFAULT_METRICS_HOST, port: DEFAULT_METRICS_PORT };
-      cp.metricsServer = await serve('metrics', b, log, () => startMetricsServer(metrics, b));
+      const mo = { ...b, configz: o.configz };
+      cp.metricsServer = await serve('metrics', b, log, () => startMetricsServer(metrics, mo));
       if (cp.metricsServer) servers.push(cp.metricsServer);
     }
     if (o.healthzBind !== null) {

@@ -369,13 +369,40 @@ export function listen(server: http.Server, host: string, port: number): Promise
 export const DEFAULT_METRICS_HOST = '127.0.0.1';
 export const DEFAULT_METRICS_PORT = 10249;
 
-/** GET /metrics in the Prometheus text format; anything else is 404. */
+export interface MetricsServerOptions {
+  host?: string;
+  port?: number;
+  /** GET /proxyMode answers this, as kube-proxy answers its mode (default "kubetun") */
+  proxyMode?: string;
+  /** GET /configz: kube-proxy's {"kubeproxy.config.k8s.io": {...}} of the running agent */
+  configz?: () => unknown;
+}
+
+/**
+ * kube-proxy's metrics port: GET /metrics in the Prometheus text format, /proxyMode (text),
+ * /configz (JSON), /healthz ("ok", the generic handler kube-proxy installs there too); anything
+ * else is 404. Kubernetes e2e "should check kube-proxy urls" reads /proxyMode here.
+ */
 export function startMetricsServer(
   m: ProxyMetrics,
-  opts: { host?: string; port?: number } = {},
+  opts: MetricsServerOptions = {},
 ): Promise<ServerHandle> {
+  const text = { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' };
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && path === '/proxyMode') {
+      res.writeHead(200, text).end(opts.proxyMode ?? 'kubetun');
+      return;
+    }
+    if (req.method === 'GET' && path === '/healthz') {
+      res.writeHead(200, text).end('ok');
+      return;
+    }
+    if (req.method === 'GET' && path === '/configz' && opts.configz) {
+      const body = JSON.stringify(opts.configz());
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(body);
+      return;
+    }
     if (req.method !== 'GET' || path !== '/metrics') {
       res.writeHead(404, { 'Content-Type': 'text/plain' }).end('404 page not found\n');
       return;

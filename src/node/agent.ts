@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { type ControlPlane, startControlPlane } from '../control/control-plane.ts';
 import { datapathSync } from '../control/datapath-sync.ts';
+import { DEFAULT_MAX_INTERVAL_MS, DEFAULT_MIN_INTERVAL_MS } from '../control/runner.ts';
 import { createDatapath, type Datapath } from '../datapath/datapath.ts';
 import { type CtRunOptions, parseCtRunFlags, startCtGcTimer } from '../datapath/ct-gc.ts';
 import { lb4ConnRelease } from '../datapath/lb.ts';
@@ -31,6 +32,7 @@ import { agentTable, inspectAnswer, reasonTable } from './inspect.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
 import { type AgentNet, type AgentOptions, validateOptions } from './options.ts';
 import { HealthNodePorts, healthServices } from './health-nodeport.ts';
+import { configzBody, type KpcView } from './kube-proxy-config.ts';
 import { ensurePrivateDir } from './private-dir.ts';
 import {
   externalAddrs,
@@ -55,11 +57,9 @@ async function startControl(opts: AgentOptions, net: AgentNet, dp: Datapath, log
     defaultScheduler: net.scheduler,
   });
   let source: Parameters<typeof startControlPlane>[0]['source'];
-  if (opts.kubeconfig) {
-    const { KubeConfig } = await import('@kubernetes/client-node');
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(opts.kubeconfig);
-    source = { kubeConfig };
+  if (opts.kubeconfig || opts.inCluster) {
+    const { loadKubeConfig } = await import('./cluster-config.ts');
+    source = { kubeConfig: loadKubeConfig(opts.kubeconfig) };
   } else {
     // A bad manifest at startup stops us before we touch the node; later ones are logged and
     // the last good state stays (the source's all-or-nothing reload).
@@ -76,6 +76,7 @@ async function startControl(opts: AgentOptions, net: AgentNet, dp: Datapath, log
     minSyncPeriodMs: opts.minSyncPeriodMs,
     metricsBind: net.metricsBind,
     healthzBind: net.healthzBind,
+    configz: () => configzBody(configView(opts, net, dp)),
     log,
   });
   let timer: NodeJS.Timeout | undefined;
@@ -86,6 +87,27 @@ async function startControl(opts: AgentOptions, net: AgentNet, dp: Datapath, log
   clearTimeout(timer);
   if (!ok) log.warn({ ms: FIRST_SYNC_TIMEOUT_MS }, 'no successful sync yet; starting anyway');
   return cp;
+}
+
+/** The running settings in the shape /configz serves (kube-proxy-config.ts). */
+function configView(opts: AgentOptions, net: AgentNet, dp: Datapath): KpcView {
+  const bind = (b: { host: string; port: number } | null) => (b ? `${b.host}:${b.port}` : '');
+  const c = dp.cfg;
+  return {
+    nodeName: opts.nodeName,
+    clusterCidr: opts.clusterCidr,
+    healthzBindAddress: bind(net.healthzBind),
+    metricsBindAddress: bind(net.metricsBind),
+    syncPeriodMs: opts.syncPeriodMs ?? DEFAULT_MAX_INTERVAL_MS,
+    minSyncPeriodMs: opts.minSyncPeriodMs ?? DEFAULT_MIN_INTERVAL_MS,
+    scheduler: opts.scheduler ?? 'random',
+    kubeconfig: opts.kubeconfig,
+    ctMax: c.ctCapacity,
+    ctTcpEstablishedSec: c.ctTcpEstablished,
+    ctTcpCloseWaitSec: c.ctTcpCloseWait,
+    ctUdpSec: c.ctUdp,
+    ctUdpStreamSec: c.ctUdpStream,
+  };
 }
 
 function countServices(ports: readonly ResolvedServicePort[]): number {

@@ -9,6 +9,8 @@ export interface AgentOptions {
   manifests: string;
   /** kubeconfig file: watch the Kubernetes API instead of manifests */
   kubeconfig?: string;
+  /** neither manifests nor kubeconfig, and running in a Pod: in-cluster API config */
+  inCluster?: boolean;
   /** this node's zone (topology hints, trafficDistribution PreferClose) */
   nodeZone?: string;
   /** scheduler for services without a kubetun.io/scheduler annotation */
@@ -83,8 +85,8 @@ function ifname(flag: string, s: string): string {
 }
 
 export function validateOptions(o: AgentOptions): AgentNet {
-  if (!o.manifests && !o.kubeconfig) {
-    throw new OptionError('manifests', 'required (or --kubeconfig)');
+  if (!o.manifests && !o.kubeconfig && !o.inCluster) {
+    throw new OptionError('manifests', 'required (or --kubeconfig, or run in a Pod)');
   }
   if (!o.nodeIp) throw new OptionError('node-ip', 'required');
   if (!o.nodeName) throw new OptionError('node-name', 'required');

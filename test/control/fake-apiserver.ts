@@ -17,6 +17,7 @@
 // requests answer 500, closeWatches() ends every open stream (a server-side timeout).
 
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 type Obj = {
@@ -76,16 +77,30 @@ export class FakeApiServer {
   private readonly watchers = new Set<Watcher>();
   private failures = 0;
   private server: http.Server | undefined;
+  private scheme = 'http';
   port = 0;
+  /** the Authorization header of the last request (in-cluster config sends the SA token) */
+  lastAuthorization: string | undefined;
+  /** every request as (method, path, watch): what a client called, for RBAC checks */
+  readonly requests: { method: string; path: string; watch: boolean }[] = [];
 
-  async start(): Promise<void> {
-    this.server = http.createServer((req, res) => this.handle(req, res));
+  /** Listens on 127.0.0.1; with `tls` (PEM key and certificate) it speaks HTTPS like the real one. */
+  async start(tls?: { key: string; cert: string }): Promise<void> {
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
+      this.lastAuthorization = req.headers.authorization;
+      const u = new URL(req.url ?? '/', 'http://x');
+      const watch = u.searchParams.get('watch') === 'true';
+      this.requests.push({ method: req.method ?? 'GET', path: u.pathname, watch });
+      this.handle(req, res);
+    };
+    this.scheme = tls ? 'https' : 'http';
+    this.server = tls ? https.createServer(tls, handler) : http.createServer(handler);
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     this.port = (this.server.address() as AddressInfo).port;
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.scheme}://127.0.0.1:${this.port}`;
   }
 
   async stop(): Promise<void> {
