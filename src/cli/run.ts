@@ -87,14 +87,11 @@ export function register(program: Command): void {
     .option('--ct-gc-min-interval <s>', 'shortest GC interval', '10')
     .option('--ct-gc-max-interval <s>', 'longest GC interval', '43200')
     .action(async (flags: RunFlags & { hostnameOverride?: string }, cmd: Command) => {
-      let f: RunFlags;
-      try {
-        f = withConfigFile({ ...flags, nodeName: flags.nodeName ?? flags.hostnameOverride }, cmd);
-      } catch (err) {
-        console.error(`kubetun run: ${(err as Error).message}`);
-        process.exitCode = 2;
-        return;
-      }
+      // a bad --config file is a UserError: main.ts prints its one line, exit 2
+      const f = withConfigFile(
+        { ...flags, nodeName: flags.nodeName ?? flags.hostnameOverride },
+        cmd,
+      );
       f.nodeName ??= process.env.NODE_NAME; // the DaemonSet's downward API
       await runAgent(toOptions(f));
     });
@@ -159,9 +156,7 @@ async function runAgent(opts: AgentOptions): Promise<void> {
   } catch (err) {
     if (err instanceof ClusterConfigError) {
       log.fatal({ err: err.message }, 'kubetun run cannot start');
-      console.error(`kubetun run: ${err.message}`);
-      process.exitCode = 2;
-      return;
+      throw err; // a UserError: main.ts prints its one line, exit 2
     }
     log.fatal({ err: (err as Error).message }, 'kubetun run failed to start');
     process.exitCode = 1;

@@ -7,13 +7,14 @@
 //                --pod-cidr, label topology.kubernetes.io/zone → --node-zone. A flag given on
 //                the command line always wins over the Node object.
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { UserError } from '../errors.ts';
 
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 
-export class ClusterConfigError extends Error {
+/** What the command line or the cluster did not give; says what to give instead. */
+export class ClusterConfigError extends UserError {
   constructor(message: string) {
-    super(message);
-    this.name = 'ClusterConfigError';
+    super('CLUSTER_CONFIG', message);
   }
 }
 

@@ -8,6 +8,7 @@
 // and ignored; a value of the wrong shape is an error naming the file and the field.
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import { UserError } from '../errors.ts';
 
 export const KPC_GROUP = 'kubeproxy.config.k8s.io';
 export const KPC_API_VERSION = `${KPC_GROUP}/v1alpha1`;
@@ -26,10 +27,10 @@ export interface KpcFlags {
   ctTimeout?: string;
 }
 
-export class KubeProxyConfigError extends Error {
+/** A --config file kubetun cannot take: names the file and the field. */
+export class KubeProxyConfigError extends UserError {
   constructor(file: string, field: string, message: string) {
-    super(`${file}: ${field}: ${message}`);
-    this.name = 'KubeProxyConfigError';
+    super('KUBE_PROXY_CONFIG', `${file}: ${field}: ${message}`);
   }
 }
 
