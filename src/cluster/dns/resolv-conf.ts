@@ -20,6 +20,7 @@
 // on this lab machine: `ip netns exec` shows the placed file, the host keeps its own).
 import { mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { UsageError } from '../../errors.ts';
 
 export interface PodDnsOption {
   name: string;
@@ -144,7 +145,7 @@ function readNodeResolvConf(): string {
 
 function netnsDir(netns: string, etc: string): string {
   if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(netns) || netns.includes('..'))
-    throw new Error(`not a network namespace name: ${JSON.stringify(netns)}`);
+    throw new UsageError(`not a network namespace name: ${JSON.stringify(netns)}`);
   return join(etc, netns);
 }
 

@@ -14,6 +14,7 @@ import { readdirSync, readFileSync, statSync, type FSWatcher, watch } from 'node
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { UserError } from '../../errors.ts';
 
 export interface DnsServicePort {
   name: string;
@@ -57,14 +58,15 @@ export interface View {
   namespaces: string[];
 }
 
-export class ViewError extends Error {
+/** A view file DNS cannot read: the file, `Kind namespace/name` and field path are in it. */
+export class ViewError extends UserError {
   constructor(
     readonly file: string,
     readonly object: string,
     readonly field: string,
     reason: string,
   ) {
-    super(`${file}: ${object}${field ? `: ${field}` : ''}: ${reason}`);
+    super('DNS_VIEW', `${file}: ${object}${field ? `: ${field}` : ''}: ${reason}`);
   }
 }
 
