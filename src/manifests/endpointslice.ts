@@ -2,10 +2,11 @@
 // conditions (ready nil → true, serving nil → ready, terminating nil → false).
 import type { Endpoint, EndpointSlice, EndpointSlicePort } from '../model.ts';
 import { type Json, type ObjectReader, readMeta, sub } from './fields.ts';
-import { ipv4Problem, ipv6Problem } from './ip.ts';
+import { endpointIPProblem, ipv4Problem, ipv6Problem } from './ip.ts';
 import { checkPort, PROTOCOLS } from './service.ts';
 
-export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+export { LABEL_SERVICE_NAME as SERVICE_NAME_LABEL } from '../cluster/types.ts';
+import { LABEL_SERVICE_NAME as SERVICE_NAME_LABEL } from '../cluster/types.ts';
 const ADDRESS_TYPES = ['IPv4', 'IPv6', 'FQDN'] as const;
 
 export function parseEndpointSlice(r: ObjectReader, o: Json): EndpointSlice {
@@ -84,7 +85,11 @@ function readEndpoint(
     const field = `${path}.addresses[${i}]`;
     const s = r.reqStr(a, field);
     const bad =
-      addressType === 'IPv4' ? ipv4Problem(s) : addressType === 'IPv6' ? ipv6Problem(s) : null;
+      addressType === 'IPv4'
+        ? (ipv4Problem(s) ?? endpointIPProblem(s))
+        : addressType === 'IPv6'
+          ? ipv6Problem(s)
+          : null;
     if (bad) r.fail('MANIFEST_BAD_IP', field, bad);
     return s;
   });

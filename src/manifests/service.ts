@@ -2,7 +2,13 @@
 // (pkg/apis/core/validation). kubetun has no allocator: ClusterIPs and node ports must be given.
 import type { Protocol, Service, ServicePort, ServiceType, TrafficPolicy } from '../model.ts';
 import { type Json, type ObjectReader, readMeta, sub } from './fields.ts';
-import { ipv4CidrProblem, ipv4Problem } from './ip.ts';
+import {
+  clusterIPRangeProblem,
+  endpointIPProblem,
+  ipInCidr,
+  ipv4CidrProblem,
+  ipv4Problem,
+} from './ip.ts';
 
 export const SERVICE_TYPES: readonly ServiceType[] = [
   'ClusterIP',
@@ -18,6 +24,13 @@ const MAX_AFFINITY_TIMEOUT = 86400;
 export interface ServiceParseOptions {
   /** kube-apiserver --service-node-port-range; default 30000-32767 */
   nodePortRange?: { min: number; max: number };
+  /**
+   * --service-cidr: when given, every ClusterIP must be one the apiserver could have allocated
+   * from it, and no external IP may lie in it (it would shadow a Service's VIP).
+   */
+  serviceCidr?: string;
+  /** --cluster-cidr (the pod network): when given, no external IP may shadow a Pod address. */
+  clusterCidr?: string;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -27,7 +40,7 @@ export function parseService(r: ObjectReader, o: Json, opts: ServiceParseOptions
   const meta = readMeta(r, o);
   const spec = r.map(o.spec, 'spec') ?? {};
   const type = r.oneOf(spec.type, 'spec.type', SERVICE_TYPES, 'ClusterIP');
-  const clusterIPs = readClusterIPs(r, spec, type);
+  const clusterIPs = readClusterIPs(r, spec, type, opts.serviceCidr);
   const headless = type === 'ClusterIP' && clusterIPs.length === 0;
   const range = opts.nodePortRange ?? { min: 30000, max: 32767 };
   const svc: Service = {
@@ -55,7 +68,7 @@ export function parseService(r: ObjectReader, o: Json, opts: ServiceParseOptions
       POLICIES,
       'Cluster',
     ),
-    externalIPs: readIPv4List(r, spec.externalIPs, 'spec.externalIPs'),
+    externalIPs: readExternalIPs(r, spec.externalIPs, opts),
     loadBalancerIPs: readLoadBalancerIngress(r, o),
     loadBalancerSourceRanges: readSourceRanges(r, spec),
     healthCheckNodePort: readHealthCheckNodePort(r, spec, range),
@@ -71,7 +84,12 @@ export function parseService(r: ObjectReader, o: Json, opts: ServiceParseOptions
 }
 
 /** spec.clusterIP / spec.clusterIPs → model clusterIPs ([] for headless and ExternalName). */
-function readClusterIPs(r: ObjectReader, spec: Json, type: ServiceType): string[] {
+function readClusterIPs(
+  r: ObjectReader,
+  spec: Json,
+  type: ServiceType,
+  serviceCidr: string | undefined,
+): string[] {
   const single = r.str(spec.clusterIP, 'spec.clusterIP') ?? '';
   const list = r
     .list(spec.clusterIPs, 'spec.clusterIPs')
@@ -121,6 +139,8 @@ function readClusterIPs(r: ObjectReader, spec: Json, type: ServiceType): string[
     const bad = ipv4Problem(ip);
     if (bad) r.fail('MANIFEST_CLUSTER_IP', field(i), `must be an IPv4 address or "None": ${bad}`);
     if (ips.indexOf(ip) !== i) r.fail('MANIFEST_CLUSTER_IP', field(i), `duplicate address "${ip}"`);
+    const out = serviceCidr === undefined ? null : clusterIPRangeProblem(ip, serviceCidr);
+    if (out) r.fail('MANIFEST_CLUSTER_IP', field(i), `Invalid value: "${ip}": ${out}`);
   });
   return ips;
 }
@@ -269,11 +289,32 @@ function readAffinityTimeout(r: ObjectReader, spec: Json): number {
   return t;
 }
 
-function readIPv4List(r: ObjectReader, v: unknown, field: string): string[] {
+/**
+ * spec.externalIPs: valid IPv4, an address the apiserver accepts as an external IP (its
+ * endpoint-IP rule), and — when the agent knows its networks — not inside the service CIDR or
+ * the pod network, where it would capture traffic meant for a VIP or a Pod.
+ */
+function readExternalIPs(r: ObjectReader, v: unknown, opts: ServiceParseOptions): string[] {
+  const field = 'spec.externalIPs';
   return r.list(v, field).map((x, i) => {
-    const ip = r.reqStr(x, `${field}[${i}]`);
-    const bad = ipv4Problem(ip);
-    if (bad) r.fail('MANIFEST_BAD_IP', `${field}[${i}]`, bad);
+    const f = `${field}[${i}]`;
+    const ip = r.reqStr(x, f);
+    const bad = ipv4Problem(ip) ?? endpointIPProblem(ip);
+    if (bad) r.fail('MANIFEST_BAD_IP', f, bad);
+    if (opts.serviceCidr !== undefined && ipInCidr(ip, opts.serviceCidr)) {
+      r.fail(
+        'MANIFEST_BAD_IP',
+        f,
+        `"${ip}" is inside the service CIDR ${opts.serviceCidr}: it would shadow ClusterIPs (use an address outside it)`,
+      );
+    }
+    if (opts.clusterCidr !== undefined && ipInCidr(ip, opts.clusterCidr)) {
+      r.fail(
+        'MANIFEST_BAD_IP',
+        f,
+        `"${ip}" is inside the pod network ${opts.clusterCidr}: it would take over a Pod's address`,
+      );
+    }
     return ip;
   });
 }
