@@ -11,7 +11,7 @@
 // An empty selector matches everything (labels.SelectorFromSet of an empty set is Everything; so
 // is an empty metav1.LabelSelector). Whether a Service *has* a selector is the caller's decision:
 // the EndpointSlice controller leaves Services without one (nil or empty) alone.
-import { KubetunError } from '../manifests/errors.ts';
+import { UserError } from '../errors.ts';
 import type { LabelSelector, LabelSelectorRequirement } from './types.ts';
 
 export type Labels = Readonly<Record<string, string>> | undefined;
@@ -67,7 +67,7 @@ export function matchesRequirement(labels: Labels, r: LabelSelectorRequirement):
   }
 }
 
-export class SelectorError extends KubetunError {
+export class SelectorError extends UserError {
   constructor(selector: string, reason: string) {
     super('SELECTOR_SYNTAX', `invalid selector "${selector}": ${reason}`);
     this.name = 'SelectorError';
