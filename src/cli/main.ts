@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { reportError } from '../errors.ts';
+import { register as registerCleanup } from './cleanup.ts';
 import { register as registerInspect } from './inspect.ts';
 import { register as registerLab } from './lab.ts';
 import { register as registerProvision } from './provision.ts';
@@ -41,6 +42,7 @@ for (const register of [
   registerReplay,
   registerRules,
   registerInspect,
+  registerCleanup,
 ]) {
   register(program);
 }

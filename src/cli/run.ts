@@ -5,6 +5,7 @@ import { availableParallelism } from 'node:os';
 import type { Command } from 'commander';
 import pino from 'pino';
 import type { NodeAgent } from '../node/agent.ts';
+import { UserError } from '../errors.ts';
 import { ClusterConfigError, inCluster } from '../node/cluster-config.ts';
 import { mergeUnderFlags, readKubeProxyConfig } from '../node/kube-proxy-config.ts';
 import type { AgentOptions } from '../node/options.ts';
@@ -31,6 +32,7 @@ interface RunFlags {
   podRescanMs: string;
   batch: string;
   watchdog: boolean;
+  cleanupKubeProxy?: boolean;
   logLevel: string;
   ctMax?: string;
   ctDropInvalid?: boolean;
@@ -73,6 +75,10 @@ export function register(program: Command): void {
     .option('--pod-rescan-ms <ms>', 'look for new pod interfaces this often (0: never)', '2000')
     .option('--batch <n>', 'packets per TUN read batch', '64')
     .option('--no-watchdog', 'no fail-open watchdog: if the agent dies, pod traffic is dropped')
+    .option(
+      '--cleanup-kube-proxy',
+      "remove kube-proxy's rules found at start (default: refuse to start beside them)",
+    )
     .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent', 'info')
     .option('--ct-max <n>', 'conntrack entries (default max(32768 x cores, 131072), as kube-proxy)')
     .option(
@@ -134,6 +140,7 @@ export function toOptions(f: RunFlags): AgentOptions {
     rescanMs: Number(f.podRescanMs),
     batch: Number(f.batch),
     watchdog: f.watchdog,
+    cleanupKubeProxy: f.cleanupKubeProxy === true,
     logLevel: f.logLevel,
     ctFlags: {
       ctMax: f.ctMax,
@@ -154,9 +161,9 @@ async function runAgent(opts: AgentOptions): Promise<void> {
   try {
     agent = await NodeAgent.start(await withNodeFacts(opts, log), log);
   } catch (err) {
-    if (err instanceof ClusterConfigError) {
+    if (err instanceof UserError) {
       log.fatal({ err: err.message }, 'kubetun run cannot start');
-      throw err; // a UserError: main.ts prints its one line, exit 2
+      throw err; // main.ts prints its one line (and hint), exit 2
     }
     log.fatal({ err: (err as Error).message }, 'kubetun run failed to start');
     process.exitCode = 1;

@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { type ControlPlane, startControlPlane } from '../control/control-plane.ts';
 import { datapathSync } from '../control/datapath-sync.ts';
+import { UserError } from '../errors.ts';
 import { DEFAULT_MAX_INTERVAL_MS, DEFAULT_MIN_INTERVAL_MS } from '../control/runner.ts';
 import { createDatapath, type Datapath } from '../datapath/datapath.ts';
 import { type CtRunOptions, parseCtRunFlags, startCtGcTimer } from '../datapath/ct-gc.ts';
@@ -33,6 +34,7 @@ import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
 import { type AgentNet, type AgentOptions, validateOptions } from './options.ts';
 import { HealthNodePorts, healthServices } from './health-nodeport.ts';
 import { configzBody, type KpcView } from './kube-proxy-config.ts';
+import { findKubeProxyRules, removeKubeProxyRules } from './kube-proxy-leftovers.ts';
 import { ensurePrivateDir } from './private-dir.ts';
 import {
   externalAddrs,
@@ -114,11 +116,34 @@ function countServices(ports: readonly ResolvedServicePort[]): number {
   return new Set(ports.map((p) => `${p.service.namespace}/${p.service.name}`)).size;
 }
 
+/**
+ * Two proxies on one node fight over every Service packet: with kube-proxy's rules present the
+ * agent refuses to start, unless told to remove them (kube-proxy-leftovers.ts).
+ */
+function refuseBesideKubeProxy(opts: AgentOptions, log: Logger): void {
+  const found = findKubeProxyRules();
+  if (found.length === 0) return;
+  if (!opts.cleanupKubeProxy) {
+    throw new UserError(
+      'KUBE_PROXY_PRESENT',
+      `kube-proxy's rules are on this node (${found.join('; ')})`,
+      {
+        hint: 'stop kube-proxy, then run `kubetun cleanup --kube-proxy` (or start with --cleanup-kube-proxy)',
+      },
+    );
+  }
+  log.warn(
+    { removed: removeKubeProxyRules() },
+    "removed kube-proxy's rules (--cleanup-kube-proxy)",
+  );
+}
+
 /** Node work done before steering: leftovers of a crashed run, then the TUN and its reader. */
 async function prepareNode(opts: AgentOptions, log: Logger): Promise<TunDevice> {
   if (await ctlAlive(opts.ctlSocket)) {
     throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
   }
+  refuseBesideKubeProxy(opts, log);
   const statePath = statePathFor(opts.ctlSocket);
   ensurePrivateDir(dirname(statePath)); // root-only whatever the umask (private-dir.ts)
   const recovered = await recoverState(statePath);

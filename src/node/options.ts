@@ -42,6 +42,8 @@ export interface AgentOptions {
   batch: number;
   /** run the fail-open watchdog (see failure.ts) */
   watchdog: boolean;
+  /** kube-proxy's rules found at start are removed instead of refusing to start */
+  cleanupKubeProxy?: boolean;
   logLevel: string;
   /** --ct-max, --ct-timeout, --ct-drop-invalid, --ct-gc-* (parsed by ct-gc.ts parseCtRunFlags) */
   ctFlags?: CtRunFlags;

@@ -16,12 +16,16 @@ export class CommandError extends KubetunError {
   }
 }
 
-/** Runs argv[0] with the rest as arguments; returns stdout; throws CommandError on failure. */
-export function run(argv: readonly string[]): string {
+/**
+ * Runs argv[0] with the rest as arguments (`input` on its stdin); returns stdout; throws
+ * CommandError on failure.
+ */
+export function run(argv: readonly string[], input?: string): string {
   try {
     return execFileSync(argv[0], argv.slice(1), {
       encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
+      input,
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
   } catch (err) {
     const e = err as { stderr?: Buffer | string };

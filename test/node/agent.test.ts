@@ -44,20 +44,8 @@ function exited(p: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => p.once('exit', (code) => resolve(code)));
 }
 
-/** Everything kubetun may leave behind in the node namespace, as text to compare. */
-function nodeFootprint() {
-  const links = (JSON.parse(t.must('node', ['ip', '-j', 'link', 'show'])) as { ifname: string }[])
-    .map((l) => l.ifname)
-    .filter((n) => n !== 'kt0');
-  const filters = links.map((d) => t.must('node', ['tc', 'filter', 'show', 'dev', d, 'ingress']));
-  return {
-    clsact: t.must('node', ['tc', 'qdisc', 'show']).includes('clsact'),
-    filters: filters.join('').trim(),
-    tun: links.length < JSON.parse(t.must('node', ['ip', '-j', 'link', 'show'])).length,
-    svcRoute: t.must('node', ['ip', 'route', 'show', '10.96.0.0/16']).trim(),
-    sysctls: Object.fromEntries(SYSCTLS.map((k) => [k, sysctl(k)])),
-  };
-}
+/** Everything kubetun may leave behind in the node namespace (Topo.footprint). */
+const nodeFootprint = () => t.footprint(SYSCTLS);
 
 /** nodeFootprint() of the node as it was before kubetun first ran (sysctls as found then). */
 function untouchedFootprint(): ReturnType<typeof nodeFootprint> {

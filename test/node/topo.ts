@@ -98,10 +98,11 @@ export class Topo {
   }
 
   /** Runs argv inside namespace `name` (never throws). */
-  exec(name: string, argv: string[], timeoutMs = 15_000): Exec {
+  exec(name: string, argv: string[], timeoutMs = 15_000, input?: string): Exec {
     const r = spawnSync('ip', ['netns', 'exec', this.ns(name), ...argv], {
       encoding: 'utf8',
       timeout: timeoutMs,
+      input,
     });
     return { status: r.status, out: r.stdout ?? '', err: r.stderr ?? '' };
   }
@@ -234,6 +235,29 @@ export class Topo {
       }
     }
     throw new Error(`agent not ready (exited: ${exited}); see ${this.dir}/agent-*.log`);
+  }
+
+  /**
+   * Everything kubetun may leave behind in the node namespace, as values to compare with the
+   * node before kubetun ran (`sysctls`: the keys to read).
+   */
+  footprint(sysctls: readonly string[]) {
+    const all = (
+      JSON.parse(this.must('node', ['ip', '-j', 'link', 'show'])) as { ifname: string }[]
+    ).map((l) => l.ifname);
+    const links = all.filter((n) => n !== 'kt0');
+    const filters = links.map((d) =>
+      this.must('node', ['tc', 'filter', 'show', 'dev', d, 'ingress']),
+    );
+    return {
+      clsact: this.must('node', ['tc', 'qdisc', 'show']).includes('clsact'),
+      filters: filters.join('').trim(),
+      tun: links.length < all.length,
+      svcRoute: this.must('node', ['ip', 'route', 'show', '10.96.0.0/16']).trim(),
+      sysctls: Object.fromEntries(
+        sysctls.map((k) => [k, this.must('node', ['sysctl', '-n', k]).trim()]),
+      ),
+    };
   }
 
   /** HTTP GET from pod `from`; returns curl's exit status and the body. */
