@@ -37,6 +37,8 @@ const EDNS_LIMIT = 1232;
 const HEADER_BYTES = 12;
 const OPCODE_SHIFT = 11;
 
+const OUTSIDE: Lookup = { status: 'outside', answers: [], additionals: [] };
+
 export interface Reply {
   bytes: Buffer;
   /** For the query log: the question and the rcode sent. */
@@ -63,7 +65,9 @@ export async function respond(
   const question = q.questions?.[0];
   if (q.type === 'response' || q.questions?.length !== 1 || !question)
     return headerOnly(query, RCODE.FORMERR);
-  const found = lookup(zone, question.name, question.type);
+  // The cluster zone is class IN; CHAOS and the rest (`version.bind`) are not ours to answer.
+  const inClass = question.class === undefined || question.class === 'IN';
+  const found = inClass ? lookup(zone, question.name, question.type) : OUTSIDE;
   if (found.status === 'outside') return outside(q, query, transport, forward);
   const rcode = found.status === 'nxdomain' ? RCODE.NXDOMAIN : RCODE.NOERROR;
   const flags = dnsPacket.AUTHORITATIVE_ANSWER | ((q.flags ?? 0) & dnsPacket.RECURSION_DESIRED);

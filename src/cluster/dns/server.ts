@@ -126,7 +126,15 @@ export function forwarder(up: HostPort): Forwarder {
         const sock = createSocket(isIP(up.host) === 6 ? 'udp6' : 'udp4');
         done = () => sock.close();
         sock.on('error', fail);
-        sock.on('message', ok);
+        // Only the upstream's reply to this query (same address and id) ends the wait.
+        sock.on('message', (m, from) => {
+          if (
+            from.address === up.host &&
+            m.length >= 2 &&
+            m.readUInt16BE(0) === query.readUInt16BE(0)
+          )
+            ok(m);
+        });
         sock.send(query, up.port, up.host);
         return;
       }

@@ -2,6 +2,7 @@
 // fixtures in test/fixtures/cluster-dns (one Service of each kind the Kubernetes DNS
 // specification names) — every record kind, negative answers, truncation, forwarding.
 import { join } from 'node:path';
+import dnsPacket from 'dns-packet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RCODE } from '../../../src/cluster/dns/responder.ts';
 import { ClusterDnsServer } from '../../../src/cluster/dns/server.ts';
@@ -101,6 +102,14 @@ describe.each([['udp'], ['tcp']])('over %s', (transport) => {
     }
   });
 
+  it('ExternalName to a cluster name: the CNAME and then the target A, in one answer', async () => {
+    const r = await ask(port, `alias.default.svc.${D}`, 'A', { tcp });
+    expect(r.reply.answers?.map((a) => [a.type, a.name, (a as { data: unknown }).data])).toEqual([
+      ['CNAME', `alias.default.svc.${D}`, `web.default.svc.${D}`],
+      ['A', `web.default.svc.${D}`, '10.96.0.10'],
+    ]);
+  });
+
   it('PTR: a ClusterIP names its Service, a headless endpoint its hostname', async () => {
     const svc = await ask(port, '10.0.96.10.in-addr.arpa', 'PTR', { tcp });
     expect(data(svc.reply.answers, 'PTR')).toEqual([`web.default.svc.${D}`]);
@@ -179,6 +188,16 @@ describe('malformed and unsupported messages', () => {
     const status = Buffer.from([0xab, 0xcd, 0x10, 0x00, 0, 0, 0, 0, 0, 0, 0, 0]); // opcode 2
     const s = await exchange(port, status, true);
     expect([s.readUInt16BE(0), s.readUInt16BE(2) & 0xf]).toEqual([0xabcd, RCODE.NOTIMP]);
+  });
+
+  it('a cluster name asked in class CHAOS is not answered from the zone: REFUSED', async () => {
+    const q = dnsPacket.encode({
+      type: 'query',
+      id: 77,
+      questions: [{ type: 'A', name: `web.default.svc.${D}`, class: 'CH' }],
+    });
+    const r = await exchange(port, q, false);
+    expect(r.readUInt16BE(2) & 0xf).toBe(RCODE.REFUSED);
   });
 
   it('TCP: two queries on one connection, each answered', async () => {
