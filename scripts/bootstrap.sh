@@ -36,6 +36,21 @@ if [ "${1:-}" = "--test" ]; then
   pkgs[chromium]=/usr/bin/chromium
   pkgs[vagrant]=/usr/bin/vagrant
 fi
+# The VM lab (docs/vagrant.md) and its test stage: libvirt + QEMU, vagrant-libvirt, and what
+# scripts/box-build.sh makes the box with. `--test` includes them (CI runs the VM stage).
+if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--vm" ]; then
+  pkgs[vagrant]=/usr/bin/vagrant
+  pkgs[vagrant-libvirt]=/usr/share/rubygems-integration/all/specifications/vagrant-libvirt-0.11.2.gemspec
+  pkgs[libvirt-daemon-system]=/usr/sbin/libvirtd
+  pkgs[libvirt-daemon-driver-qemu]=/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so
+  pkgs[libvirt-clients]=/usr/bin/virsh
+  pkgs[qemu-system-x86]=/usr/bin/qemu-system-x86_64
+  pkgs[qemu-utils]=/usr/bin/qemu-img
+  pkgs[dnsmasq-base]=/usr/sbin/dnsmasq
+  pkgs[debootstrap]=/usr/sbin/debootstrap
+  pkgs[rsync]=/usr/bin/rsync
+  pkgs[e2fsprogs]=/usr/sbin/mkfs.ext4
+fi
 
 missing=()
 for p in "${!pkgs[@]}"; do

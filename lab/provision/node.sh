@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Turns this machine (a Vagrant VM; any Debian 13 box) into lab node NODE of
-# lab/vagrant-topology.yaml, as root: Debian's Node.js and the tools kubetun needs, the kernel
-# modules of the data plane's hooks, `npm ci`, then the one provisioning path the namespace lab
-# uses too — `kubetun lab provision-node` (src/lab/provision.ts) — with pod servers and kubetun
-# as systemd units.
+# Turns this machine (a Vagrant VM: the kubetun/debian12 box, or any Debian 13 box) into lab node
+# NODE of lab/vagrant-topology.yaml, as root: the kernel modules of the data plane's hooks, the
+# TUN addon built here (on another box also Node, the tools and `npm ci`), then the one
+# provisioning path the namespace lab uses too — `kubetun lab provision-node`
+# (src/lab/provision.ts) — with pod servers and kubetun as systemd units.
 #
 #   bash lab/provision/node.sh NODE [NODES]     NODES: how many of the topology's nodes exist
 set -euo pipefail
@@ -12,23 +12,36 @@ nodes=${2:-${KUBETUN_NODES:-2}}
 cd "$(dirname "$0")/../.."
 export DEBIAN_FRONTEND=noninteractive
 
-# Node >= 20 from the distribution (Debian 13 ships 20.x), and the headers the TUN addon
-# builds against, so node-gyp needs no download.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends nodejs npm ca-certificates >/dev/null
-fi
-if [ ! -d /usr/include/node ]; then
-  apt-get install -y -qq --no-install-recommends libnode-dev >/dev/null ||
-    echo "node.sh: no libnode-dev; node-gyp will download Node's headers"
-fi
-
 # The hooks: TUN, tc clsact (sch_ingress), u32 classifier, mirred redirect; kept across reboots.
 modules=(tun sch_ingress cls_u32 act_mirred)
 printf '%s\n' "${modules[@]}" >/etc/modules-load.d/kubetun.conf
 for m in "${modules[@]}"; do modprobe "$m"; done
 
-bash scripts/bootstrap.sh # apt tools (iproute2, tcpdump, iptables, ...), npm ci, the addon
+box_modules=/opt/kubetun-modules
+if [ -d "$box_modules/node_modules" ]; then
+  # The kubetun/debian12 box (scripts/box-build.sh): Node, the tools and the npm dependencies
+  # are inside; no network. Only the addon is built, here, for this guest.
+  cmp -s package-lock.json "$box_modules/package-lock.json" ||
+    echo "node.sh: the box's npm dependencies are from another package-lock.json: run scripts/box-build.sh again" >&2
+  ln -sfn "$box_modules/node_modules" node_modules
+  if [ ! -f build/Release/kubetun_tun.node ] || [ src/tun/native -nt build/Release/kubetun_tun.node ]; then
+    echo "node.sh: building the TUN addon for this guest"
+    node scripts/build-addon.mjs >/tmp/kubetun-addon-build.log 2>&1 ||
+      { tail -20 /tmp/kubetun-addon-build.log >&2; exit 1; }
+  fi
+else
+  # Any other Debian 13 box: Node >= 20 from the distribution (Debian 13 ships 20.x) and the
+  # headers the addon builds against, then scripts/bootstrap.sh (apt tools, npm ci, the addon).
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends nodejs npm ca-certificates >/dev/null
+  fi
+  if [ ! -d /usr/include/node ]; then
+    apt-get install -y -qq --no-install-recommends libnode-dev >/dev/null ||
+      echo "node.sh: no libnode-dev; node-gyp will download Node's headers"
+  fi
+  bash scripts/bootstrap.sh # apt tools (iproute2, tcpdump, iptables, ...), npm ci, the addon
+fi
 
 cat >/usr/local/bin/kubetun <<WRAP
 #!/bin/sh

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The libvirt side of the VM lab on a machine where test traffic may only go to loopback or into
+# network namespaces the test made (this project's CI): libvirtd, virtlogd, every QEMU they start,
+# libvirt's networks (bridges, dnsmasq) and Vagrant itself run inside one network namespace,
+# <prefix>virt, that this script creates and removes. The host's own namespace gets no bridge,
+# no address, no route; the VMs reach nothing but each other (the namespace has no uplink).
+# Vagrant talks to libvirtd over its unix socket (a file, not the network), and must run in the
+# namespace too, to reach the VMs' addresses by SSH: `vm-host.sh exec vagrant ...`.
+#
+#   bash scripts/vm-host.sh start            namespace, virtlogd, libvirtd (idempotent)
+#   bash scripts/vm-host.sh exec CMD...      run CMD in the namespace (vagrant up, vagrant ssh)
+#   bash scripts/vm-host.sh stop             stop the daemons and QEMU, remove the namespace
+#   bash scripts/vm-host.sh status
+#
+# systemd is not needed: the daemons are started by hand with their own pid files. libvirtd
+# reads a qemu.conf of ours (root, no cgroups, no security driver: nothing here to confine
+# against), bind-mounted over /etc/libvirt/qemu.conf inside the namespace's own mount namespace.
+set -euo pipefail
+prefix=${KUBETUN_LAB_PREFIX:-kt-}
+ns=${prefix}virt
+run=/run/kubetun-${prefix%-}virt
+say() { echo "vm-host: $*" >&2; }
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+start() {
+  command -v libvirtd >/dev/null || { say "no libvirtd: apt-get install libvirt-daemon-system qemu-system-x86 (scripts/bootstrap.sh --vm)"; exit 1; }
+  if alive "$run/libvirtd.pid"; then say "libvirtd already runs in $ns (pid $(cat "$run/libvirtd.pid"))"; return; fi
+  if [ -S /run/libvirt/libvirt-sock ] && virsh -c qemu:///system version >/dev/null 2>&1; then
+    say "a libvirtd not started by this script answers on /run/libvirt/libvirt-sock; stop it first"
+    exit 1
+  fi
+  mkdir -p "$run"
+  ip netns list | grep -qx "$ns" || ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  cat >"$run/qemu.conf" <<CONF
+# Written by scripts/vm-host.sh: QEMU as root, no cgroups (no systemd here), no confinement.
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+security_driver = "none"
+cgroup_controllers = [ ]
+namespaces = [ ]
+CONF
+  ip netns exec "$ns" sh -c "
+    mount --bind '$run/qemu.conf' /etc/libvirt/qemu.conf &&
+    virtlogd -d -p '$run/virtlogd.pid' &&
+    libvirtd -d -p '$run/libvirtd.pid'"
+  for _ in $(seq 1 60); do
+    virsh -c qemu:///system version >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  virsh -c qemu:///system version >/dev/null || { say "libvirtd did not answer; see /var/log/libvirt/"; exit 1; }
+  say "libvirtd $(cat "$run/libvirtd.pid") and virtlogd $(cat "$run/virtlogd.pid") run in network namespace $ns"
+}
+
+stop() {
+  if ip netns list | grep -qx "$ns"; then
+    # QEMU first (destroy, not shutdown: whatever is left is abandoned), then the daemons.
+    for d in $(virsh -c qemu:///system list --name 2>/dev/null); do virsh -c qemu:///system destroy "$d" >/dev/null || true; done
+  fi
+  for p in libvirtd virtlogd; do
+    if alive "$run/$p.pid"; then kill "$(cat "$run/$p.pid")"; fi
+  done
+  for _ in $(seq 1 20); do alive "$run/libvirtd.pid" || alive "$run/virtlogd.pid" || break; sleep 0.5; done
+  if ip netns list | grep -qx "$ns"; then
+    for pid in $(ip netns pids "$ns"); do say "still in $ns: $(tr '\0' ' ' </proc/$pid/cmdline | cut -c1-80) ($pid): killing"; kill -9 "$pid" 2>/dev/null || true; done
+    ip netns del "$ns"
+  fi
+  rm -rf "$run"
+  say "stopped; network namespace $ns removed"
+}
+
+case ${1:-} in
+  start) start ;;
+  stop) stop ;;
+  exec) shift; exec ip netns exec "$ns" "$@" ;;
+  status) ip netns list | grep -qx "$ns" && alive "$run/libvirtd.pid" && { say "running in $ns"; exit 0; }; say "not running"; exit 1 ;;
+  *) echo "usage: vm-host.sh start|stop|status|exec CMD..." >&2; exit 2 ;;
+esac
