@@ -1,23 +1,26 @@
-// Reads vitest's JSON report and prints "N passed, N failed" as the run's last line.
-// Exits 1 when anything failed, when no test ran, or when the report is missing.
+// Reads vitest's JSON reports (the main suite's, the VM stage's) and prints "N passed, N failed"
+// over all of them as the run's last line. Exits 1 when anything failed, when no test ran, or
+// when a report is missing (a stage that could not even start counts as one failure).
 import { readFileSync } from 'node:fs';
 
-const file = process.argv[2];
-let report;
-try {
-  report = JSON.parse(readFileSync(file, 'utf8'));
-} catch (err) {
-  console.log(`no test report at ${file}: ${err.message}`);
-  console.log('0 passed, 1 failed');
-  process.exit(1);
-}
 let passed = 0;
 let failed = 0;
 let skipped = 0;
-for (const suite of report.testResults ?? []) {
-  // A file that failed to load has no assertions but is a failure all the same.
-  if (suite.status === 'failed' && (suite.assertionResults ?? []).length === 0) failed += 1;
-  for (const t of suite.assertionResults ?? []) {
+const suites = [];
+for (const file of process.argv.slice(2)) {
+  try {
+    suites.push(...(JSON.parse(readFileSync(file, 'utf8')).testResults ?? []));
+  } catch (err) {
+    console.log(`no test report at ${file}: ${err.message}`);
+    failed += 1;
+  }
+}
+for (const suite of suites) {
+  // A file that failed to load, or whose beforeAll threw (its tests then count as skipped), is
+  // a failure all the same.
+  const results = suite.assertionResults ?? [];
+  if (suite.status === 'failed' && !results.some((t) => t.status === 'failed')) failed += 1;
+  for (const t of results) {
     if (t.status === 'passed') passed += 1;
     else if (t.status === 'failed') failed += 1;
     else skipped += 1;

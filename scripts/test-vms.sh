@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The VM stage of the test suite (scripts/test.sh runs it after the main tests): builds the
+# kubetun/debian12 box (cached: seconds when nothing changed), brings up node1, node2 and the
+# client with `vagrant up --provider=libvirt` under QEMU inside the network namespace
+# <prefix>virt (scripts/vm-host.sh), runs test/vms/*.test.ts against them and destroys them.
+# Writes vitest's JSON report to the file given (scripts/test-summary.mjs counts it).
+#
+#   bash scripts/test-vms.sh [REPORT.json]     as root; KUBETUN_VM_STAGE=0 skips it, saying so
+set -uo pipefail
+cd "$(dirname "$0")/.."
+report=${1:-.test-results/vms.json}
+mkdir -p "$(dirname "$report")"
+rm -f "$report"
+if [ "$(id -u)" != 0 ]; then
+  echo "vm stage: needs root (libvirtd, network namespaces); the namespace lab runs without VMs: kubetun lab up" >&2
+  exit 1
+fi
+if [ -e /dev/kvm ] && [ "${KUBETUN_LIBVIRT_DRIVER:-qemu}" = qemu ]; then
+  echo "vm stage: /dev/kvm exists, but a Linux guest hangs under KVM on this machine kind; QEMU's TCG (software emulation) is used (KUBETUN_LIBVIRT_DRIVER=kvm to try KVM; see docs/vagrant.md)"
+fi
+start=$(date +%s)
+npx vitest run --config vitest.vms.config.ts --reporter=default --reporter=json --outputFile.json="$report"
+status=$?
+echo "vm stage: $(($(date +%s) - start)) s in all (load $(cut -d' ' -f1-3 /proc/loadavg))"
+exit $status

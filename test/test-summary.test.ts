@@ -1,0 +1,49 @@
+// scripts/test-summary.mjs: the closing "N passed, N failed" line over every stage's vitest JSON
+// report (the main suite's and the VM stage's), a stage whose report is missing or whose
+// beforeAll threw counting as a failure.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const SCRIPT = join(import.meta.dirname, '../scripts/test-summary.mjs');
+const DIR = mkdtempSync(join(tmpdir(), 'kubetun-summary-'));
+afterAll(() => rmSync(DIR, { recursive: true, force: true }));
+
+function report(name: string, suites: { status: string; tests: string[] }[]): string {
+  const file = join(DIR, name);
+  const testResults = suites.map((s) => ({
+    status: s.status,
+    assertionResults: s.tests.map((status) => ({ status })),
+  }));
+  writeFileSync(file, JSON.stringify({ testResults }));
+  return file;
+}
+
+function summary(...files: string[]) {
+  const r = spawnSync(process.execPath, [SCRIPT, ...files], { encoding: 'utf8' });
+  return { status: r.status, last: r.stdout.trim().split('\n').at(-1) };
+}
+
+describe('test-summary.mjs', () => {
+  it('adds up the passes and failures of every report', () => {
+    const main = report('main.json', [{ status: 'passed', tests: ['passed', 'passed'] }]);
+    const vms = report('vms.json', [{ status: 'failed', tests: ['passed', 'failed'] }]);
+    expect(summary(main)).toEqual({ status: 0, last: '2 passed, 0 failed' });
+    expect(summary(main, vms)).toEqual({ status: 1, last: '3 passed, 1 failed' });
+  });
+
+  it('counts a stage whose report is missing as one failure', () => {
+    const main = report('main2.json', [{ status: 'passed', tests: ['passed'] }]);
+    expect(summary(main, join(DIR, 'absent.json'))).toEqual({
+      status: 1,
+      last: '1 passed, 1 failed',
+    });
+  });
+
+  it('counts a file whose beforeAll threw (its tests skipped) as one failure', () => {
+    const vms = report('vms2.json', [{ status: 'failed', tests: ['skipped', 'skipped'] }]);
+    expect(summary(vms)).toEqual({ status: 1, last: '0 passed, 1 failed, 2 skipped' });
+  });
+});
