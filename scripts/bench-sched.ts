@@ -15,11 +15,11 @@
 // CPUs, where even an empty loop cost 3 ns/iteration).
 
 import { loadavg } from 'node:os';
-import { createDatapath } from '../src/datapath/datapath.ts';
-import { dpLoadServices } from '../src/datapath/load.ts';
+import { createDatapath } from '../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../src/loader/load.ts';
 import { dpProcess } from '../src/datapath/program.ts';
-import { TX_DNAT_NEW } from '../src/datapath/reasons.ts';
-import { Rng } from '../src/datapath/rng.ts';
+import { TX_DNAT_NEW } from '../src/datapath/state/reasons.ts';
+import { Rng } from '../src/datapath/state/rng.ts';
 import { dpTuneV8 } from '../src/datapath/tune.ts';
 import type { ResolvedServicePort } from '../src/model.ts';
 import { ipv4FillCsum } from '../src/wire/ipv4.ts';
@@ -152,7 +152,9 @@ function service(kind: string, n: number): ResolvedServicePort {
     }),
     port,
     servicePortName: 'bench/web:http',
-    endpoints: Array.from({ length: n }, (_, i) => makeReadyEndpoint(`10.245.${i >> 8}.${i & 255}`, 8080)),
+    endpoints: Array.from({ length: n }, (_, i) =>
+      makeReadyEndpoint(`10.245.${i >> 8}.${i & 255}`, 8080),
+    ),
   };
 }
 

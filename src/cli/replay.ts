@@ -3,8 +3,8 @@
 // what the kernel's kube-proxy rules did to the same traffic.
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { REASON_NAMES } from '../datapath/reasons.ts';
-import { VERDICT_NAMES } from '../datapath/verdict.ts';
+import { REASON_NAMES } from '../datapath/state/reasons.ts';
+import { VERDICT_NAMES } from '../datapath/state/verdict.ts';
 import { fromErrno, UserError } from '../errors.ts';
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
 import {

@@ -3,9 +3,9 @@
 // and dpLoadServices for a full one (everything, leftovers removed); UDP cleanup = the conntrack
 // reconciler; and the metrics hook reading the datapath's counters and map fill.
 
-import type { Datapath } from '../datapath/datapath.ts';
-import { type DpLoadOptions, dpLoadServices, dpUpdateServices } from '../datapath/load.ts';
-import { countersToRecord } from '../datapath/reasons.ts';
+import type { Datapath } from '../datapath/state/datapath.ts';
+import { type DpLoadOptions, dpLoadServices, dpUpdateServices } from '../loader/load.ts';
+import { countersToRecord } from '../datapath/state/reasons.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { reconcileUdpConntrack } from './conntrack-reconcile.ts';
 import type { DatapathStats } from './metrics.ts';

@@ -18,17 +18,11 @@ import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
 import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpIsError, icmpType } from '../wire/icmp.ts';
 import { TCP_RST } from '../wire/tcp.ts';
 import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/ipv4.ts';
-import {
-  CT_DIR_ORIG,
-  CT_DIR_REPLY,
-  ct4LookupOrig,
-  ct4LookupReply,
-  ct4Invalid,
-  ct4TcpMayStart,
-} from './ct.ts';
-import type { Datapath } from './datapath.ts';
-import { frag4Later, frag4Remember } from './frag.ts';
-import { icmp4RelatedError } from './icmp-error.ts';
+import { ct4LookupOrig, ct4LookupReply, ct4Invalid, ct4TcpMayStart } from './stages/ct.ts';
+import { CT_DIR_ORIG, CT_DIR_REPLY } from './state/ct-state.ts';
+import type { Datapath } from './state/datapath.ts';
+import { frag4Later, frag4Remember } from './stages/frag.ts';
+import { icmp4RelatedError } from './stages/icmp-error.ts';
 import {
   lb4CtCreate,
   lb4CtCreateFailed,
@@ -39,9 +33,9 @@ import {
   lb4RevNat,
   lb4SelectBackend,
   lb4Track,
-} from './lb.ts';
-import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply } from './nat.ts';
-import { dp4Parse } from './parse.ts';
+} from './stages/lb.ts';
+import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply } from './stages/nat.ts';
+import { dp4Parse } from './stages/parse.ts';
 import {
   DROP_CT_INVALID,
   DROP_ECHO_TO_VIP,
@@ -57,9 +51,9 @@ import {
   REPLY_REJECT_UNKNOWN_PROTO,
   TX_DNAT,
   TX_REVNAT,
-} from './reasons.ts';
-import { lb4Reject } from './reject.ts';
-import { V_TX } from './verdict.ts';
+} from './state/reasons.ts';
+import { lb4Reject } from './stages/reject.ts';
+import { V_TX } from './state/verdict.ts';
 
 /**
  * Process the IPv4 packet at buf[off..off+len) at time nowMs; returns V_PASS/TX/REPLY/DROP.

@@ -10,7 +10,7 @@ import {
   CT_F_SEEN_REPLY,
   CT_F_TX_CLOSING,
   CT_STATE_SHIFT,
-} from '../datapath/ct.ts';
+} from '../datapath/state/ct-state.ts';
 
 export const TCP_STATES = [
   'SYN_SENT',

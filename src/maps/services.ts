@@ -38,6 +38,14 @@ export const SVC_F_ITP_LOCAL = 1 << 4;
 export const SVC_F_AFFINITY = 1 << 5;
 export const SVC_F_SOURCE_RANGE = 1 << 6;
 export const SVC_F_WILDCARD = 1 << 7;
+/** Frontends reached from outside the cluster (KUBE-EXT-*). */
+export const SVC_F_EXTERNAL = SVC_F_NODEPORT | SVC_F_EXTERNAL_IP | SVC_F_LOADBALANCER;
+/**
+ * Added to the protocol byte of a service key: the local-endpoints scope of an external
+ * frontend with externalTrafficPolicy: Local (Cilium's two-scope lookup). The plain key holds
+ * every endpoint (pod and node sources); this one only this node's (external clients).
+ */
+export const SVC_SCOPE_LOCAL = 0x80;
 
 // The scheduler byte of a master entry holds a SCHED_* kind of src/sched/kinds.ts (0 = random).
 
@@ -101,12 +109,7 @@ export class ServiceMap {
 
   /** Home hash of a key (tests use it to build colliding keys). */
   hashKey(vip: number, port: number, proto: number, slot: number): number {
-    return hash3(
-      this.seed,
-      vip | 0,
-      ((port & 0xffff) << 16) | (slot & 0xffff),
-      proto & 0xff,
-    );
+    return hash3(this.seed, vip | 0, ((port & 0xffff) << 16) | (slot & 0xffff), proto & 0xff);
   }
 
   /** Entry index of (vip, port, proto, slot), or -1. Fast path: no allocation, no throw. */

@@ -17,11 +17,11 @@ import { type ControlPlane, startControlPlane } from '../control/control-plane.t
 import { datapathSync } from '../control/datapath-sync.ts';
 import { UserError } from '../errors.ts';
 import { DEFAULT_MAX_INTERVAL_MS, DEFAULT_MIN_INTERVAL_MS } from '../control/runner.ts';
-import { createDatapath, type Datapath } from '../datapath/datapath.ts';
-import { type CtRunOptions, parseCtRunFlags, startCtGcTimer } from '../datapath/ct-gc.ts';
-import { lb4ConnRelease } from '../datapath/lb.ts';
-import { dpAffinityGc, dpConnRecount } from '../datapath/load.ts';
-import { nat4GcStep } from '../datapath/nat.ts';
+import { createDatapath, type Datapath } from '../datapath/state/datapath.ts';
+import { type CtRunOptions, parseCtRunFlags, startCtGcTimer } from '../housekeeping/ct-gc.ts';
+import { lb4ConnRelease } from '../datapath/stages/lb.ts';
+import { dpAffinityGc, dpConnRecount } from '../loader/load.ts';
+import { nat4GcStep } from '../datapath/stages/nat.ts';
 import { dpTuneV8 } from '../datapath/tune.ts';
 import { loadManifests } from '../manifests/index.ts';
 import type { ResolvedServicePort } from '../model.ts';

@@ -11,7 +11,7 @@
 // sync: new ports are opened, gone ones closed, counts updated in place.
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
-import { eligibleEndpoints } from '../datapath/load.ts';
+import { eligibleEndpoints } from '../loader/load.ts';
 import type { ResolvedServicePort } from '../model.ts';
 
 export interface HealthService {

@@ -1,9 +1,9 @@
 // Answers of the control socket, built from the datapath's maps and counters (slow world).
 // The JSON shapes are in src/inspect/types.ts (the CLI formats them); filters in
 // src/inspect/ct-filter.ts.
-import { CT_F_SEEN_REPLY } from '../datapath/ct.ts';
-import type { Datapath } from '../datapath/datapath.ts';
-import { countersToRecord } from '../datapath/reasons.ts';
+import { CT_F_SEEN_REPLY } from '../datapath/state/ct-state.ts';
+import type { Datapath } from '../datapath/state/datapath.ts';
+import { countersToRecord } from '../datapath/state/reasons.ts';
 import { type CtFilter, ctFilterMatch, parseCtFilter } from '../inspect/ct-filter.ts';
 import { ctAssured, ctStateName } from '../inspect/ct-state.ts';
 import type { CtEntry, SvcBackend, SvcEntry, SvcReport } from '../inspect/types.ts';

@@ -5,10 +5,10 @@
 // A V_REPLY's generated packet lives in dp.out until the next dpProcess, so the pending batch is
 // flushed first (order kept) and the reply written on its own — rejects are rare.
 // Nothing here allocates per packet or per batch.
-import type { Datapath } from '../datapath/datapath.ts';
+import type { Datapath } from '../datapath/state/datapath.ts';
 import { dpProcess } from '../datapath/program.ts';
-import { TX_REVNAT } from '../datapath/reasons.ts';
-import { V_PASS, V_REPLY, V_TX } from '../datapath/verdict.ts';
+import { TX_REVNAT } from '../datapath/state/reasons.ts';
+import { V_PASS, V_REPLY, V_TX } from '../datapath/state/verdict.ts';
 import { ipv4RewriteSrc, l4RewriteSrcPort } from '../wire/rewrite.ts';
 import type { TunDevice } from '../tun/tun.ts';
 import type { Cidr } from '../wire/addr.ts';

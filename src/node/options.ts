@@ -1,7 +1,7 @@
 // `kubetun run` options: validated once, in the slow world, with the flag named in every error.
 import { UserError } from '../errors.ts';
 import { SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
-import type { CtRunFlags } from '../datapath/ct-gc.ts';
+import type { CtRunFlags } from '../housekeeping/ct-gc.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
 
 export interface AgentOptions {

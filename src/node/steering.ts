@@ -42,8 +42,8 @@
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
-import type { DatapathConfig } from '../datapath/config.ts';
-import { snatRangeMask } from '../datapath/nat-config.ts';
+import type { DatapathConfig } from '../datapath/state/config.ts';
+import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
 import { run, runJson, tryRun } from './sh.ts';

@@ -2,12 +2,12 @@
 // the capture's timestamps as the clock, and write what the datapath would have put back on the
 // wire. The same program runs live on the TUN; this is how its behaviour is inspected, tested
 // and diffed against the kernel's without root.
-import { type Datapath, createDatapath } from '../datapath/datapath.ts';
-import type { DatapathConfig } from '../datapath/config.ts';
-import { dpLoadServices } from '../datapath/load.ts';
+import { type Datapath, createDatapath } from '../datapath/state/datapath.ts';
+import type { DatapathConfig } from '../datapath/state/config.ts';
+import { dpLoadServices } from '../loader/load.ts';
 import { dpProcess } from '../datapath/program.ts';
-import { REASON_NAMES } from '../datapath/reasons.ts';
-import { V_DROP, V_PASS, V_REPLY, V_TX, VERDICT_NAMES } from '../datapath/verdict.ts';
+import { REASON_NAMES } from '../datapath/state/reasons.ts';
+import { V_DROP, V_PASS, V_REPLY, V_TX, VERDICT_NAMES } from '../datapath/state/verdict.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { PcapReader } from './reader.ts';
 import { summarizeIpv4 } from './summary.ts';

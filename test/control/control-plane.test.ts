@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { type ControlPlane, startControlPlane } from '../../src/control/control-plane.ts';
 import { datapathSync } from '../../src/control/datapath-sync.ts';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
 
 function manifest(ips: string[]): string {

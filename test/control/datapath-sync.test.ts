@@ -3,8 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { datapathSync } from '../../src/control/datapath-sync.ts';
 import { ChangeTracker } from '../../src/control/tracker.ts';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
 import { SCHED_RR } from '../../src/sched/kinds.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
 import { ep, port, slice, svc } from './fixtures.ts';

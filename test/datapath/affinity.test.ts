@@ -5,8 +5,8 @@
 //   client 10.244.0.7 ──▶ 10.96.0.10:80 ──▶ the same one of a, b, c every time
 
 import { describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpAffinityGc, dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpAffinityGc, dpLoadServices } from '../../src/loader/load.ts';
 import { AffinityMap } from '../../src/maps/affinity.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
 import { buildTcp, endpoint, get32, ip, ipStr, run, SYN, service, servicePort } from './harness.ts';

@@ -8,8 +8,8 @@
 //                                 new flows only ever land on (a) or (c).
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
 import {
   ACK,

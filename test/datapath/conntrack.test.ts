@@ -10,11 +10,11 @@
 //   client C:p ──▶ VIP2:80 ─┘
 
 import { describe, expect, it } from 'vitest';
-import { CT_TIMEOUT_TCP_SYN } from '../../src/datapath/ct.ts';
-import { createDatapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { DROP_CT_FULL } from '../../src/datapath/reasons.ts';
-import { V_DROP } from '../../src/datapath/verdict.ts';
+import { CT_TIMEOUT_TCP_SYN } from '../../src/datapath/state/ct-state.ts';
+import { createDatapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { DROP_CT_FULL } from '../../src/datapath/state/reasons.ts';
+import { V_DROP } from '../../src/datapath/state/verdict.ts';
 import { ACK, buildTcp, endpoint, run, SYN, service, servicePort } from './harness.ts';
 
 const T0 = 1_000_000;

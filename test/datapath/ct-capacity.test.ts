@@ -4,17 +4,17 @@
 // the `kubetun run` conntrack flags.
 
 import { describe, expect, it } from 'vitest';
-import { ctMaxDefault } from '../../src/datapath/config.ts';
+import { ctMaxDefault } from '../../src/datapath/state/config.ts';
 import {
   CtFullLog,
   CtGcScheduler,
   ctGcNextInterval,
   DEFAULT_CT_GC,
   parseCtRunFlags,
-} from '../../src/datapath/ct-gc.ts';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { DROP_CT_FULL } from '../../src/datapath/reasons.ts';
+} from '../../src/housekeeping/ct-gc.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { DROP_CT_FULL } from '../../src/datapath/state/reasons.ts';
 import { buildUdp, endpoint, run, service, servicePort } from './harness.ts';
 
 const VIP = '10.96.0.53';

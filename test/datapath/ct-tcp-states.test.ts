@@ -14,12 +14,12 @@ import {
   CT_TCP_SYN_SENT,
   CT_TCP_TIME_WAIT,
   ctTcpState,
-} from '../../src/datapath/ct.ts';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import type { DatapathConfig } from '../../src/datapath/config.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { DROP_CT_INVALID } from '../../src/datapath/reasons.ts';
-import { V_DROP, V_TX } from '../../src/datapath/verdict.ts';
+} from '../../src/datapath/state/ct-state.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import type { DatapathConfig } from '../../src/datapath/state/config.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { DROP_CT_INVALID } from '../../src/datapath/state/reasons.ts';
+import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import { ctStateName } from '../../src/inspect/ct-state.ts';
 import {
   ACK,

@@ -4,10 +4,10 @@
 // already translated, so byte equality covers the UDP checksum over the whole datagram.
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { DROP_FRAG_OUT_OF_ORDER } from '../../src/datapath/reasons.ts';
-import { V_DROP, V_TX } from '../../src/datapath/verdict.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { DROP_FRAG_OUT_OF_ORDER } from '../../src/datapath/state/reasons.ts';
+import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import { FragMap } from '../../src/maps/frag.ts';
 import { buildIpv4, buildUdp, endpoint, run, service, servicePort, UDP } from './harness.ts';
 

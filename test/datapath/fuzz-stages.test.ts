@@ -7,10 +7,10 @@
 // malformed.test.ts fuzzes a plain ClusterIP setup; this one the stages added since.
 
 import { describe, expect, it } from 'vitest';
-import type { Datapath } from '../../src/datapath/datapath.ts';
+import type { Datapath } from '../../src/datapath/state/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
-import { REASON_COUNT, reasonIsDrop } from '../../src/datapath/reasons.ts';
-import { V_DROP, V_REPLY, V_TX } from '../../src/datapath/verdict.ts';
+import { REASON_COUNT, reasonIsDrop } from '../../src/datapath/state/reasons.ts';
+import { V_DROP, V_REPLY, V_TX } from '../../src/datapath/state/verdict.ts';
 import { ipv4FillCsum } from '../../src/wire/ipv4.ts';
 import { checksumsVerify } from './harness.ts';
 import { clockMs, HIGH_ADDRS, MixedTraffic, mixedDatapath, OFF } from './mixed-traffic.ts';

@@ -3,9 +3,9 @@
 // places every packet at an odd offset inside a larger buffer (the typed-array byteOffset bug
 // class), and ResolvedServicePort builders for dpLoadServices.
 
-import type { Datapath } from '../../src/datapath/datapath.ts';
+import type { Datapath } from '../../src/datapath/state/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
-import { REASON_NAMES } from '../../src/datapath/reasons.ts';
+import { REASON_NAMES } from '../../src/datapath/state/reasons.ts';
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
 import { makeDefaultService, makeReadyEndpoint } from '../fixtures/model.ts';
 

@@ -8,9 +8,9 @@
 //   ─▶ the client gets VIP -> client "need to frag, mtu 1400", quoting client -> VIP:80
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { V_PASS, V_TX } from '../../src/datapath/verdict.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { V_PASS, V_TX } from '../../src/datapath/state/verdict.ts';
 import {
   buildIcmp,
   buildTcp,

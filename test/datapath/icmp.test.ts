@@ -6,10 +6,10 @@
 //   router ── ICMP unreachable ──▶ 10.244.1.10        PASS_NOT_SERVICE
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { DROP_ECHO_TO_VIP } from '../../src/datapath/reasons.ts';
-import { V_DROP, V_PASS } from '../../src/datapath/verdict.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { DROP_ECHO_TO_VIP } from '../../src/datapath/state/reasons.ts';
+import { V_DROP, V_PASS } from '../../src/datapath/state/verdict.ts';
 import {
   buildIcmp,
   buildIcmpEcho,

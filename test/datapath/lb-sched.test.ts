@@ -7,8 +7,8 @@
 //                             ──▶ c 10.244.3.5:8080
 
 import { describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpConnRecount, dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpConnRecount, dpLoadServices } from '../../src/loader/load.ts';
 import type { ResolvedServicePort, Service } from '../../src/model.ts';
 import { SCHED_LC, SCHED_RR, SCHED_WRR } from '../../src/sched/kinds.ts';
 import {

@@ -4,8 +4,8 @@
 //                                                                       c 10.244.2.6
 
 import { describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices, dpUpdateServices, eligibleEndpoints } from '../../src/datapath/load.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices, dpUpdateServices, eligibleEndpoints } from '../../src/loader/load.ts';
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
 import {
   ACK,

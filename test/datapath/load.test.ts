@@ -6,8 +6,8 @@
 //     backends: id(a) -> a, id(b) -> b           revnat: r -> 10.96.0.10:80
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices, eligibleEndpoints } from '../../src/datapath/load.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices, eligibleEndpoints } from '../../src/loader/load.ts';
 import { BE_ACTIVE, BE_F_LOCAL, BE_TERMINATING } from '../../src/maps/backends.ts';
 import { SVC_F_WILDCARD } from '../../src/maps/services.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';

@@ -6,16 +6,16 @@
 //             non-first fragment ──▶ PASS_NON_FIRST_FRAGMENT (no L4 header to look up)
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
 import {
   PASS_NON_FIRST_FRAGMENT,
   REASON_COUNT,
   REASON_NAMES,
   reasonIsDrop,
-} from '../../src/datapath/reasons.ts';
-import { V_DROP, V_PASS, V_TX } from '../../src/datapath/verdict.ts';
+} from '../../src/datapath/state/reasons.ts';
+import { V_DROP, V_PASS, V_TX } from '../../src/datapath/state/verdict.ts';
 import {
   buildIpv4,
   buildTcp,

@@ -16,9 +16,9 @@
 //     a UDP first fragment and its later fragment, traffic that is no service's, an RST for no
 //     flow.
 
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { V_TX } from '../../src/datapath/verdict.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { V_TX } from '../../src/datapath/state/verdict.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
 import { l4FillCsum } from '../../src/wire/checksum.ts';
 import { icmpBuildFragNeeded } from '../../src/wire/icmp.ts';

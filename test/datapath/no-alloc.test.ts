@@ -16,7 +16,7 @@ import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import type { Datapath } from '../../src/datapath/datapath.ts';
+import type { Datapath } from '../../src/datapath/state/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
 import { dpTuneV8 } from '../../src/datapath/tune.ts';
 import {

@@ -2,7 +2,7 @@
 // the five u32 prefix/mask keys cover exactly 30000-32767, the SNAT range key exactly its
 // range, and the health answers are kube-proxy's (status, weight header, JSON body).
 import { describe, expect, it } from 'vitest';
-import { checkNatConfig, snatRangeMask } from '../../src/datapath/nat-config.ts';
+import { checkNatConfig, snatRangeMask } from '../../src/datapath/state/nat-config.ts';
 import { healthAnswer, healthServices } from '../../src/node/health-nodeport.ts';
 import { NODEPORT_KEYS } from '../../src/node/steering.ts';
 import { endpoint, service, servicePort } from './harness.ts';

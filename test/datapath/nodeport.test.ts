@@ -6,10 +6,10 @@
 //   web   10.96.0.10:80/TCP  nodePort 30080   backends as each test says
 //   client 172.30.0.100 (outside the cluster)
 import { describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { nat4GcStep, nat4SnatOf } from '../../src/datapath/nat.ts';
-import { V_DROP, V_TX } from '../../src/datapath/verdict.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { nat4GcStep, nat4SnatOf } from '../../src/datapath/stages/nat.ts';
+import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import type { Service } from '../../src/model.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
 import {

@@ -3,8 +3,8 @@
 // are generated from it.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import * as R from '../../src/datapath/reasons.ts';
-import { V_DROP, V_PASS, V_REPLY, V_TX } from '../../src/datapath/verdict.ts';
+import * as R from '../../src/datapath/state/reasons.ts';
+import { V_DROP, V_PASS, V_REPLY, V_TX } from '../../src/datapath/state/verdict.ts';
 import { REASONS_DOC, reasonsMarkdown } from '../../scripts/gen-reasons-doc.ts';
 
 const constants = Object.entries(R).filter(

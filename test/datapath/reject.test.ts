@@ -8,11 +8,14 @@
 //   client ── SYN ──▶ 10.96.0.20:443 (VIP known, port not served) ──▶ the same reject
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import type { DatapathConfig } from '../../src/datapath/config.ts';
-import { DROP_ICMP_RATELIMIT, REPLY_REJECT_NO_ENDPOINTS } from '../../src/datapath/reasons.ts';
-import { V_DROP, V_PASS, V_REPLY } from '../../src/datapath/verdict.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import type { DatapathConfig } from '../../src/datapath/state/config.ts';
+import {
+  DROP_ICMP_RATELIMIT,
+  REPLY_REJECT_NO_ENDPOINTS,
+} from '../../src/datapath/state/reasons.ts';
+import { V_DROP, V_PASS, V_REPLY } from '../../src/datapath/state/verdict.ts';
 import {
   buildIcmp,
   buildIpv4,

@@ -22,11 +22,11 @@ import {
   CT_TIMEOUT_TCP_LAST_ACK,
   CT_TIMEOUT_TCP_SYN_RECV,
   CT_TIMEOUT_TCP_SYN_SENT,
-} from '../../src/datapath/ct.ts';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { TX_DNAT, TX_DNAT_NEW, TX_REVNAT } from '../../src/datapath/reasons.ts';
-import { V_TX } from '../../src/datapath/verdict.ts';
+} from '../../src/datapath/state/ct-state.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { TX_DNAT, TX_DNAT_NEW, TX_REVNAT } from '../../src/datapath/state/reasons.ts';
+import { V_TX } from '../../src/datapath/state/verdict.ts';
 import {
   ACK,
   buildTcp,

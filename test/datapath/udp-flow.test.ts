@@ -6,11 +6,11 @@
 //   lifetime: 30 s until a reply is seen, then 120 s (kernel udp_timeout / udp_timeout_stream)
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { CT_TIMEOUT_UDP, CT_TIMEOUT_UDP_STREAM } from '../../src/datapath/ct.ts';
-import { dpCtFlushStaleUdp, dpCtGc } from '../../src/datapath/ct-gc.ts';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
-import { V_PASS, V_TX } from '../../src/datapath/verdict.ts';
+import { CT_TIMEOUT_UDP, CT_TIMEOUT_UDP_STREAM } from '../../src/datapath/state/ct-state.ts';
+import { dpCtFlushStaleUdp, dpCtGc } from '../../src/housekeeping/ct-gc.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
+import { V_PASS, V_TX } from '../../src/datapath/state/verdict.ts';
 import {
   buildTcp,
   buildUdp,

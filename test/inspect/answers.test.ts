@@ -5,8 +5,8 @@
 //   client 10.244.1.11:5353  ─UDP────────────▶ dns 10.96.0.53:53  ─▶ 10.244.2.7:53   (UNREPLIED)
 //   empty  10.96.0.20:80 has no endpoints.
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createDatapath, type Datapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
 import { formatCtEntry } from '../../src/inspect/ct-format.ts';
 import { formatSvcReport } from '../../src/inspect/svc-format.ts';
 import type { CtEntry, SvcReport } from '../../src/inspect/types.ts';

@@ -8,7 +8,7 @@ import {
   CT_F_SEEN_NON_SYN,
   CT_F_SEEN_REPLY,
   CT_F_TX_CLOSING,
-} from '../../src/datapath/ct.ts';
+} from '../../src/datapath/state/ct-state.ts';
 import { ctFilterMatch, parseCtFilter } from '../../src/inspect/ct-filter.ts';
 import { ctAssured, ctStateName } from '../../src/inspect/ct-state.ts';
 import { ctFilterFromFlags } from '../../src/inspect/flags.ts';

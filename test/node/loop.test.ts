@@ -5,8 +5,8 @@
 //          the service CIDR (PASS, would loop) | ping VIP (DROP) | to a pod (PASS)
 //   expect: writeBatch[TX, PASS] · write[ICMP reject] · writeBatch[PASS]
 import { describe, expect, it } from 'vitest';
-import { createDatapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
 import {
   AGENT_BATCHES,
   AGENT_DROP_SERVICE_CIDR_LOOP,

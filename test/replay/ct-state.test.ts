@@ -1,7 +1,7 @@
 // The trace's conntrack column: new / established / reply, told from the datapath's trace
 // fields and the packet's own source (ICMP echo flows are keyed by echo id, not a port).
 import { describe, expect, it } from 'vitest';
-import { createDatapath } from '../../src/datapath/datapath.ts';
+import { createDatapath } from '../../src/datapath/state/datapath.ts';
 import { ctStateOf, flowSource } from '../../src/pcap/replay.ts';
 import { icmpEcho, SYN, tcp } from '../fixtures/packets.ts';
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { V_DROP, V_PASS, V_REPLY, V_TX } from '../../src/datapath/verdict.ts';
+import { V_DROP, V_PASS, V_REPLY, V_TX } from '../../src/datapath/state/verdict.ts';
 import { loadManifests, resolveServicePorts } from '../../src/manifests/index.ts';
 import { readPcap } from '../../src/pcap/reader.ts';
 import {

@@ -10,8 +10,8 @@
 // service with no usable endpoint anywhere (kube-proxy REJECTs, the datapath DROPs).
 
 import { describe, expect, it } from 'vitest';
-import { createDatapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
 import { SVC_F_ITP_LOCAL } from '../../src/maps/services.ts';
 import type { Endpoint } from '../../src/model.ts';
 import { renderIptables } from '../../src/rules/iptables.ts';

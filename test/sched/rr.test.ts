@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Rng } from '../../src/datapath/rng.ts';
+import { Rng } from '../../src/datapath/state/rng.ts';
 import { randomBuild, randomPick, rrPick } from '../../src/sched/rr.ts';
 import { chiSquare, letters, w32 } from './helpers.ts';
 

@@ -3,7 +3,7 @@
 // must keep what the kernel keeps across destination changes.
 
 import { describe, expect, it } from 'vitest';
-import { Rng } from '../../src/datapath/rng.ts';
+import { Rng } from '../../src/datapath/state/rng.ts';
 import { SH_F_PORT, shBuild, shPick } from '../../src/sched/hashing.ts';
 import {
   SCHED_DH,

@@ -7,7 +7,7 @@
 //   pod-d ──veth-pod-d──▶ node2 kubetun: ICMP echo to 10.96.0.10 matches nothing → dropped
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DROP_ECHO_TO_VIP, REASON_NAMES } from '../../datapath/reasons.ts';
+import { DROP_ECHO_TO_VIP, REASON_NAMES } from '../../datapath/state/reasons.ts';
 import { labCtl } from '../ctl.ts';
 import type { Progress } from '../lab.ts';
 import { type LabService, readLabServices } from '../manifests.ts';

@@ -17,12 +17,12 @@
 // a tc redirect that keeps that order. A reply-direction fragment that outruns its first
 // fragment is not to a VIP and is passed untranslated (the client's reassembly then drops it).
 
-import { FRAG_TIMEOUT } from '../maps/frag.ts';
-import { ipv4Dst, ipv4Id, ipv4Src } from '../wire/ipv4.ts';
-import { ipv4RewriteDst, ipv4RewriteSrc } from '../wire/rewrite.ts';
-import type { Datapath } from './datapath.ts';
+import { FRAG_TIMEOUT } from '../../maps/frag.ts';
+import { ipv4Dst, ipv4Id, ipv4Src } from '../../wire/ipv4.ts';
+import { ipv4RewriteDst, ipv4RewriteSrc } from '../../wire/rewrite.ts';
+import type { Datapath } from '../state/datapath.ts';
 import { lb4IsVip } from './lb.ts';
-import { DROP_FRAG_OUT_OF_ORDER, PASS_NON_FIRST_FRAGMENT, TX_FRAG } from './reasons.ts';
+import { DROP_FRAG_OUT_OF_ORDER, PASS_NON_FIRST_FRAGMENT, TX_FRAG } from '../state/reasons.ts';
 
 /**
  * After a first fragment was translated (V_TX): later fragments of its datagram get the

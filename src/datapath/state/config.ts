@@ -1,6 +1,6 @@
 // Datapath configuration: map sizes, the RNG seed, and the knobs of generated ICMP errors.
 
-import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from './ct.ts';
+import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from './ct-state.ts';
 import { checkNatConfig } from './nat-config.ts';
 
 export interface DatapathConfig extends CtTimeouts {

@@ -1,6 +1,6 @@
 // Validation of the NAT part of DatapathConfig (slow world: throws naming the field). Kept apart
 // from config.ts so the NAT knobs and their rules live next to the code that uses them.
-import { parseCidr } from '../wire/addr.ts';
+import { parseCidr } from '../../wire/addr.ts';
 
 export interface NatConfigFields {
   nodeIp: number;

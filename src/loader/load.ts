@@ -29,10 +29,10 @@ import { SVC_F_AFFINITY, SVC_F_ITP_LOCAL, SVC_F_WILDCARD } from '../maps/service
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../model.ts';
 import { SCHED_ANNOTATION, SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
-import { ct4Expired } from './ct.ts';
-import type { Datapath } from './datapath.ts';
+import { ct4Expired } from '../datapath/stages/ct.ts';
+import type { Datapath } from '../datapath/state/datapath.ts';
 import { dpCheckExternal, dpUpdateExternal } from './nodeport.ts';
-import { lb4ConnActive } from './lb.ts';
+import { lb4ConnActive } from '../datapath/stages/lb.ts';
 
 /** Service annotation: per-endpoint weights, "ip-or-pod=weight,..." (0..65535, default 1). */
 export const WEIGHTS_ANNOTATION = 'kubetun.io/weights';

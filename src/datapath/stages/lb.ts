@@ -2,32 +2,26 @@
 // service master entry, pick a backend slot, and rewrite the packet (DNAT on the way in,
 // reverse NAT on the way out) with incremental checksum updates.
 
-import { SVC_F_AFFINITY, SVC_F_WILDCARD } from '../maps/services.ts';
-import { SCHED_LC, SCHED_NQ, SCHED_RANDOM } from '../sched/kinds.ts';
-import { IPPROTO_TCP } from '../wire/ipv4.ts';
+import { SVC_F_AFFINITY, SVC_F_WILDCARD } from '../../maps/services.ts';
+import { SCHED_LC, SCHED_NQ, SCHED_RANDOM } from '../../sched/kinds.ts';
+import { IPPROTO_TCP } from '../../wire/ipv4.ts';
 import {
   ipv4RewriteDst,
   ipv4RewriteSrc,
   l4RewriteDstPort,
   l4RewriteSrcPort,
-} from '../wire/rewrite.ts';
-import { CT_CLASH } from '../maps/conntrack.ts';
-import {
-  CT_DIR_ORIG,
-  CT_TCP_ESTABLISHED,
-  ct4Create,
-  ct4Invalid,
-  ct4Update,
-  ctTcpState,
-} from './ct.ts';
-import type { Datapath } from './datapath.ts';
+} from '../../wire/rewrite.ts';
+import { CT_CLASH } from '../../maps/conntrack.ts';
+import { ct4Create, ct4Invalid, ct4Update } from './ct.ts';
+import { CT_DIR_ORIG, CT_TCP_ESTABLISHED, ctTcpState } from '../state/ct-state.ts';
+import type { Datapath } from '../state/datapath.ts';
 import {
   DROP_CT_CLASH,
   DROP_CT_FULL,
   DROP_CT_INVALID,
   R_CONTINUE,
   TX_DNAT_NEW,
-} from './reasons.ts';
+} from '../state/reasons.ts';
 
 /** Master entry of (daddr, dport, proto), or -1. */
 export function lb4LookupService(dp: Datapath): number {

@@ -21,8 +21,9 @@ import {
 } from '../maps/services.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
-import type { Datapath } from './datapath.ts';
-import { nat4SetSourceRanges, SVC_SCOPE_LOCAL } from './nat.ts';
+import type { Datapath } from '../datapath/state/datapath.ts';
+import { nat4SetSourceRanges } from '../datapath/state/nat-state.ts';
+import { SVC_SCOPE_LOCAL } from '../maps/services.ts';
 
 const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17 };
 

@@ -5,9 +5,13 @@
 // destination, non-first fragment, an ICMP error), and it is rate-limited by a token bucket
 // (net.ipv4.icmp_msgs_per_sec / icmp_msgs_burst).
 
-import { ICMP_PORT_UNREACH, icmpBuildDestUnreach, icmpErrorAllowed } from '../wire/icmp.ts';
-import type { Datapath } from './datapath.ts';
-import { DROP_ICMP_RATELIMIT, DROP_REJECT_FAILED, DROP_REJECT_SUPPRESSED } from './reasons.ts';
+import { ICMP_PORT_UNREACH, icmpBuildDestUnreach, icmpErrorAllowed } from '../../wire/icmp.ts';
+import type { Datapath } from '../state/datapath.ts';
+import {
+  DROP_ICMP_RATELIMIT,
+  DROP_REJECT_FAILED,
+  DROP_REJECT_SUPPRESSED,
+} from '../state/reasons.ts';
 
 /** Answer the packet at dp.ipOff with ICMP port unreachable; `reason` names why. */
 export function lb4Reject(dp: Datapath, buf: Uint8Array, reason: number): number {

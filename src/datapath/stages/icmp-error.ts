@@ -20,8 +20,8 @@
 // (when the quote holds them) and the ICMP checksum (rewrite.ts). The flow's lifetime is not
 // refreshed: an error is not traffic of the flow.
 
-import { read16 } from '../wire/bytes.ts';
-import { ICMP_EMBEDDED_OFF } from '../wire/icmp.ts';
+import { read16 } from '../../wire/bytes.ts';
+import { ICMP_EMBEDDED_OFF } from '../../wire/icmp.ts';
 import {
   IPPROTO_TCP,
   IPPROTO_UDP,
@@ -32,7 +32,7 @@ import {
   ipv4HeaderLen,
   ipv4Proto,
   ipv4Src,
-} from '../wire/ipv4.ts';
+} from '../../wire/ipv4.ts';
 import {
   icmpErrRewriteInnerDst,
   icmpErrRewriteInnerDstPort,
@@ -40,11 +40,11 @@ import {
   icmpErrRewriteInnerSrcPort,
   ipv4RewriteDst,
   ipv4RewriteSrc,
-} from '../wire/rewrite.ts';
+} from '../../wire/rewrite.ts';
 import { ct4Expired } from './ct.ts';
-import type { Datapath } from './datapath.ts';
+import type { Datapath } from '../state/datapath.ts';
 import { nat4Dead } from './nat.ts';
-import { R_CONTINUE, TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from './reasons.ts';
+import { R_CONTINUE, TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from '../state/reasons.ts';
 
 /**
  * The ICMP error at dp.l4Off (icmpCheck passed, type is an error): translate it if it quotes

@@ -13,10 +13,10 @@
 // clamped to [min, max]. A create that found the table full (dp.ctGc.insertFailures grew)
 // starts a pass at the next tick. The datapath's own inline step (ct4Create) still runs first.
 
-import { ctMaxDefault, type DatapathConfig } from './config.ts';
-import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from './ct.ts';
-import type { Datapath } from './datapath.ts';
-import { DROP_CT_FULL } from './reasons.ts';
+import { ctMaxDefault, type DatapathConfig } from '../datapath/state/config.ts';
+import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from '../datapath/state/ct-state.ts';
+import type { Datapath } from '../datapath/state/datapath.ts';
+import { DROP_CT_FULL } from '../datapath/state/reasons.ts';
 
 const IPPROTO_UDP = 17;
 

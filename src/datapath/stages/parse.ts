@@ -19,7 +19,7 @@ import {
   ipv4Proto,
   ipv4Src,
   ipv4TotalLen,
-} from '../wire/ipv4.ts';
+} from '../../wire/ipv4.ts';
 import {
   TCP_ERR_TRUNCATED,
   TCP_OK,
@@ -27,9 +27,9 @@ import {
   tcpDstPort,
   tcpFlags,
   tcpSrcPort,
-} from '../wire/tcp.ts';
-import { UDP_ERR_TRUNCATED, UDP_OK, udpCheck, udpDstPort, udpSrcPort } from '../wire/udp.ts';
-import type { Datapath } from './datapath.ts';
+} from '../../wire/tcp.ts';
+import { UDP_ERR_TRUNCATED, UDP_OK, udpCheck, udpDstPort, udpSrcPort } from '../../wire/udp.ts';
+import type { Datapath } from '../state/datapath.ts';
 import {
   DROP_BAD_IHL,
   DROP_BAD_IP_CSUM,
@@ -40,7 +40,7 @@ import {
   DROP_TRUNCATED_IPV4,
   DROP_TRUNCATED_L4,
   R_CONTINUE,
-} from './reasons.ts';
+} from '../state/reasons.ts';
 
 const UDP_HDR_LEN = 8;
 

@@ -6,16 +6,16 @@
 // tuple below) rather than in per-packet objects: a monomorphic class whose fields keep their
 // representation is the allocation-free way to pass several results around in V8.
 
-import { AffinityMap } from '../maps/affinity.ts';
-import { BackendMap } from '../maps/backends.ts';
-import { ConntrackMap } from '../maps/conntrack.ts';
-import { FragMap } from '../maps/frag.ts';
-import { RevNatMap } from '../maps/revnat.ts';
-import { ServiceMap } from '../maps/services.ts';
-import { SchedulerTable } from '../sched/table.ts';
-import { type Ct4GcState, ct4TimeoutTable } from './ct.ts';
+import { AffinityMap } from '../../maps/affinity.ts';
+import { BackendMap } from '../../maps/backends.ts';
+import { ConntrackMap } from '../../maps/conntrack.ts';
+import { FragMap } from '../../maps/frag.ts';
+import { RevNatMap } from '../../maps/revnat.ts';
+import { ServiceMap } from '../../maps/services.ts';
+import { SchedulerTable } from '../../sched/table.ts';
+import { type Ct4GcState, ct4TimeoutTable } from './ct-state.ts';
 import { type DatapathConfig, resolveDatapathConfig } from './config.ts';
-import { NatState } from './nat.ts';
+import { NatState } from './nat-state.ts';
 import { REASON_COUNT } from './reasons.ts';
 import { Rng } from './rng.ts';
 

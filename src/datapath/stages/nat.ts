@@ -17,24 +17,22 @@
 //   new flow:   ct4Create ─▶ nat4Masq ─(masq)─▶ snat alloc ─▶ source rewrite
 //   orig pkt:   ct hit ─▶ DNAT ─▶ nat4Orig (SNAT table forward lookup) ─▶ source rewrite
 //   reply pkt:  ct reply miss ─▶ nat4Reply (reverse lookup) ─▶ src = VIP, dst = client
-import { SnatMap } from '../maps/snat.ts';
 import {
   SVC_F_ETP_LOCAL,
-  SVC_F_EXTERNAL_IP,
-  SVC_F_LOADBALANCER,
-  SVC_F_NODEPORT,
+  SVC_F_EXTERNAL,
   SVC_F_SOURCE_RANGE,
-} from '../maps/services.ts';
-import { parseCidr } from '../wire/addr.ts';
+  SVC_SCOPE_LOCAL,
+} from '../../maps/services.ts';
 import {
   ipv4RewriteDst,
   ipv4RewriteSrc,
   l4RewriteDstPort,
   l4RewriteSrcPort,
-} from '../wire/rewrite.ts';
-import type { DatapathConfig } from './config.ts';
-import { CT_DIR_REPLY, ct4Expired } from './ct.ts';
-import type { Datapath } from './datapath.ts';
+} from '../../wire/rewrite.ts';
+import { ct4Expired } from './ct.ts';
+import { CT_DIR_REPLY } from '../state/ct-state.ts';
+import type { Datapath } from '../state/datapath.ts';
+import type { NatState } from '../state/nat-state.ts';
 import { lb4CtCreate, lb4CtCreateFailed, lb4NewFlowTx, lb4Track } from './lb.ts';
 import {
   DROP_ETP_NO_LOCAL_ENDPOINTS,
@@ -44,63 +42,10 @@ import {
   DROP_SOURCE_RANGE,
   R_CONTINUE,
   TX_REVSNAT,
-} from './reasons.ts';
+} from '../state/reasons.ts';
 
-/** Frontends reached from outside the cluster (KUBE-EXT-*). */
-export const SVC_F_EXTERNAL = SVC_F_NODEPORT | SVC_F_EXTERNAL_IP | SVC_F_LOADBALANCER;
-/**
- * Added to the protocol byte of a service key: the local-endpoints scope of an external
- * frontend with externalTrafficPolicy: Local (Cilium's two-scope lookup). The plain key holds
- * every endpoint (pod and node sources); this one only this node's (external clients).
- */
-export const SVC_SCOPE_LOCAL = 0x80;
 /** Port choices tried before a masquerade is dropped (Cilium: 32 .. 128). */
 export const SNAT_RETRIES = 32;
-
-/**
- * NAT configuration in the numeric forms the fast path uses, the SNAT table, source ranges.
- * Addresses, networks and masks are int32 (`| 0`), like dp.saddr/daddr and the maps' columns:
- * compared like with like, and never heap numbers (src/datapath/README.md, "Allocation").
- */
-export class NatState {
-  readonly snat: SnatMap;
-  readonly nodeIp: number;
-  readonly podGateway: number;
-  readonly podNet: number;
-  readonly podMask: number;
-  readonly clusterNet: number;
-  readonly clusterMask: number;
-  /** 0 when no cluster CIDR is configured: then only hairpin and external frontends masquerade */
-  readonly hasCluster: number;
-  readonly portMin: number;
-  readonly portSpan: number;
-  /** loadBalancerSourceRanges per revNat id: rangeStart[r] .. + rangeCount[r] into net/mask */
-  rangeStart: Uint32Array;
-  rangeCount: Uint16Array;
-  rangeNet: Int32Array;
-  rangeMask: Int32Array;
-  /** GC cursor of nat4GcStep */
-  gcCursor = 0;
-
-  constructor(cfg: DatapathConfig, revNatCapacity: number) {
-    this.snat = new SnatMap(cfg.snatCapacity, { shared: cfg.shared });
-    this.nodeIp = cfg.nodeIp | 0;
-    this.podGateway = (cfg.podGateway || cfg.nodeIp) | 0;
-    const pod = cfg.podCidr ? parseCidr(cfg.podCidr) : undefined;
-    this.podNet = pod ? pod.addr | 0 : 1;
-    this.podMask = pod ? pod.mask | 0 : -1;
-    const cl = cfg.clusterCidr ? parseCidr(cfg.clusterCidr) : undefined;
-    this.hasCluster = cl ? 1 : 0;
-    this.clusterNet = cl ? cl.addr | 0 : 0;
-    this.clusterMask = cl ? cl.mask | 0 : 0;
-    this.portMin = cfg.snatPortMin;
-    this.portSpan = cfg.snatPortMax - cfg.snatPortMin + 1;
-    this.rangeStart = new Uint32Array(revNatCapacity + 1);
-    this.rangeCount = new Uint16Array(revNatCapacity + 1);
-    this.rangeNet = new Int32Array(0);
-    this.rangeMask = new Int32Array(0);
-  }
-}
 
 /** Whether saddr is inside the cluster CIDR (a pod). */
 function fromPod(nat: NatState, saddr: number): boolean {
@@ -311,29 +256,4 @@ export function nat4GcStep(dp: Datapath, max: number, nowSec: number): number {
   }
   nat.gcCursor = end >= snat.used ? 0 : end;
   return deleted;
-}
-
-/** Install loadBalancerSourceRanges (slow world): revNat id -> list of [net, mask]. */
-export function nat4SetSourceRanges(nat: NatState, ranges: Map<number, [number, number][]>): void {
-  let total = 0;
-  for (const list of ranges.values()) total += list.length;
-  const net = new Int32Array(total);
-  const mask = new Int32Array(total);
-  const start = new Uint32Array(nat.rangeStart.length);
-  const count = new Uint16Array(nat.rangeCount.length);
-  let k = 0;
-  for (const [r, list] of ranges) {
-    start[r] = k;
-    count[r] = list.length;
-    for (const [n, m] of list) {
-      net[k] = n;
-      mask[k] = m;
-      k++;
-    }
-  }
-  // Swap whole arrays: a packet in between sees either the old or the new set.
-  nat.rangeNet = net;
-  nat.rangeMask = mask;
-  nat.rangeStart = start;
-  nat.rangeCount = count;
 }

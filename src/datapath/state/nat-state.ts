@@ -1,0 +1,76 @@
+// NAT state of the datapath: the SNAT table, this node's addresses and CIDRs in the numeric
+// forms the fast path compares, and the loadBalancerSourceRanges per reverse-NAT id. Read by
+// the NAT stage (nat.ts), written by the loader (source ranges) and housekeeping (SNAT GC).
+import { SnatMap } from '../../maps/snat.ts';
+import { parseCidr } from '../../wire/addr.ts';
+import type { DatapathConfig } from './config.ts';
+
+/**
+ * NAT configuration in the numeric forms the fast path uses, the SNAT table, source ranges.
+ * Addresses, networks and masks are int32 (`| 0`), like dp.saddr/daddr and the maps' columns:
+ * compared like with like, and never heap numbers (src/datapath/README.md, "Allocation").
+ */
+export class NatState {
+  readonly snat: SnatMap;
+  readonly nodeIp: number;
+  readonly podGateway: number;
+  readonly podNet: number;
+  readonly podMask: number;
+  readonly clusterNet: number;
+  readonly clusterMask: number;
+  /** 0 when no cluster CIDR is configured: then only hairpin and external frontends masquerade */
+  readonly hasCluster: number;
+  readonly portMin: number;
+  readonly portSpan: number;
+  /** loadBalancerSourceRanges per revNat id: rangeStart[r] .. + rangeCount[r] into net/mask */
+  rangeStart: Uint32Array;
+  rangeCount: Uint16Array;
+  rangeNet: Int32Array;
+  rangeMask: Int32Array;
+  /** GC cursor of nat4GcStep */
+  gcCursor = 0;
+
+  constructor(cfg: DatapathConfig, revNatCapacity: number) {
+    this.snat = new SnatMap(cfg.snatCapacity, { shared: cfg.shared });
+    this.nodeIp = cfg.nodeIp | 0;
+    this.podGateway = (cfg.podGateway || cfg.nodeIp) | 0;
+    const pod = cfg.podCidr ? parseCidr(cfg.podCidr) : undefined;
+    this.podNet = pod ? pod.addr | 0 : 1;
+    this.podMask = pod ? pod.mask | 0 : -1;
+    const cl = cfg.clusterCidr ? parseCidr(cfg.clusterCidr) : undefined;
+    this.hasCluster = cl ? 1 : 0;
+    this.clusterNet = cl ? cl.addr | 0 : 0;
+    this.clusterMask = cl ? cl.mask | 0 : 0;
+    this.portMin = cfg.snatPortMin;
+    this.portSpan = cfg.snatPortMax - cfg.snatPortMin + 1;
+    this.rangeStart = new Uint32Array(revNatCapacity + 1);
+    this.rangeCount = new Uint16Array(revNatCapacity + 1);
+    this.rangeNet = new Int32Array(0);
+    this.rangeMask = new Int32Array(0);
+  }
+}
+
+/** Install loadBalancerSourceRanges (slow world): revNat id -> list of [net, mask]. */
+export function nat4SetSourceRanges(nat: NatState, ranges: Map<number, [number, number][]>): void {
+  let total = 0;
+  for (const list of ranges.values()) total += list.length;
+  const net = new Int32Array(total);
+  const mask = new Int32Array(total);
+  const start = new Uint32Array(nat.rangeStart.length);
+  const count = new Uint16Array(nat.rangeCount.length);
+  let k = 0;
+  for (const [r, list] of ranges) {
+    start[r] = k;
+    count[r] = list.length;
+    for (const [n, m] of list) {
+      net[k] = n;
+      mask[k] = m;
+      k++;
+    }
+  }
+  // Swap whole arrays: a packet in between sees either the old or the new set.
+  nat.rangeNet = net;
+  nat.rangeMask = mask;
+  nat.rangeStart = start;
+  nat.rangeCount = count;
+}
