@@ -21,20 +21,14 @@
 import { mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UsageError } from '../../errors.ts';
+import type { Pod, PodSpec } from '../types.ts';
 
-export interface PodDnsOption {
-  name: string;
-  value?: string;
-}
+export type PodDnsOption = NonNullable<NonNullable<PodSpec['dnsConfig']>['options']>[number];
 
-/** The fields of a Pod the kubelet reads for DNS (API-shaped, as parsed from YAML). */
+/** The fields of a Pod (types.ts) the kubelet reads for DNS; a whole Pod will do. */
 export interface PodDns {
-  metadata: { namespace?: string };
-  spec?: {
-    dnsPolicy?: string;
-    hostNetwork?: boolean;
-    dnsConfig?: { nameservers?: string[]; searches?: string[]; options?: PodDnsOption[] };
-  };
+  metadata: Pick<Pod['metadata'], 'namespace'>;
+  spec?: Pick<PodSpec, 'dnsPolicy' | 'hostNetwork' | 'dnsConfig'>;
 }
 
 export interface DnsConfig {

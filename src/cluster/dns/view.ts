@@ -15,6 +15,7 @@ import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { UserError } from '../../errors.ts';
+import { LABEL_SERVICE_NAME } from '../types.ts';
 
 export interface DnsServicePort {
   name: string;
@@ -71,7 +72,6 @@ export class ViewError extends UserError {
 }
 
 const VIEW_FILE = /\.(ya?ml|json)$/i;
-const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 /** Before publishNotReadyAddresses, this annotation did the same (the DNS spec still names it). */
 const TOLERATE_UNREADY = 'service.alpha.kubernetes.io/tolerate-unready-endpoints';
 
@@ -166,9 +166,9 @@ function slice(
   f: Fields,
 ): DnsSlice {
   const labels = (meta.labels ?? {}) as Record<string, unknown>;
-  const service = labels[SERVICE_NAME_LABEL];
+  const service = labels[LABEL_SERVICE_NAME];
   if (typeof service !== 'string' || service === '')
-    f.fail(`metadata.labels[${SERVICE_NAME_LABEL}]`, 'missing: DNS cannot tell its Service');
+    f.fail(`metadata.labels[${LABEL_SERVICE_NAME}]`, 'missing: DNS cannot tell its Service');
   const endpoints = Array.isArray(o.endpoints) ? o.endpoints : [];
   return {
     name,

@@ -19,6 +19,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import {
+  type PodDns,
   placeResolvConf,
   removeResolvConf,
   resolvConf,
@@ -141,7 +142,7 @@ beforeAll(async () => {
     must(['ip', '-n', ns, 'link', 'set', 'eth0', 'up']);
     must(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
   }
-  const pod = { metadata: { namespace: 'default' }, spec: { dnsPolicy: 'ClusterFirst' } };
+  const pod: PodDns = { metadata: { namespace: 'default' }, spec: { dnsPolicy: 'ClusterFirst' } };
   placeResolvConf(CLI, resolvConf(pod, SRV_IP, 'cluster.local', ''));
   const tsx = ['node', '--import', 'tsx'];
   await start(
