@@ -103,15 +103,24 @@ function parsePort(v: unknown, where: string): number {
   throw new Error(`${where}: ${JSON.stringify(v)} is not a port 0..65535`);
 }
 
-/** True when entry `i` of `ct` passes every condition of `f` (an empty filter passes all). */
-export function ctFilterMatch(f: CtFilter, ct: ConntrackMap, i: number): boolean {
+/**
+ * True when entry `i` of `ct` passes every condition of `f` (an empty filter passes all).
+ * `replyDst`: where the reply goes — the client, or the SNAT address of a masqueraded flow
+ * (the caller knows the SNAT table); read only when `f.replyDst` is set.
+ */
+export function ctFilterMatch(
+  f: CtFilter,
+  ct: ConntrackMap,
+  i: number,
+  replyDst: (i: number) => number = (j) => ct.saddr(j),
+): boolean {
   const proto = ct.proto(i);
   if (f.proto !== undefined && proto !== f.proto) return false;
   if (f.src && !cidrContains(f.src, ct.saddr(i))) return false;
   if (f.dst && !cidrContains(f.dst, ct.daddr(i))) return false;
-  // reply direction: backend -> client
+  // reply direction: backend -> client (or -> the masquerade address)
   if (f.replySrc && !cidrContains(f.replySrc, ct.baddr(i))) return false;
-  if (f.replyDst && !cidrContains(f.replyDst, ct.saddr(i))) return false;
+  if (f.replyDst && !cidrContains(f.replyDst, replyDst(i))) return false;
   if (f.sport !== undefined && ct.sport(i) !== f.sport) return false;
   if (f.dport !== undefined && ct.dport(i) !== f.dport) return false;
   return f.state === undefined || ctStateName(proto, ct.flags(i)) === f.state;

@@ -22,10 +22,12 @@ export interface CtEntry {
   expiresInSec: number;
   /** client -> VIP */
   orig: CtTuple;
-  /** backend -> client */
+  /** backend -> client, or -> the SNAT address and port of a masqueraded flow */
   reply: CtTuple;
   backendId: number;
   revNat: number;
+  /** masqueraded flows: the source the backend sees (node or gateway address, SNAT port) */
+  snat?: { addr: string; port: number };
   /** both directions together */
   packets: number;
   bytes: number;

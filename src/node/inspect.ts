@@ -4,6 +4,7 @@
 import { CT_F_SEEN_REPLY } from '../datapath/state/ct-state.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { countersToRecord } from '../datapath/state/reasons.ts';
+import { nat4SnatOf } from '../datapath/stages/nat.ts';
 import { type CtFilter, ctFilterMatch, parseCtFilter } from '../inspect/ct-filter.ts';
 import { ctAssured, ctStateName } from '../inspect/ct-state.ts';
 import type { CtEntry, SvcBackend, SvcEntry, SvcReport } from '../inspect/types.ts';
@@ -32,12 +33,19 @@ function protoName(p: number): string {
   return PROTO_NAMES[p] ?? String(p);
 }
 
-/** Entry `i` of the conntrack map as JSON. */
+/**
+ * Entry `i` of the conntrack map as JSON. The reply tuple is what the backend sends, as
+ * `conntrack -L` prints it: for a masqueraded flow (NodePort, hairpin, node → VIP) its
+ * destination is the masquerade address and SNAT port, not the client (nat.ts's SNAT entry).
+ */
 export function ctEntry(dp: Datapath, i: number, nowSec: number): CtEntry {
   const ct = dp.ct;
   const proto = ct.proto(i);
   const flags = ct.flags(i);
   const client = u32ToIpv4(ct.saddr(i));
+  const e = nat4SnatOf(dp, i);
+  const snat =
+    e < 0 ? undefined : { addr: u32ToIpv4(dp.nat.snat.natAddr(e)), port: dp.nat.snat.natPort(e) };
   return {
     proto: protoName(proto),
     protoNum: proto,
@@ -53,14 +61,15 @@ export function ctEntry(dp: Datapath, i: number, nowSec: number): CtEntry {
     },
     reply: {
       src: u32ToIpv4(ct.baddr(i)),
-      dst: client,
+      dst: snat?.addr ?? client,
       sport: ct.bport(i),
-      dport: ct.sport(i),
+      dport: snat?.port ?? ct.sport(i),
       packets: ct.pktsReply(i),
       bytes: ct.bytesReply(i),
     },
     backendId: ct.backendId(i),
     revNat: ct.revNat(i),
+    ...(snat ? { snat } : {}),
     packets: ct.pktsOrig(i) + ct.pktsReply(i),
     bytes: ct.bytesOrig(i) + ct.bytesReply(i),
     seenReply: (flags & CT_F_SEEN_REPLY) !== 0,
@@ -71,8 +80,12 @@ export function ctEntry(dp: Datapath, i: number, nowSec: number): CtEntry {
 /** Calls fn(i) for every live (unexpired) flow passing `filter`. */
 function eachFlow(dp: Datapath, nowSec: number, filter: CtFilter, fn: (i: number) => void): void {
   const ct = dp.ct;
+  const replyDst = (i: number) => {
+    const e = nat4SnatOf(dp, i);
+    return e < 0 ? ct.saddr(i) : dp.nat.snat.natAddr(e);
+  };
   for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {
-    if (ct.expires(i) > nowSec && ctFilterMatch(filter, ct, i)) fn(i);
+    if (ct.expires(i) > nowSec && ctFilterMatch(filter, ct, i, replyDst)) fn(i);
   }
 }
 
