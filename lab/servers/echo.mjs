@@ -4,10 +4,15 @@
 //         GET /bytes?n=N   -> N bytes of the deterministic pattern (big-transfer checksum test)
 //         GET /whoami      -> "<pod> <ip> <peer ip>\n": the source address the pod saw
 //                             (masqueraded NodePort traffic shows a node address)
+//         GET /ready       -> 200 "ready" or 503 "not ready": what a readinessProbe httpGet asks
+//         GET /unready     -> from now on /ready answers 503 (lab exercises: make a pod unready)
+//         GET /make-ready  -> /ready answers 200 again
 //   UDP   any datagram     -> "<pod> <ip>"; the datagram "whoami" -> "<pod> <ip> <peer ip>"
 //         >= 1024 bytes    -> "<pod> <ip>\n" + the datagram itself (fragmentation tests)
+// --ready-after S: /ready answers 503 for the first S seconds (a slow-starting application).
+// --http and --udp may be given more than once (a Pod's containers declare several ports).
 // Plain JavaScript with no dependencies so it starts in milliseconds inside a pod namespace.
-// Usage: node echo.mjs --name pod-a --ip 10.244.1.2 [--http 8080] [--udp 5353]
+// Usage: node echo.mjs --name pod-a --ip 10.244.1.2 [--http 8080]... [--udp 5353]... [--ready-after S]
 import { createSocket } from 'node:dgram';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -17,10 +22,15 @@ const { values } = parseArgs({
   options: {
     name: { type: 'string' },
     ip: { type: 'string' },
-    http: { type: 'string', default: '8080' },
-    udp: { type: 'string', default: '5353' },
+    http: { type: 'string', multiple: true },
+    udp: { type: 'string', multiple: true },
+    'ready-after': { type: 'string', default: '0' },
   },
 });
+const httpPorts = values.http ?? (values.udp ? [] : ['8080']);
+const udpPorts = values.udp ?? (values.http ? [] : ['5353']);
+const readyAt = Date.now() + Number(values['ready-after']) * 1000;
+let unready = false;
 if (!values.name || !values.ip) {
   console.error('usage: echo.mjs --name POD --ip IP [--http PORT] [--udp PORT]');
   process.exit(2);
@@ -51,9 +61,20 @@ function streamBytes(res, n) {
   pump();
 }
 
-const http = createServer((req, res) => {
+function text(res, status, body) {
+  res.writeHead(status, { 'content-type': 'text/plain', 'x-pod': values.name });
+  res.end(body);
+}
+
+const handle = (req, res) => {
   const url = new URL(req.url ?? '/', 'http://pod');
-  if (url.pathname === '/') {
+  if (url.pathname === '/ready') {
+    const ok = !unready && Date.now() >= readyAt;
+    text(res, ok ? 200 : 503, ok ? 'ready\n' : 'not ready\n');
+  } else if (url.pathname === '/unready' || url.pathname === '/make-ready') {
+    unready = url.pathname === '/unready';
+    text(res, 200, `${ident} ${unready ? 'unready' : 'ready'}\n`);
+  } else if (url.pathname === '/') {
     res.writeHead(200, { 'content-type': 'text/plain', 'x-pod': values.name });
     res.end(`${ident}\n`);
   } else if (url.pathname === '/whoami') {
@@ -71,22 +92,28 @@ const http = createServer((req, res) => {
     res.writeHead(404, { 'content-type': 'text/plain' });
     res.end('not found\n');
   }
-});
-http.keepAliveTimeout = 1000;
+};
 
-const udp = createSocket('udp4');
-udp.on('message', (msg, rinfo) => {
+const onDatagram = (udp) => (msg, rinfo) => {
   // A big datagram comes back whole, after the answer line (fragmented both ways on a 1500 MTU).
   if (msg.length >= 1024)
     return void udp.send([Buffer.from(`${ident}\n`), msg], rinfo.port, rinfo.address);
   const who = msg.toString() === 'whoami' ? `${ident} ${rinfo.address}` : ident;
   udp.send(who, rinfo.port, rinfo.address);
-});
-
-let pending = 2;
-const ready = () => {
-  if (--pending === 0) console.log(`ready ${ident} http=${values.http} udp=${values.udp}`);
 };
-http.listen(Number(values.http), '0.0.0.0', ready);
-udp.bind(Number(values.udp), '0.0.0.0', ready);
+
+let pending = httpPorts.length + udpPorts.length;
+const ready = () => {
+  if (--pending === 0) console.log(`ready ${ident} http=${httpPorts} udp=${udpPorts}`);
+};
+for (const port of httpPorts) {
+  const http = createServer(handle);
+  http.keepAliveTimeout = 1000;
+  http.listen(Number(port), '0.0.0.0', ready);
+}
+for (const port of udpPorts) {
+  const udp = createSocket('udp4');
+  udp.on('message', onDatagram(udp));
+  udp.bind(Number(port), '0.0.0.0', ready);
+}
 for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => process.exit(0));

@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
+import { registerClusterCommands } from './lab-cluster.ts';
 import { DEFAULT_TOPOLOGY, execArgv, labDown, labUp } from '../lab/lab.ts';
 import { NoLabError, requireRoot, UsageError } from '../errors.ts';
 import { listNetns } from '../lab/sh.ts';
@@ -29,6 +30,8 @@ export function register(program: Command): void {
       DEFAULT_TOPOLOGY,
       'lab/topology.yaml',
     );
+
+  registerClusterCommands(lab);
 
   lab
     .command('up')

@@ -23,13 +23,13 @@ export function isKernelMode(m: string): m is KernelMode {
   return (KERNEL_MODES as readonly string[]).includes(m);
 }
 
-function nodePorts(t: Topology, n: LabNode) {
-  return resolveServicePorts(loadManifests(t.manifests), { nodeName: n.name });
+function nodePorts(t: Topology, dir: string | undefined, n: LabNode) {
+  return resolveServicePorts(loadManifests(dir ?? t.manifests), { nodeName: n.name });
 }
 
-/** The iptables-restore input for one node. */
-export function nodeIptablesRules(t: Topology, n: LabNode): string {
-  return renderIptables(nodePorts(t, n), {
+/** The iptables-restore input for one node, from a manifests directory (default the topology's). */
+export function nodeIptablesRules(t: Topology, n: LabNode, dir?: string): string {
+  return renderIptables(nodePorts(t, dir, n), {
     nodeName: n.name,
     nodeIPs: [n.ip],
     clusterCIDR: t.clusterCidr,
@@ -39,8 +39,8 @@ export function nodeIptablesRules(t: Topology, n: LabNode): string {
 }
 
 /** The `nft -f` input for one node: table ip kube-proxy. */
-export function nodeNftablesRules(t: Topology, n: LabNode): string {
-  return renderNftables(nodePorts(t, n), {
+export function nodeNftablesRules(t: Topology, n: LabNode, dir?: string): string {
+  return renderNftables(nodePorts(t, dir, n), {
     nodeName: n.name,
     nodeIPs: [n.ip],
     clusterCIDR: t.clusterCidr,
@@ -49,19 +49,22 @@ export function nodeNftablesRules(t: Topology, n: LabNode): string {
 }
 
 /** Installs kube-proxy's iptables ruleset on one node; returns the number of rules. */
-export function installKubeProxyRules(t: Topology, n: LabNode): number {
+export function installKubeProxyRules(t: Topology, n: LabNode, dir?: string): number {
   addServiceRoute(t, n);
   sh(inNs(n.ns, ['sh', '-c', renderJumpCommands('iptables')]));
-  const rules = nodeIptablesRules(t, n);
+  const rules = nodeIptablesRules(t, n, dir);
   sh(inNs(n.ns, ['iptables-restore', '-w', '--noflush', '--counters']), { input: rules });
   return rules.split('\n').filter((l) => l.startsWith('-A ')).length;
 }
 
 /** Installs kube-proxy's nftables table on one node; returns the number of rules. */
-export function installKubeProxyNftables(t: Topology, n: LabNode): number {
+export function installKubeProxyNftables(t: Topology, n: LabNode, dir?: string): number {
   addServiceRoute(t, n);
-  const rules = nodeNftablesRules(t, n);
-  sh(inNs(n.ns, ['nft', '-f', '-']), { input: rules });
+  const rules = nodeNftablesRules(t, n, dir);
+  // A re-sync (the view changed) replaces the table in the same nft transaction, so no stale
+  // chain or set element survives and no packet sees half a ruleset.
+  const replace = 'add table ip kube-proxy\ndelete table ip kube-proxy\n';
+  sh(inNs(n.ns, ['nft', '-f', '-']), { input: replace + rules });
   return rules.split('\n').filter((l) => l.startsWith('add rule ')).length;
 }
 
@@ -79,11 +82,12 @@ export function installKernelDataplane(
   t: Topology,
   mode: KernelMode,
   say: (msg: string) => void,
+  dir?: string,
 ): void {
   for (const n of t.nodes) {
     for (const line of setConntrackSysctls(n.ns)) say(`${n.name}: ${line}`);
     const count =
-      mode === 'iptables' ? installKubeProxyRules(t, n) : installKubeProxyNftables(t, n);
+      mode === 'iptables' ? installKubeProxyRules(t, n, dir) : installKubeProxyNftables(t, n, dir);
     say(`kube-proxy ${mode} rules on ${n.name}: ${count} rules`);
   }
 }

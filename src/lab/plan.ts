@@ -19,6 +19,7 @@
 // Nothing here touches the host's root namespace unless asked to (a VM: NodeTarget.ns unset).
 import {
   type LabNode,
+  type LabPod,
   labNamespaces,
   type Topology,
   UNDERLAY_BRIDGE,
@@ -58,14 +59,25 @@ export function planLab(t: Topology): Phase[] {
   ];
 }
 
-/** One node, made a lab node: the single provisioning path for a namespace and for a VM. */
-export function planNode(t: Topology, n: LabNode, at: NodeTarget): Phase[] {
-  return [
-    { title: `${n.name}: pod namespaces`, cmds: n.pods.flatMap((p) => newNetns(p.ns)) },
-    { title: `${n.name}: pod veths, gateways and pod routes`, cmds: planPods(n, at) },
+/**
+ * One node, made a lab node: the single provisioning path for a namespace and for a VM. With
+ * pods false the topology's pods are left to the lab's kubelet (src/cluster/kubelet.ts), which
+ * makes each one with planPod when its Pod object is bound to the node.
+ */
+export function planNode(
+  t: Topology,
+  n: LabNode,
+  at: NodeTarget,
+  opts: { pods?: boolean } = {},
+): Phase[] {
+  const node = opts.pods === false ? { ...n, pods: [] } : n;
+  const phases = [
+    { title: `${n.name}: pod namespaces`, cmds: node.pods.flatMap((p) => newNetns(p.ns)) },
+    { title: `${n.name}: pod veths, gateways and pod routes`, cmds: planPods(node, at) },
     { title: `${n.name}: host-gw routes to the other nodes`, cmds: planRoutes(t, n, at) },
-    { title: `${n.name}: sysctls (forwarding, proxy_arp)`, cmds: [planSysctls(n, at)] },
+    { title: `${n.name}: sysctls (forwarding, proxy_arp)`, cmds: [planSysctls(node, at)] },
   ];
+  return phases.filter((p) => p.cmds.length > 0);
 }
 
 /** argv run on the node: `ip -n <ns> ...` / `ip netns exec <ns> ...`, or as is on a VM. */
@@ -108,20 +120,37 @@ function planUnderlay(t: Topology): string[][] {
 }
 
 function planPods(n: LabNode, at: NodeTarget): string[][] {
-  const cmds: string[][] = [];
-  for (const p of n.pods) {
-    const veth = ['link', 'add', p.hostIf, 'type', 'veth', 'peer', 'name', p.podIf];
-    cmds.push(
-      onNode(at, ['ip', ...veth, 'netns', p.ns]),
-      onNode(at, ['ip', 'addr', 'add', `${n.gateway}/32`, 'dev', p.hostIf]),
-      onNode(at, ['ip', 'link', 'set', p.hostIf, 'up']),
-      ['ip', '-n', p.ns, 'addr', 'add', `${p.ip}/32`, 'dev', p.podIf],
-      ['ip', '-n', p.ns, 'link', 'set', p.podIf, 'up'],
-      ['ip', '-n', p.ns, 'route', 'add', 'default', 'via', n.gateway, 'dev', p.podIf, 'onlink'],
-      onNode(at, ['ip', 'route', 'add', `${p.ip}/32`, 'dev', p.hostIf]),
-    );
-  }
-  return cmds;
+  return n.pods.flatMap((p) => planPodLinks(n, p, at));
+}
+
+/**
+ * One pod joined to its node: namespace, veth, addresses, routes, proxy_arp. What a CNI plugin
+ * does for one Pod; the lab's kubelet (src/cluster/kubelet.ts) runs it for every Pod it starts.
+ */
+export function planPod(n: LabNode, p: LabPod, at: NodeTarget): string[][] {
+  return [...newNetns(p.ns), ...planPodLinks(n, p, at), planPodSysctl(p, at)];
+}
+
+/** Takes one pod away: the veth (its peer, the gateway address and the /32 route go with it). */
+export function planPodUndo(p: LabPod, at: NodeTarget): string[][] {
+  return [onNode(at, ['ip', 'link', 'del', p.hostIf]), ['ip', 'netns', 'del', p.ns]];
+}
+
+function planPodLinks(n: LabNode, p: LabPod, at: NodeTarget): string[][] {
+  const veth = ['link', 'add', p.hostIf, 'type', 'veth', 'peer', 'name', p.podIf];
+  return [
+    onNode(at, ['ip', ...veth, 'netns', p.ns]),
+    onNode(at, ['ip', 'addr', 'add', `${n.gateway}/32`, 'dev', p.hostIf]),
+    onNode(at, ['ip', 'link', 'set', p.hostIf, 'up']),
+    ['ip', '-n', p.ns, 'addr', 'add', `${p.ip}/32`, 'dev', p.podIf],
+    ['ip', '-n', p.ns, 'link', 'set', p.podIf, 'up'],
+    ['ip', '-n', p.ns, 'route', 'add', 'default', 'via', n.gateway, 'dev', p.podIf, 'onlink'],
+    onNode(at, ['ip', 'route', 'add', `${p.ip}/32`, 'dev', p.hostIf]),
+  ];
+}
+
+function planPodSysctl(p: LabPod, at: NodeTarget): string[] {
+  return onNode(at, ['sysctl', '-qw', `net.ipv4.conf.${p.hostIf}.proxy_arp=1`]);
 }
 
 function planRoutes(t: Topology, n: LabNode, at: NodeTarget): string[][] {
@@ -154,10 +183,7 @@ export function planNodeUndo(t: Topology, n: LabNode, at: NodeTarget): string[][
     // The veth first: deleting it takes its peer, the gateway address and the /32 route at
     // once, while a deleted namespace is torn down by the kernel later (a re-provision would
     // find veth-<pod> still there).
-    ...n.pods.flatMap((p) => [
-      onNode(at, ['ip', 'link', 'del', p.hostIf]),
-      ['ip', 'netns', 'del', p.ns],
-    ]),
+    ...n.pods.flatMap((p) => planPodUndo(p, at)),
   ];
 }
 

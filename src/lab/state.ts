@@ -12,6 +12,12 @@ const suffix = LAB_PREFIX === 'kt-' ? '' : `-${LAB_PREFIX.replace(/-+$/, '')}`;
 export const LAB_DIR = process.env.KUBETUN_LAB_DIR || `/run/kubetun-lab${suffix}`;
 export const STATE_FILE = join(LAB_DIR, 'state.json');
 export const LOG_DIR = join(LAB_DIR, 'logs');
+/** What every node's data plane reads: the control plane's defaulted Services + EndpointSlices. */
+export const VIEW_DIR = join(LAB_DIR, 'view');
+/** The control plane's persisted objects and allocations (kept by `lab down`, as etcd is). */
+export const STORE_DIR = join(LAB_DIR, 'store');
+/** Pod namespaces the kubelets made: `lab down` removes them even after a crash. */
+export const SANDBOX_FILE = join(LAB_DIR, 'sandboxes.json');
 /** Where each node's kubetun listens for inspect commands (the name `kubetun run` is told). */
 export const CTL_DIR = process.env.KUBETUN_CTL_DIR || `/run/kubetun${suffix}`;
 
@@ -20,7 +26,7 @@ export type LabMode = 'kubetun' | 'iptables' | 'nftables' | 'none';
 export const LAB_MODES: readonly LabMode[] = ['kubetun', 'iptables', 'nftables', 'none'];
 
 export interface LabProcess {
-  role: 'server' | 'kubetun' | 'capture';
+  role: 'server' | 'kubetun' | 'capture' | 'control-plane';
   /** the pod or node it serves */
   name: string;
   ns: string;

@@ -28,6 +28,8 @@ export interface LabPod {
   hostIf: string;
   /** the pod's own end of the veth */
   podIf: string;
+  /** the Pod's labels (what Service selectors match) */
+  labels?: Record<string, string>;
 }
 
 export interface LabNode {
@@ -42,6 +44,8 @@ export interface LabNode {
   /** the other end of the uplink, enslaved to the bridge in the underlay namespace */
   underlayIf: string;
   pods: LabPod[];
+  /** the Node's labels, e.g. topology.kubernetes.io/zone */
+  labels?: Record<string, string>;
 }
 
 export interface LabClient {
@@ -141,6 +145,7 @@ function parseNode(f: Fields, raw: unknown, i: number): LabNode {
     uplink: 'eth0',
     underlayIf: `u-${name}`,
     pods: [],
+    labels: f.labels(raw, `node ${name}`),
   };
   node.pods = f.list(raw, `node ${name}`, 'pods').map((p, j) => parsePod(f, p, j, node));
   return node;
@@ -157,6 +162,7 @@ function parsePod(f: Fields, raw: unknown, j: number, node: LabNode): LabPod {
     ns: LAB_PREFIX + name,
     hostIf: `veth-${name}`,
     podIf: 'eth0',
+    labels: f.labels(raw, `pod ${name}`),
   };
 }
 
@@ -270,6 +276,16 @@ class Fields {
     if (!c) this.fail(object, field, `"${v}" is not an IPv4 CIDR like 10.0.0.0/24`);
     if ((c.addr & c.mask) >>> 0 !== c.addr) this.fail(object, field, `"${v}" has host bits set`);
     return v;
+  }
+  /** An optional map of label names to string values. */
+  labels(o: Obj, object: string): Record<string, string> {
+    const v = o.labels;
+    if (v === undefined) return {};
+    if (!isObj(v)) this.fail(object, 'labels', 'expected a mapping of label names to values');
+    for (const [k, x] of Object.entries(v))
+      if (typeof x !== 'string')
+        this.fail(object, `labels.${k}`, 'label values are strings (quote them)');
+    return v as Record<string, string>;
   }
   port(o: Obj, object: string, field: string): number {
     const v = o[field];

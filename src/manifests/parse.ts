@@ -28,7 +28,7 @@ export function parseManifests(text: string, file: string, opts: ParseOptions = 
   return state;
 }
 
-function documentValue(doc: Document, file: string, index: number): unknown {
+export function documentValue(doc: Document, file: string, index: number): unknown {
   const where = { file, object: `document ${index}`, field: '' };
   const err = doc.errors[0];
   if (err) {

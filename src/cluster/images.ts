@@ -1,0 +1,76 @@
+// What a container image means in the lab: no image is pulled, each name maps to one of the
+// lab's own servers, run in the Pod's network namespace on the ports the Pod declares.
+//
+//   image                        server                                           ready when
+//   *coredns*, kubetun/dns       the cluster DNS server (src/cluster/dns/) on      it listens
+//                                <podIP>:53 UDP+TCP, reading the view directory
+//   kubetun/slow-start           lab/servers/echo.mjs, /ready 503 for the first    /ready says so
+//                                READY_AFTER_SECONDS (env, default 10) seconds
+//   anything else (nginx, ...)   lab/servers/echo.mjs: HTTP on every declared TCP  it listens
+//                                port, UDP echo on every declared UDP port; no
+//                                ports declared: HTTP 8080 + UDP 5353
+//
+// The echo server answers "<pod> <ip>" on GET / and on any datagram, serves /ready (200, or 503
+// after GET /unready until GET /make-ready) for httpGet readiness probes, and exits at once on
+// SIGTERM — as most applications do, which is why Services need preStop hooks.
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Container, Pod } from './types.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+export const ECHO_SERVER = join(REPO, 'lab/servers/echo.mjs');
+const DNS_SERVER = join(REPO, 'src/cluster/dns/server.ts');
+/** tsx's loader by absolute URL: a Pod's server does not run from the repository's directory. */
+const TSX = import.meta.resolve('tsx');
+
+export type ServerKind = 'echo' | 'dns';
+
+export interface ServerPlan {
+  kind: ServerKind;
+  argv: string[];
+  /** a log line that says the server listens (undefined: running once started) */
+  readyLine?: RegExp;
+}
+
+export interface ServerContext {
+  podIP: string;
+  /** the view directory the DNS server reads */
+  viewDir: string;
+  node?: string;
+}
+
+export function isDnsImage(image: string | undefined): boolean {
+  return /coredns/.test(image ?? '') || /^kubetun\/dns(:|$)/.test(image ?? '');
+}
+
+/** The server of the Pod's first container (the lab runs one server per Pod). */
+export function serverFor(pod: Pod, c: ServerContext): ServerPlan {
+  const container = pod.spec.containers[0]!;
+  const node = c.node ?? process.execPath;
+  if (isDnsImage(container.image)) {
+    const argv = [node, '--import', TSX, DNS_SERVER, '--dir', c.viewDir, '--listen', `${c.podIP}:53`];
+    return { kind: 'dns', argv, readyLine: /^cluster-dns: serving /m };
+  }
+  const argv = [node, ECHO_SERVER, '--name', pod.metadata.name, '--ip', c.podIP];
+  for (const p of declaredPorts(pod))
+    argv.push(p.protocol === 'UDP' ? '--udp' : '--http', String(p.containerPort));
+  const after = readyAfter(container);
+  if (after > 0) argv.push('--ready-after', String(after));
+  return { kind: 'echo', argv, readyLine: /^ready /m };
+}
+
+/** Every port any container declares (the lab runs them in one server). */
+export function declaredPorts(pod: Pod): { containerPort: number; protocol: string }[] {
+  return pod.spec.containers.flatMap((c) =>
+    (c.ports ?? []).map((p) => ({ containerPort: p.containerPort, protocol: p.protocol ?? 'TCP' })),
+  );
+}
+
+function readyAfter(c: Container): number {
+  if (!/^kubetun\/slow-start(:|$)/.test(c.image ?? '')) return 0;
+  const env = ((c.env as { name: string; value?: string }[] | undefined) ?? []).find(
+    (e) => e.name === 'READY_AFTER_SECONDS',
+  );
+  const n = Number(env?.value ?? 10);
+  return Number.isFinite(n) && n >= 0 ? n : 10;
+}

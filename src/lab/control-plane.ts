@@ -1,0 +1,423 @@
+// The lab's control plane: one process per lab (`kubetun lab control-plane`, started by `lab up`,
+// recorded in the lab state like every other process, stopped by `lab down`), holding what a
+// cluster's control plane and kubelets hold:
+//
+//   store (src/cluster/store.ts)  admission on every write, persisted in LAB_DIR/store/
+//   addon manager                 the topology's Nodes and named Pods and the manifests
+//                                 directory, applied at start and again whenever a file changes
+//   scheduler                     Pods without spec.nodeName bound to the node with fewest Pods
+//   controllers                   Deployment → ReplicaSet → Pods; EndpointSlices per Service
+//   kubelets, one per node        Pods as network namespaces (src/cluster/kubelet.ts)
+//   view writer                   LAB_DIR/view/: Services + EndpointSlices every node's data
+//                                 plane reads (kubetun: --manifests, hot reload; the kernel
+//                                 modes: re-rendered here when the view changes)
+//   API                           LAB_DIR/api.sock (api.ts), what the lab commands talk to
+//
+// Everything is level-triggered: any change schedules one reconcile pass that looks at the whole
+// store, so a missed event can never leave the lab out of step.
+import { existsSync, readFileSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { join } from 'node:path';
+import { reconcileDeployments, RESTARTED_AT_ANNOTATION } from '../cluster/deployment-controller.ts';
+import { reconcileSlices } from '../cluster/endpointslice-controller.ts';
+import { placeResolvConf, removeResolvConf, resolvConf } from '../cluster/dns/resolv-conf.ts';
+import { readObjects } from '../cluster/files.ts';
+import { Kubelet, POD_IP_ANNOTATION } from '../cluster/kubelet.ts';
+import { Store, writeView } from '../cluster/store.ts';
+import {
+  type Deployment,
+  type EndpointSlice,
+  type KObject,
+  LABEL_MANAGED_BY,
+  LABEL_SERVICE_NAME,
+  CONTROLLER_NAME,
+  type Node,
+  type Pod,
+  type Service,
+} from '../cluster/types.ts';
+import { manifestFiles } from '../manifests/load.ts';
+import { apiRoutes } from './control-plane-api.ts';
+import { serveApi } from './api.ts';
+import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
+import { labTarget } from './plan.ts';
+import { LOG_DIR, readState, SANDBOX_FILE, VIEW_DIR } from './state.ts';
+import type { Topology } from './topology.ts';
+
+/** The kubelet's --cluster-domain. */
+export const CLUSTER_DOMAIN = 'cluster.local';
+/** Where the addon manager notes what it applied from a file (its prune list). */
+export const SOURCE_ANNOTATION = 'kubetun.io/applied-from';
+
+export interface ControlPlaneOptions {
+  viewDir?: string;
+  /** undefined: keep the store in memory (a static view, a test) */
+  storeDir?: string;
+  /** run kubelets (false: the topology's Pods are taken as running, for a static view) */
+  kubelets?: boolean;
+  say?: (msg: string) => void;
+  /** an object the store refused (admission errors of the topology and manifests) */
+  refused?: (msg: string) => void;
+}
+
+export class LabControlPlane {
+  readonly store: Store;
+  readonly viewDir: string;
+  private readonly kubelets = new Map<string, Kubelet>();
+  private readonly sandboxes = new Set<string>();
+  private readonly say: (msg: string) => void;
+  private readonly lastView = { text: '' };
+  private timer: NodeJS.Timeout | undefined;
+  private manifestsSig = '';
+  private server: Server | undefined;
+  private stopped = false;
+  /** problems of the last pass, for `lab status` (an admission error from a controller) */
+  problems: string[] = [];
+
+  constructor(
+    readonly t: Topology,
+    private readonly o: ControlPlaneOptions = {},
+  ) {
+    this.viewDir = o.viewDir ?? VIEW_DIR;
+    this.say = o.say ?? (() => {});
+    this.store = new Store({
+      dir: o.storeDir,
+      serviceCidr: t.serviceCidr,
+      clusterCidr: t.clusterCidr,
+    });
+    if (o.kubelets !== false) {
+      for (const n of t.nodes)
+        this.kubelets.set(n.name, new Kubelet(n, labTarget(n), this.kubeletHost()));
+    }
+    this.store.watch(() => this.schedule());
+  }
+
+  /** Applies the topology and the manifests, reconciles once, serves the API if asked to. */
+  async start(api?: string): Promise<void> {
+    this.applyBootstrap();
+    this.applyManifests(true);
+    this.reconcile();
+    if (api) {
+      this.server = await serveApi(api, apiRoutes(this));
+      this.watchManifests();
+    }
+  }
+
+  /** Nodes, the default and kube-system Namespaces, the topology's named Pods. */
+  private applyBootstrap(): void {
+    for (const obj of topologyObjects(this.t)) this.report(this.store.apply(obj, this.t.file));
+    // Nodes and Pods of nodes the topology no longer has go (the node controller's eviction)
+    const nodes = new Set(this.t.nodes.map((n) => n.name));
+    for (const n of this.store.list<Node>('Node'))
+      if (!nodes.has(n.metadata.name)) this.store.remove('Node', undefined, n.metadata.name);
+    for (const p of this.store.list<Pod>('Pod'))
+      if (p.spec.nodeName && !nodes.has(p.spec.nodeName))
+        this.store.remove('Pod', p.metadata.namespace, p.metadata.name);
+  }
+
+  /** The addon manager: every object of the manifests directory applied; removed ones pruned. */
+  applyManifests(force = false): void {
+    const sig = dirSignature(this.t.manifests);
+    if (!force && sig === this.manifestsSig) return;
+    this.manifestsSig = sig;
+    let objects: { file: string; object: unknown }[];
+    try {
+      objects = readObjects(this.t.manifests);
+    } catch (err) {
+      this.say(`manifests: ${(err as Error).message} (the objects applied before stay)`);
+      return;
+    }
+    const applied = new Set<string>();
+    for (const { file, object } of objects) {
+      const o = object as KObject;
+      if (o?.metadata)
+        o.metadata.annotations = { ...o.metadata.annotations, [SOURCE_ANNOTATION]: file };
+      const r = this.store.apply(o, file);
+      this.report(r);
+      if ('object' in r)
+        applied.add(`${r.object.kind}/${r.object.metadata.namespace}/${r.object.metadata.name}`);
+    }
+    for (const kind of ['Service', 'EndpointSlice', 'Deployment', 'Pod', 'Namespace']) {
+      for (const o of this.store.list(kind)) {
+        const from = o.metadata.annotations?.[SOURCE_ANNOTATION];
+        const key = `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`;
+        if (from?.startsWith(`${this.t.manifests}/`) && !applied.has(key))
+          this.store.delete(kind, o.metadata.namespace, o.metadata.name);
+      }
+    }
+  }
+
+  private report(r: ReturnType<Store['apply']>): void {
+    if ('errors' in r)
+      for (const e of r.errors) {
+        this.say(e.message);
+        this.o.refused?.(e.message);
+      }
+    else if ('ignored' in r) this.say(r.ignored);
+  }
+
+  private watchManifests(): void {
+    let debounce: NodeJS.Timeout | undefined;
+    const kick = () => {
+      clearTimeout(debounce);
+      debounce = setTimeout(() => this.applyManifests(), 100);
+    };
+    try {
+      watch(this.t.manifests, kick).on('error', () => {});
+    } catch {}
+    // fs.watch misses changes on some filesystems: a slow poll backs it up
+    setInterval(kick, 2000).unref();
+  }
+
+  private schedule(): void {
+    if (this.timer || this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.reconcile();
+    }, 10);
+  }
+
+  /** One pass: schedule, controllers, kubelets, view. */
+  reconcile(): void {
+    const problems: string[] = [];
+    this.bindPods();
+    problems.push(...reconcileDeployments(this.store));
+    problems.push(...this.reconcileEndpointSlices());
+    for (const [name, k] of this.kubelets)
+      k.sync(this.store.list<Pod>('Pod').filter((p) => p.spec.nodeName === name));
+    if (this.o.kubelets === false) this.staticPodsRunning();
+    if (writeView(this.store, this.viewDir, this.lastView)) this.viewChanged();
+    for (const p of problems) if (!this.problems.includes(p)) this.say(p);
+    this.problems = problems;
+  }
+
+  /** The scheduler: spread Pods without a node over the nodes, fewest Pods first. */
+  private bindPods(): void {
+    const pods = this.store.list<Pod>('Pod').filter((p) => !p.metadata.deletionTimestamp);
+    const load = new Map(this.t.nodes.map((n) => [n.name, 0]));
+    for (const p of pods)
+      if (p.spec.nodeName) load.set(p.spec.nodeName, (load.get(p.spec.nodeName) ?? 0) + 1);
+    for (const p of pods.filter((x) => !x.spec.nodeName)) {
+      const [node] = [...load].sort((a, b) => a[1] - b[1] || a[0].localeCompare(b[0]))[0]!;
+      load.set(node, load.get(node)! + 1);
+      this.report(this.store.apply({ ...p, spec: { ...p.spec, nodeName: node } }, 'scheduler'));
+    }
+  }
+
+  private reconcileEndpointSlices(): string[] {
+    const problems: string[] = [];
+    const nodes = this.store.list<Node>('Node');
+    for (const svc of this.store.list<Service>('Service')) {
+      const ns = svc.metadata.namespace;
+      const existing = this.store
+        .list<EndpointSlice>('EndpointSlice', ns)
+        .filter(
+          (s) =>
+            s.metadata.labels?.[LABEL_SERVICE_NAME] === svc.metadata.name &&
+            s.metadata.labels?.[LABEL_MANAGED_BY] === CONTROLLER_NAME,
+        );
+      const hasSelector = Object.keys(svc.spec.selector ?? {}).length > 0;
+      if (!hasSelector && existing.length === 0) continue;
+      const pods = this.store.list<Pod>('Pod', ns);
+      const r = reconcileSlices(svc, pods, nodes, existing);
+      for (const s of [...r.create, ...r.update]) {
+        const w = this.store.apply(s, 'endpointslice-controller');
+        if ('errors' in w) problems.push(...w.errors.map((e) => e.message));
+      }
+      for (const s of r.delete)
+        this.store.remove('EndpointSlice', s.metadata.namespace, s.metadata.name);
+    }
+    return problems;
+  }
+
+  /** Without kubelets (a static view): the topology's Pods are running and ready at their IPs. */
+  private staticPodsRunning(): void {
+    for (const p of this.store.list<Pod>('Pod')) {
+      const ip = p.metadata.annotations?.[POD_IP_ANNOTATION];
+      if (!ip || p.status?.podIP === ip) continue;
+      const node = this.t.nodes.find((n) => n.name === p.spec.nodeName);
+      this.store.updateStatus('Pod', p.metadata.namespace, p.metadata.name, {
+        phase: 'Running',
+        podIP: ip,
+        podIPs: [{ ip }],
+        hostIP: node?.ip,
+        conditions: [
+          { type: 'Ready', status: 'True' },
+          { type: 'ContainersReady', status: 'True' },
+        ],
+      });
+    }
+  }
+
+  /** The kernel modes have no watch of their own: kube-proxy's sync, run here. */
+  private viewChanged(): void {
+    const mode = readState()?.mode;
+    if (!this.server || !mode || !isKernelMode(mode)) return;
+    try {
+      installKernelDataplane(this.t, mode, () => {}, this.viewDir);
+    } catch (err) {
+      this.say(`kernel ${mode} rules: ${(err as Error).message}`);
+    }
+  }
+
+  private kubeletHost() {
+    return {
+      status: (pod: Pod, status: unknown) =>
+        this.store.updateStatus('Pod', pod.metadata.namespace, pod.metadata.name, status),
+      gone: (pod: Pod) => {
+        const cur = this.store.get('Pod', pod.metadata.namespace, pod.metadata.name);
+        if (cur && cur.metadata.uid === pod.metadata.uid)
+          this.store.remove('Pod', pod.metadata.namespace, pod.metadata.name);
+      },
+      sandbox: (ns: string, present: boolean) => {
+        if (present) this.sandboxes.add(ns);
+        else this.sandboxes.delete(ns);
+        if (this.o.storeDir)
+          writeFileSync(SANDBOX_FILE, `${JSON.stringify([...this.sandboxes])}\n`);
+      },
+      logFile: (pod: Pod) => podLogFile(pod),
+      resolvConf: (pod: Pod, ns: string, remove?: boolean) => {
+        if (remove) return removeResolvConf(ns);
+        placeResolvConf(ns, resolvConf(pod, this.clusterDnsIPs(), CLUSTER_DOMAIN));
+      },
+      viewDir: this.viewDir,
+      say: this.say,
+    };
+  }
+
+  /** The kube-dns Service's ClusterIPs (the kubelet's --cluster-dns), none before it exists. */
+  private clusterDnsIPs(): string[] {
+    const svc = this.store.get('Service', 'kube-system', 'kube-dns') as Service | undefined;
+    return (svc?.spec.clusterIPs ?? []).filter((ip) => ip !== 'None');
+  }
+
+  /** Ready for the data planes: every Pod that can start has, and the view is written. */
+  synced(): boolean {
+    const pods = this.store.list<Pod>('Pod').filter((p) => !p.metadata.deletionTimestamp);
+    return (
+      pods.every((p) => p.status?.phase === 'Running' || p.status?.phase === 'Failed') &&
+      this.lastView.text !== ''
+    );
+  }
+
+  scale(namespace: string, name: string, replicas: number): void {
+    const d = this.store.get('Deployment', namespace, name) as Deployment | undefined;
+    if (!d) throw new Error(`deployments.apps "${name}" not found in namespace ${namespace}`);
+    this.applyOrThrow({ ...d, spec: { ...d.spec, replicas } });
+  }
+
+  /** kubectl rollout restart: a template annotation with the time, so the template changes. */
+  restart(namespace: string, name: string): void {
+    const d = this.store.get('Deployment', namespace, name) as Deployment | undefined;
+    if (!d) throw new Error(`deployments.apps "${name}" not found in namespace ${namespace}`);
+    const md = d.spec.template.metadata ?? {};
+    const annotations = { ...md.annotations, [RESTARTED_AT_ANNOTATION]: new Date().toISOString() };
+    const template = { ...d.spec.template, metadata: { ...md, annotations } };
+    this.applyOrThrow({ ...d, spec: { ...d.spec, template } });
+  }
+
+  private applyOrThrow(o: KObject): void {
+    const r = this.store.apply(o, 'kubetun lab');
+    if ('errors' in r) throw new Error(r.errors.map((e) => e.message).join('\n'));
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.server?.close();
+    await Promise.all([...this.kubelets.values()].map((k) => k.close()));
+    this.store.save();
+  }
+}
+
+export function podLogFile(pod: Pod): string {
+  return join(LOG_DIR, `pod-${pod.metadata.namespace ?? 'default'}_${pod.metadata.name}.log`);
+}
+
+/** The sandboxes a control plane recorded (for `lab down` after a crash). */
+export function recordedSandboxes(): string[] {
+  try {
+    return JSON.parse(readFileSync(SANDBOX_FILE, 'utf8')) as string[];
+  } catch {
+    return [];
+  }
+}
+
+/** What the topology says about the cluster, as API objects. */
+export function topologyObjects(t: Topology): KObject[] {
+  const objs: KObject[] = [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default' } },
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kube-system' } },
+  ];
+  for (const n of t.nodes) {
+    objs.push({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: n.name, labels: { 'kubernetes.io/hostname': n.name, ...n.labels } },
+      spec: { podCIDR: n.podCidr, podCIDRs: [n.podCidr] },
+      status: {
+        addresses: [
+          { type: 'InternalIP', address: n.ip },
+          { type: 'Hostname', address: n.name },
+        ],
+        conditions: [{ type: 'Ready', status: 'True' }],
+      },
+    });
+    for (const p of n.pods) objs.push(topologyPod(t, n.name, p));
+  }
+  return objs;
+}
+
+function topologyPod(t: Topology, node: string, p: Topology['nodes'][number]['pods'][number]): Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: p.name,
+      namespace: 'default',
+      labels: { ...p.labels },
+      annotations: { [POD_IP_ANNOTATION]: p.ip, [SOURCE_ANNOTATION]: t.file },
+    },
+    spec: {
+      nodeName: node,
+      containers: [
+        {
+          name: 'echo',
+          image: 'kubetun/echo',
+          ports: [
+            { name: 'http', containerPort: t.httpPort, protocol: 'TCP' },
+            { name: 'udp', containerPort: t.udpPort, protocol: 'UDP' },
+          ],
+        },
+      ],
+    },
+  };
+}
+
+/** Names, sizes and mtimes of a directory's manifest files: changes when any of them does. */
+function dirSignature(dir: string): string {
+  try {
+    return manifestFiles(dir)
+      .map((f) => {
+        const s = statSync(f);
+        return `${f}:${s.size}:${s.mtimeMs}`;
+      })
+      .join('|');
+  } catch {
+    return '';
+  }
+}
+
+/** Without a running control plane: the view a topology gives (the VM lab, offline tests). */
+export async function renderStaticView(
+  t: Topology,
+  viewDir: string,
+  refused?: (msg: string) => void,
+): Promise<string> {
+  rmSync(join(viewDir, 'cluster.json'), { force: true });
+  const cp = new LabControlPlane(t, { viewDir, kubelets: false, refused });
+  await cp.start();
+  cp.reconcile();
+  cp.reconcile();
+  if (!existsSync(viewDir)) throw new Error(`no view written to ${viewDir}`);
+  return viewDir;
+}
