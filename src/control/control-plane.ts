@@ -16,6 +16,7 @@ import {
 } from './metrics.ts';
 import { Proxier, type ProxierOptions } from './proxier.ts';
 import { DEFAULT_MAX_INTERVAL_MS } from './runner.ts';
+import type { ParseOptions } from '../manifests/parse.ts';
 import { ManifestDirSource } from './source-dir.ts';
 import { KubernetesSource } from './source-k8s.ts';
 
@@ -33,7 +34,7 @@ export interface Bind {
 
 export interface ControlPlaneOptions {
   source:
-    | { dir: string; pollIntervalMs?: number; debounceMs?: number }
+    | { dir: string; pollIntervalMs?: number; debounceMs?: number; parse?: ParseOptions }
     | { kubeConfig: KubeConfig };
   program: ProxierOptions['program'];
   cleanupConntrack?: ProxierOptions['cleanupConntrack'];
@@ -178,12 +179,15 @@ function makeSource(
       clock: o.clock,
       pollIntervalMs: o.source.pollIntervalMs,
       debounceMs: o.source.debounceMs,
+      parse: o.source.parse,
       onChange: () => proxier.queue(),
       onSynced: () => {
         proxier.onServicesSynced();
         proxier.onEndpointSlicesSynced();
       },
-      onError: (err) => log.error(errorFields(err), 'manifests rejected; the previous state stays'),
+      onError: (err) =>
+        log.error(errorFields(err), 'manifest refused; that object keeps its previous version'),
+      onIgnored: (line) => log.info({ ignored: line }, 'manifest kinds ignored'),
       onReload: (r) => log.info(r, 'manifests loaded'),
     });
   }

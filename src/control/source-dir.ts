@@ -4,11 +4,14 @@
 // fs.watch is fast but not reliable everywhere (network and overlay filesystems, editors that
 // replace the directory, inotify limits), so a slow poll of the files' size and mtime backs it
 // up; bursts of events (an editor writes a temp file, renames, chmods) are debounced into one
-// reload. A reload is all-or-nothing: if any file is invalid, nothing is applied, the last good
-// state stays in force, and the error (file, object, field) goes to onError.
+// reload. A reload refuses object by object, as the API server would: an invalid object keeps
+// its last good version (a file that is not valid YAML keeps all of its objects) while the rest
+// of the directory moves on, and each refusal (file, object, field) goes to onError. Kinds
+// kubetun does not read are reported once per file through onIgnored, not as errors.
 
 import { type FSWatcher, statSync, watch } from 'node:fs';
-import { loadManifests, manifestFiles } from '../manifests/load.ts';
+import { loadManifestsPartial, manifestFiles } from '../manifests/load.ts';
+import type { ParseOptions } from '../manifests/parse.ts';
 import type { ClusterState, EndpointSlice, Service } from '../model.ts';
 import { type Clock, systemClock, type TimerHandle } from './clock.ts';
 import { namespacedName } from './tracker.ts';
@@ -26,8 +29,12 @@ export interface DirSourceOptions {
   onChange?: () => void;
   /** the first good load is in (runner.setInitialized for both sources) */
   onSynced?: () => void;
-  /** a reload failed; the previous state stays. ManifestError carries file, object, field. */
+  /** an object (or file) was refused; its previous version stays. ManifestError: file, object, field */
   onError?: (err: Error) => void;
+  /** a file holds kinds kubetun does not read: one line, reported once per file and kinds */
+  onIgnored?: (line: string) => void;
+  /** the agent's networks, for the API server's address rules (service CIDR, pod network) */
+  parse?: ParseOptions;
   /** a reload succeeded (for logs) */
   onReload?: (info: { services: number; slices: number; changed: boolean }) => void;
   load?: (dir: string) => ClusterState;
@@ -41,16 +48,19 @@ export interface DirSourceOptions {
 }
 
 export class ManifestDirSource {
-  /** the last state that loaded without error */
+  /** the objects in force: each one's last version that loaded without error */
   services = new Map<string, Service>();
   slices = new Map<string, EndpointSlice>();
+  /** the refusals of the last reload (one message per line), undefined when there were none */
   lastError: Error | undefined;
+  lastErrors: Error[] = [];
+  private readonly reported = new Set<string>();
   loaded = false;
   reloads = 0;
 
   private readonly o: DirSourceOptions;
   private readonly clock: Clock;
-  private readonly load: (dir: string) => ClusterState;
+  private readonly load: ((dir: string) => ClusterState) | undefined;
   private watcher: FSWatcher | undefined;
   private debounce: TimerHandle | undefined;
   private poll: TimerHandle | undefined;
@@ -60,7 +70,7 @@ export class ManifestDirSource {
   constructor(opts: DirSourceOptions) {
     this.o = opts;
     this.clock = opts.clock ?? systemClock;
-    this.load = opts.load ?? ((dir) => loadManifests(dir));
+    this.load = opts.load;
   }
 
   /** Loads once now, then watches. Returns whether the first load succeeded. */
@@ -82,18 +92,22 @@ export class ManifestDirSource {
     this.poll = undefined;
   }
 
-  /** Loads the directory and feeds the differences to the sink; false (and onError) if invalid. */
+  /**
+   * Loads the directory and feeds the differences to the sink. False (and onError per refusal)
+   * when anything was refused; the valid objects are applied either way.
+   */
   reload(): boolean {
     this.signature = this.currentSignature();
-    let state: ClusterState;
-    try {
-      state = this.load(this.o.dir);
-    } catch (err) {
-      this.lastError = err instanceof Error ? err : new Error(String(err));
-      this.o.onError?.(this.lastError);
+    const got = this.loadState();
+    if ('fatal' in got) {
+      this.setErrors([got.fatal]);
       return false;
     }
-    this.lastError = undefined;
+    const { state, errors } = got;
+    this.setErrors(errors);
+    // Before the first complete read, a file that could not be read at all is like an informer
+    // that has not synced: applying the rest would program a state missing its objects.
+    if (!this.loaded && errors.some(unreadable)) return false;
     this.reloads++;
     const changed = this.apply(state);
     this.o.onReload?.({ services: this.services.size, slices: this.slices.size, changed });
@@ -102,7 +116,35 @@ export class ManifestDirSource {
       this.o.onSynced?.();
     }
     if (changed) this.o.onChange?.();
-    return true;
+    return errors.length === 0;
+  }
+
+  /** A custom `load` is all-or-nothing; the default refuses object by object. */
+  private loadState(): { fatal: Error } | { state: ClusterState; errors: Error[] } {
+    try {
+      if (this.load) return { state: this.load(this.o.dir), errors: [] };
+      const previous = { services: [...this.services.values()], slices: [...this.slices.values()] };
+      const r = loadManifestsPartial(this.o.dir, this.o.parse, previous);
+      for (const line of r.ignored) {
+        if (this.reported.has(line)) continue;
+        this.reported.add(line);
+        this.o.onIgnored?.(line);
+      }
+      return { state: r.state, errors: r.errors };
+    } catch (err) {
+      return { fatal: err instanceof Error ? err : new Error(String(err)) };
+    }
+  }
+
+  private setErrors(errors: Error[]): void {
+    this.lastErrors = errors;
+    this.lastError =
+      errors.length === 0
+        ? undefined
+        : errors.length === 1
+          ? errors[0]
+          : new Error(errors.map((e) => e.message).join('\n'));
+    for (const e of errors) this.o.onError?.(e);
   }
 
   private apply(state: ClusterState): boolean {
@@ -164,6 +206,12 @@ export class ManifestDirSource {
       return `error ${(err as Error).message}`;
     }
   }
+}
+
+/** The file as a whole could not be read or parsed (as opposed to one object refused). */
+function unreadable(e: Error): boolean {
+  const code = (e as { code?: unknown }).code;
+  return code === 'MANIFEST_IO' || code === 'MANIFEST_YAML_SYNTAX';
 }
 
 function byName<T extends { namespace: string; name: string }>(objs: T[]): Map<string, T> {

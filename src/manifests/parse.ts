@@ -2,9 +2,9 @@
 // kinds are ignored (a manifests directory usually holds Deployments too); `List` kinds are
 // unpacked. Anything the API server would reject is rejected here, naming file, object, field.
 import { type Document, parseAllDocuments } from 'yaml';
-import type { ClusterState } from '../model.ts';
+import type { ClusterState, EndpointSlice, Service } from '../model.ts';
 import { parseEndpointSlice } from './endpointslice.ts';
-import { ManifestError } from './errors.ts';
+import { ManifestError, type ManifestErrorCode } from './errors.ts';
 import { type Json, ObjectReader } from './fields.ts';
 import { parseService, type ServiceParseOptions } from './service.ts';
 
@@ -12,20 +12,56 @@ export type ParseOptions = ServiceParseOptions;
 
 export function parseManifests(text: string, file: string, opts: ParseOptions = {}): ClusterState {
   const state: ClusterState = { services: [], slices: [] };
+  const sink: ParseSink = {
+    service: (s) => state.services.push(s),
+    slice: (s) => state.slices.push(s),
+    ignored: () => {},
+    refused: (err) => {
+      throw err;
+    },
+  };
+  parseDocuments(text, file, opts, sink);
+  checkState(state);
+  return state;
+}
+
+/** Where parseDocuments delivers each object of a file. */
+export interface ParseSink {
+  service(s: Service): void;
+  slice(s: EndpointSlice): void;
+  /** an object of a kind kubetun does not read (Deployment, ConfigMap...) */
+  ignored(kind: string, doc: number): void;
+  /**
+   * One object is invalid. `raw` is the object as decoded (to know which object it meant to
+   * be), `doc` its document. Throw to stop the file; return to go on with the next object.
+   */
+  refused(err: ManifestError, raw: unknown, doc: number): void;
+}
+
+/**
+ * Each document of one file, object by object. A YAML syntax error throws (the file cannot be
+ * read reliably past it); an invalid object goes to sink.refused.
+ */
+export function parseDocuments(
+  text: string,
+  file: string,
+  opts: ParseOptions,
+  sink: ParseSink,
+): void {
   parseAllDocuments(text).forEach((doc, i) => {
     const value = documentValue(doc as Document, file, i);
     if (value === undefined || value === null) return; // an empty document, e.g. a trailing ---
     if (typeof value !== 'object' || Array.isArray(value)) {
-      throw new ManifestError(
+      const err = new ManifestError(
         'MANIFEST_NOT_AN_OBJECT',
         { file, object: `document ${i}`, field: '' },
         'a Kubernetes object must be a mapping with apiVersion and kind',
       );
+      sink.refused(err, value, i);
+      return;
     }
-    addObject(state, value as Json, file, i, '', opts);
+    addObject(sink, value as Json, file, i, '', opts);
   });
-  checkState(state);
-  return state;
 }
 
 export function documentValue(doc: Document, file: string, index: number): unknown {
@@ -49,7 +85,7 @@ export function documentValue(doc: Document, file: string, index: number): unkno
 
 /** Documents without a kind are not Kubernetes objects (kustomization.yaml, values files). */
 function addObject(
-  state: ClusterState,
+  sink: ParseSink,
   o: Json,
   file: string,
   doc: number,
@@ -58,27 +94,40 @@ function addObject(
 ): void {
   const kind = typeof o.kind === 'string' ? o.kind : '';
   const apiVersion = typeof o.apiVersion === 'string' ? o.apiVersion : '';
+  const r = new ObjectReader(file, doc, kind, prefix);
+  const guard = (read: () => void) => {
+    try {
+      read();
+    } catch (e) {
+      if (!(e instanceof ManifestError)) throw e;
+      sink.refused(e, o, doc);
+    }
+  };
   if (kind === 'Service') {
-    const r = new ObjectReader(file, doc, kind, prefix);
-    wantApiVersion(r, apiVersion, 'v1');
-    state.services.push({ ...parseService(r, o, opts), origin: { file, doc } });
-  } else if (kind === 'EndpointSlice') {
-    const r = new ObjectReader(file, doc, kind, prefix);
-    wantApiVersion(r, apiVersion, 'discovery.k8s.io/v1');
-    state.slices.push({ ...parseEndpointSlice(r, o), origin: { file, doc } });
-  } else if (kind.endsWith('List') && apiVersion === 'v1' && prefix === '') {
-    const r = new ObjectReader(file, doc, kind, prefix);
-    r.list(o.items, 'items').forEach((item, i) => {
-      const path = `items[${i}]`;
-      addObject(
-        state,
-        r.map(item, path) ?? r.wrongType(path, 'a mapping', item),
-        file,
-        doc,
-        path,
-        opts,
-      );
+    guard(() => {
+      wantApiVersion(r, apiVersion, 'v1');
+      sink.service({ ...parseService(r, o, opts), origin: { file, doc } });
     });
+  } else if (kind === 'EndpointSlice') {
+    guard(() => {
+      wantApiVersion(r, apiVersion, 'discovery.k8s.io/v1');
+      sink.slice({ ...parseEndpointSlice(r, o), origin: { file, doc } });
+    });
+  } else if (kind.endsWith('List') && apiVersion === 'v1' && prefix === '') {
+    let items: unknown[] = [];
+    guard(() => {
+      items = r.list(o.items, 'items');
+    });
+    items.forEach((item, i) => {
+      const path = `items[${i}]`;
+      let m: Json | undefined;
+      guard(() => {
+        m = r.map(item, path) ?? r.wrongType(path, 'a mapping', item);
+      });
+      if (m) addObject(sink, m, file, doc, path, opts);
+    });
+  } else if (kind !== '') {
+    sink.ignored(kind, doc);
   }
 }
 
@@ -92,64 +141,83 @@ function wantApiVersion(r: ObjectReader, got: string, want: string): void {
   }
 }
 
+/** One uniqueness claim an object makes: its name, each ClusterIP, each nodePort + protocol. */
+export interface Claim {
+  key: string;
+  fail: (holder: string) => ManifestError;
+}
+
+type Obj = { origin?: { file: string; doc: number } };
+
+/** The claims the API server's uniqueness and allocators enforce, for one Service or slice. */
+export function objectClaims(
+  o: Service | EndpointSlice,
+  kind: 'Service' | 'EndpointSlice',
+): Claim[] {
+  const where = {
+    file: (o as Obj).origin?.file ?? '',
+    object: `${kind} ${o.namespace}/${o.name}`,
+    field: '',
+  };
+  const err = (code: ManifestErrorCode, field: string, reason: string) =>
+    new ManifestError(code, { ...where, field }, reason);
+  const claims: Claim[] = [
+    {
+      key: `${kind === 'Service' ? 'svc' : 'slice'} ${o.namespace}/${o.name}`,
+      fail: (prev) =>
+        err('MANIFEST_DUPLICATE_OBJECT', 'metadata.name', `already defined in ${prev}`),
+    },
+  ];
+  if (kind === 'EndpointSlice') return claims;
+  const s = o as Service;
+  s.clusterIPs.forEach((ip, i) => {
+    const field = s.clusterIPs.length > 1 ? `spec.clusterIPs[${i}]` : 'spec.clusterIP';
+    claims.push({
+      key: `ip ${ip}`,
+      fail: (prev) =>
+        err(
+          'MANIFEST_CONFLICT',
+          field,
+          `clusterIP ${ip} is already used by the Service in ${prev}`,
+        ),
+    });
+  });
+  s.ports.forEach((p, i) => {
+    if (p.nodePort === 0) return;
+    claims.push({
+      key: `np ${p.nodePort}/${p.protocol}`,
+      fail: (prev) =>
+        err(
+          'MANIFEST_CONFLICT',
+          `spec.ports[${i}].nodePort`,
+          `nodePort ${p.nodePort}/${p.protocol} is already used by the Service in ${prev}`,
+        ),
+    });
+  });
+  return claims;
+}
+
+/** "file document N", how a conflict names the object that holds a claim. */
+export function originName(o: Obj): string {
+  return o.origin ? `${o.origin.file} document ${o.origin.doc}` : '?';
+}
+
 /**
  * Checks across objects that the API server's uniqueness and allocators would enforce: one
- * object per name, one Service per ClusterIP, one Service per nodePort and protocol.
+ * object per name, one Service per ClusterIP, one Service per nodePort and protocol. Throws the
+ * first conflict.
  */
 export function checkState(state: ClusterState): void {
-  const seen = new Map<string, { file: string; doc: number }>();
-  const claim = (
-    key: string,
-    origin: { file: string; doc: number } | undefined,
-    fail: (prev: string) => never,
-  ) => {
-    const prev = seen.get(key);
-    if (prev) fail(`${prev.file} document ${prev.doc}`);
-    seen.set(key, origin ?? { file: '?', doc: 0 });
-  };
-  for (const s of state.services) {
-    const where = {
-      file: s.origin?.file ?? '',
-      object: `Service ${s.namespace}/${s.name}`,
-      field: '',
-    };
-    claim(`svc ${s.namespace}/${s.name}`, s.origin, (prev) => {
-      throw new ManifestError(
-        'MANIFEST_DUPLICATE_OBJECT',
-        { ...where, field: 'metadata.name' },
-        `already defined in ${prev}`,
-      );
-    });
-    s.clusterIPs.forEach((ip, i) => {
-      claim(`ip ${ip}`, s.origin, (prev) => {
-        const field = s.clusterIPs.length > 1 ? `spec.clusterIPs[${i}]` : 'spec.clusterIP';
-        throw new ManifestError(
-          'MANIFEST_CONFLICT',
-          { ...where, field },
-          `clusterIP ${ip} is already used by the Service in ${prev}`,
-        );
-      });
-    });
-    s.ports.forEach((p, i) => {
-      if (p.nodePort === 0) return;
-      claim(`np ${p.nodePort}/${p.protocol}`, s.origin, (prev) => {
-        const field = `spec.ports[${i}].nodePort`;
-        throw new ManifestError(
-          'MANIFEST_CONFLICT',
-          { ...where, field },
-          `nodePort ${p.nodePort}/${p.protocol} is already used by the Service in ${prev}`,
-        );
-      });
-    });
-  }
-  for (const sl of state.slices) {
-    const where = {
-      file: sl.origin?.file ?? '',
-      object: `EndpointSlice ${sl.namespace}/${sl.name}`,
-      field: 'metadata.name',
-    };
-    claim(`slice ${sl.namespace}/${sl.name}`, sl.origin, (prev) => {
-      throw new ManifestError('MANIFEST_DUPLICATE_OBJECT', where, `already defined in ${prev}`);
-    });
+  const seen = new Map<string, string>();
+  const all: [Service | EndpointSlice, 'Service' | 'EndpointSlice'][] = [
+    ...state.services.map((s) => [s, 'Service'] as [Service, 'Service']),
+    ...state.slices.map((s) => [s, 'EndpointSlice'] as [EndpointSlice, 'EndpointSlice']),
+  ];
+  for (const [o, kind] of all) {
+    for (const c of objectClaims(o, kind)) {
+      const prev = seen.get(c.key);
+      if (prev !== undefined) throw c.fail(prev);
+      seen.set(c.key, originName(o));
+    }
   }
 }

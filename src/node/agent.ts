@@ -63,10 +63,12 @@ async function startControl(opts: AgentOptions, net: AgentNet, dp: Datapath, log
     const { loadKubeConfig } = await import('./cluster-config.ts');
     source = { kubeConfig: loadKubeConfig(opts.kubeconfig) };
   } else {
-    // A bad manifest at startup stops us before we touch the node; later ones are logged and
-    // the last good state stays (the source's all-or-nothing reload).
-    loadManifests(opts.manifests);
-    source = { dir: opts.manifests, pollIntervalMs: 1000 };
+    // A bad manifest at startup stops us before we touch the node; later ones are refused one
+    // object at a time (each keeps its last good version). The networks let the readers play
+    // the API server's part: ClusterIPs from the service CIDR, no external IP over a Pod's.
+    const parse = { serviceCidr: opts.serviceCidr, clusterCidr: opts.clusterCidr };
+    loadManifests(opts.manifests, parse);
+    source = { dir: opts.manifests, pollIntervalMs: 1000, parse };
   }
   const cp = await startControlPlane({
     source,
@@ -273,16 +275,17 @@ export class NodeAgent {
   }
 
   /**
-   * Re-reads the manifests now (they are also watched) and asks for a full sync; an invalid
-   * file is reported (file, object, field) and the last good state stays in force.
+   * Re-reads the manifests now (they are also watched) and asks for a full sync; each refused
+   * object is reported (file, object, field) and keeps its last good version.
    */
   async reload(): Promise<{ services: number; servicePorts: number; error?: string }> {
     const src = this.cp.source;
     let error: string | undefined;
+    // Refused objects keep their previous version; everything else is applied and synced now.
     if ('reload' in src && !src.reload()) error = src.lastError?.message;
-    if (error === undefined) {
-      this.cp.proxier.runner.requestFullSync();
-      if (!(await this.cp.syncNow())) error = 'sync failed; the previous services stay';
+    this.cp.proxier.runner.requestFullSync();
+    if (!(await this.cp.syncNow())) {
+      error = [error, 'sync failed; the previous services stay'].filter(Boolean).join('\n');
     }
     const ports = this.ports();
     return { services: countServices(ports), servicePorts: ports.length, error };

@@ -75,7 +75,7 @@ describe('ManifestDirSource', () => {
     expect(t.serviceChangesTotal + t.endpointChangesTotal).toBe(2);
   });
 
-  it('keeps the last good state on an invalid file and names file, object and field', () => {
+  it('an invalid object is refused alone: the rest of the directory moves on (issue 18)', () => {
     writeFileSync(
       join(dir, 'dns.yaml'),
       `${service('dns', '10.96.0.10')}---\n${endpointSlice('dns-1', 'dns', ['10.244.1.5'])}`,
@@ -91,7 +91,7 @@ describe('ManifestDirSource', () => {
     });
     source.start();
     t.checkout();
-    // A good edit and a bad file together: nothing is applied.
+    // A good edit and a bad file together: the edit goes through, the bad object is refused.
     writeFileSync(
       join(dir, 'dns.yaml'),
       `${service('dns', '10.96.0.10')}---\n${endpointSlice('dns-1', 'dns', ['10.244.1.6'])}`,
@@ -104,18 +104,87 @@ describe('ManifestDirSource', () => {
     expect(err.file).toBe(join(dir, 'web.yaml'));
     expect(err.object).toBe('Service kube-system/web');
     expect(err.field).toBe('spec.ports[0].port');
-    expect(t.pendingChanges()).toBe(0);
-    expect(source.services.has('kube-system/dns')).toBe(true);
-    expect(endpointsOf(t, 'kube-system/dns:dns')).toEqual(['10.244.1.5:53']);
-    // Fixed: both the edit and the new service go through.
+    expect(source.lastError).toBe(err);
+    expect(t.checkout().changedServicePorts).toEqual(['kube-system/dns:dns']);
+    expect(endpointsOf(t, 'kube-system/dns:dns')).toEqual(['10.244.1.6:53']);
+    expect(source.services.has('kube-system/web')).toBe(false);
+    // Fixed: the new service goes through.
     writeFileSync(join(dir, 'web.yaml'), service('web', '10.96.0.20', 80));
     expect(source.reload()).toBe(true);
     expect(source.lastError).toBeUndefined();
-    expect(t.checkout().changedServicePorts).toEqual([
-      'kube-system/dns:dns',
-      'kube-system/web:dns',
+    expect(t.checkout().changedServicePorts).toEqual(['kube-system/web:dns']);
+  });
+
+  it('a refused edit keeps that object at its last good version, not at nothing', () => {
+    writeFileSync(join(dir, 'dns.yaml'), service('dns', '10.96.0.10'));
+    writeFileSync(join(dir, 'web.yaml'), service('web', '10.96.0.20', 80));
+    const t = new ChangeTracker();
+    const errors: string[] = [];
+    source = new ManifestDirSource({
+      dir,
+      sink: t,
+      onError: (e) => errors.push(e.message),
+      watch: false,
+      pollIntervalMs: 0,
+      parse: { serviceCidr: '10.96.0.0/16', clusterCidr: '10.244.0.0/16' },
+    });
+    expect(source.start()).toBe(true);
+    t.checkout();
+    // The probe's break: a ClusterIP that is pod-c's address. Refused; web keeps 10.96.0.20.
+    writeFileSync(join(dir, 'web.yaml'), service('web', '10.244.2.2', 80));
+    writeFileSync(join(dir, 'dns.yaml'), service('dns', '10.96.0.10', 5353));
+    expect(source.reload()).toBe(false);
+    expect(errors).toEqual([
+      `${join(dir, 'web.yaml')}: Service kube-system/web: spec.clusterIP: Invalid value: "10.244.2.2": provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/16`,
     ]);
-    expect(endpointsOf(t, 'kube-system/dns:dns')).toEqual(['10.244.1.6:53']);
+    expect(source.services.get('kube-system/web')?.clusterIPs).toEqual(['10.96.0.20']);
+    expect(source.services.get('kube-system/dns')?.ports[0].port).toBe(5353);
+    expect(t.checkout().changedServicePorts).toEqual(['kube-system/dns:dns']);
+    // A file that is no longer YAML keeps all of its objects too.
+    writeFileSync(join(dir, 'web.yaml'), 'kind: [unclosed');
+    expect(source.reload()).toBe(false);
+    expect(source.services.get('kube-system/web')?.clusterIPs).toEqual(['10.96.0.20']);
+    expect(t.pendingChanges()).toBe(0);
+  });
+
+  it('a new object colliding with a kept one is the one refused', () => {
+    writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
+    const t = new ChangeTracker();
+    source = new ManifestDirSource({ dir, sink: t, watch: false, pollIntervalMs: 0 });
+    source.start();
+    // "0.yaml" sorts first, yet the Service that already holds the IP keeps it.
+    writeFileSync(join(dir, '0.yaml'), service('b', '10.96.0.10'));
+    expect(source.reload()).toBe(false);
+    expect(source.lastError?.message).toContain(
+      'Service kube-system/b: spec.clusterIP: clusterIP 10.96.0.10 is already used by the Service in',
+    );
+    expect([...source.services.keys()]).toEqual(['kube-system/a']);
+  });
+
+  it('kinds kubetun does not read: one line per file, reported once', () => {
+    const deploy = 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n';
+    const cm = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n';
+    writeFileSync(
+      join(dir, 'web.yaml'),
+      `${deploy}---\n${cm}---\n${service('web', '10.96.0.20', 80)}`,
+    );
+    const lines: string[] = [];
+    const errors: Error[] = [];
+    source = new ManifestDirSource({
+      dir,
+      sink: new ChangeTracker(),
+      onIgnored: (l) => lines.push(l),
+      onError: (e) => errors.push(e),
+      watch: false,
+      pollIntervalMs: 0,
+    });
+    expect(source.start()).toBe(true);
+    source.reload();
+    expect(lines).toEqual([
+      `${join(dir, 'web.yaml')}: ignored kind Deployment, ConfigMap (kubetun reads Service and EndpointSlice)`,
+    ]);
+    expect(errors).toEqual([]);
+    expect(source.services.has('kube-system/web')).toBe(true);
   });
 
   it('a first load that fails reports no sync until the directory is valid', () => {

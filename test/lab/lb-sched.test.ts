@@ -202,7 +202,7 @@ describe('schedulers, hot reload and UDP cleanup on the lab', () => {
       (v) => v.includes('zz-broken.yaml'),
     );
     expect(seen).toMatch(
-      /manifests rejected[^\n]*zz-broken\.yaml|zz-broken\.yaml[^\n]*manifests rejected/,
+      /manifest refused[^\n]*zz-broken\.yaml|zz-broken\.yaml[^\n]*manifest refused/,
     );
     expect(new Set(curlMany('pod-d', 'http://10.96.0.50/', 4))).toEqual(
       new Set(['pod-a', 'pod-b']),

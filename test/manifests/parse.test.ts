@@ -644,3 +644,69 @@ function catchError(f: () => unknown): ManifestError {
   }
   throw new Error('expected a ManifestError');
 }
+
+describe('the API server address rules (issue 18: a Service took over a pod IP)', () => {
+  const svc = (spec: string) =>
+    `apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\nspec: ${spec}\n`;
+  const slice = (addr: string) =>
+    [
+      'apiVersion: discovery.k8s.io/v1',
+      'kind: EndpointSlice',
+      'metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}',
+      'addressType: IPv4',
+      'ports: [{port: 8080}]',
+      `endpoints: [{addresses: [${addr}]}]`,
+    ].join('\n');
+  const nets = { serviceCidr: '10.96.0.0/16', clusterCidr: '10.244.0.0/16' };
+  const fails = (text: string, opts = {}) => {
+    try {
+      parseManifests(text, 'm.yaml', opts);
+    } catch (e) {
+      return (e as Error).message;
+    }
+    return 'accepted';
+  };
+
+  it('a ClusterIP outside the service CIDR (or its network/broadcast address) is refused', () => {
+    const pod = svc('{clusterIP: 10.244.2.2, ports: [{port: 8080}]}');
+    expect(fails(pod)).toBe('accepted'); // without the agent's networks there is nothing to check
+    expect(fails(pod, nets)).toBe(
+      'm.yaml: Service default/web: spec.clusterIP: Invalid value: "10.244.2.2": provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/16',
+    );
+    expect(fails(svc('{clusterIP: 10.96.0.0, ports: [{port: 80}]}'), nets)).toContain(
+      '(the network address is never allocated)',
+    );
+    expect(fails(svc('{clusterIP: 10.96.255.255, ports: [{port: 80}]}'), nets)).toContain(
+      '(the broadcast address is never allocated)',
+    );
+    expect(fails(svc('{clusterIP: 10.96.0.10, ports: [{port: 80}]}'), nets)).toBe('accepted');
+  });
+
+  it('external IPs: not special, not in the pod network, not in the service CIDR', () => {
+    const ext = (ip: string) =>
+      svc(`{clusterIP: 10.96.0.10, externalIPs: [${ip}], ports: [{port: 80}]}`);
+    expect(fails(ext('10.244.2.2'), nets)).toContain(
+      'spec.externalIPs[0]: "10.244.2.2" is inside the pod network 10.244.0.0/16: it would take over a Pod\'s address',
+    );
+    expect(fails(ext('10.96.0.20'), nets)).toContain('is inside the service CIDR 10.96.0.0/16');
+    expect(fails(ext('127.0.0.1'))).toContain('may not be in the loopback range (127.0.0.0/8)');
+    expect(fails(ext('192.168.99.22'), nets)).toBe('accepted');
+  });
+
+  it('endpoint addresses: no loopback, unspecified, link-local or multicast', () => {
+    const cases: [string, string][] = [
+      ['127.0.0.1', 'may not be in the loopback range (127.0.0.0/8)'],
+      ['0.0.0.0', 'may not be unspecified (0.0.0.0)'],
+      ['169.254.169.254', 'may not be in the link-local range (169.254.0.0/16)'],
+      ['224.0.0.5', 'may not be in the link-local multicast range (224.0.0.0/24)'],
+      ['239.1.2.3', 'may not be a multicast address (224.0.0.0/4)'],
+      ['255.255.255.255', 'may not be the broadcast address (255.255.255.255)'],
+    ];
+    for (const [addr, why] of cases) {
+      expect(fails(slice(addr))).toBe(
+        `m.yaml: EndpointSlice default/web-1: endpoints[0].addresses[0]: "${addr}" ${why}`,
+      );
+    }
+    expect(fails(slice('10.244.1.5'))).toBe('accepted');
+  });
+});
