@@ -15,6 +15,7 @@ import { matchesSelector } from './selector.ts';
 import type {
   Container,
   Deployment,
+  EndpointSlice,
   KObject,
   LabelSelector,
   PodSpec,
@@ -43,6 +44,9 @@ export function validateObject(o: KObject, _ctx: unknown, old: KObject | undefin
       break;
     case 'Pod':
       validatePodSpec(o.spec as PodSpec, 'spec', add);
+      break;
+    case 'EndpointSlice':
+      validateEndpointSlice(o as EndpointSlice, add);
       break;
     case 'Deployment':
     case 'ReplicaSet':
@@ -131,6 +135,34 @@ function validateService(svc: Service, add: Add): void {
       "Forbidden: may only be used when `type` is 'LoadBalancer'",
     );
   }
+}
+
+// The apiserver's limits (pkg/apis/discovery/validation): 1000 endpoints, 100 ports per slice.
+const MAX_SLICE_ENDPOINTS = 1000;
+const MAX_SLICE_PORTS = 100;
+
+function validateEndpointSlice(e: EndpointSlice, add: Add): void {
+  const eps = Array.isArray(e.endpoints) ? e.endpoints : [];
+  if (eps.length > MAX_SLICE_ENDPOINTS) {
+    add('endpoints', `Too many: ${eps.length}: must have at most ${MAX_SLICE_ENDPOINTS} items`);
+  }
+  const ports = Array.isArray(e.ports) ? e.ports : [];
+  if (ports.length > MAX_SLICE_PORTS) {
+    add('ports', `Too many: ${ports.length}: must have at most ${MAX_SLICE_PORTS} items`);
+  }
+  eps.forEach((ep, i) => {
+    if (typeof ep !== 'object' || ep === null) return;
+    if (ep.hostname !== undefined) {
+      const bad =
+        typeof ep.hostname === 'string' ? dns1123LabelProblem(ep.hostname) : 'must be a string';
+      if (bad) add(`endpoints[${i}].hostname`, `Invalid value: ${bad}`);
+    }
+    if (ep.nodeName !== undefined) {
+      const bad =
+        typeof ep.nodeName === 'string' ? dns1123SubdomainProblem(ep.nodeName) : 'must be a string';
+      if (bad) add(`endpoints[${i}].nodeName`, `Invalid value: ${bad}`);
+    }
+  });
 }
 
 // ---- Pods ------------------------------------------------------------------------------------

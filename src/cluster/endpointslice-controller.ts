@@ -14,7 +14,8 @@
 //                        targetRef Pod; hostname when the Pod's hostname is set and its subdomain
 //                        is this Service's name
 //   ports                per Pod: each Service port whose targetPort resolves (a number, or the
-//                        name of a container port with the same protocol); Pods that resolve to
+//                        name of a container port with the same protocol, sidecars included);
+//                        Pods that resolve to
 //                        different port lists go to different slices (a Pod that declares none
 //                        of a named port lands in a slice without that port)
 //   packing              at most maxEndpointsPerSlice (100) per slice. Existing slices keep the
@@ -110,6 +111,9 @@ export function reconcileSlices(
   for (const [key, slices] of byPorts) if (!desired.has(key)) plan.delete.push(...slices);
   addPlaceholder(svc, mine, plan);
   reuseDeleted(svc, plan);
+  // A Service being deleted gets no new slices: the garbage collector is removing its slices
+  // and a create now would race it (finalize() in the reconciler).
+  if (svc.metadata.deletionTimestamp) plan.create = [];
   return plan;
 }
 
@@ -208,7 +212,9 @@ export function findPort(pod: Pod, sp: ServicePortSpec): number | undefined {
   const t = sp.targetPort ?? sp.port;
   if (typeof t === 'number') return t;
   const proto = sp.protocol ?? 'TCP';
-  for (const c of pod.spec?.containers ?? []) {
+  // Sidecars (init containers with restartPolicy Always) serve ports too, as upstream reads them.
+  const sidecars = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always');
+  for (const c of [...(pod.spec?.containers ?? []), ...sidecars]) {
     for (const p of c.ports ?? []) {
       if (p.name === t && (p.protocol ?? 'TCP') === proto) return p.containerPort;
     }

@@ -48,7 +48,16 @@ export function serverFor(pod: Pod, c: ServerContext): ServerPlan {
   const container = pod.spec.containers[0]!;
   const node = c.node ?? process.execPath;
   if (isDnsImage(container.image)) {
-    const argv = [node, '--import', TSX, DNS_SERVER, '--dir', c.viewDir, '--listen', `${c.podIP}:53`];
+    const argv = [
+      node,
+      '--import',
+      TSX,
+      DNS_SERVER,
+      '--dir',
+      c.viewDir,
+      '--listen',
+      `${c.podIP}:53`,
+    ];
     return { kind: 'dns', argv, readyLine: /^cluster-dns: serving /m };
   }
   const argv = [node, ECHO_SERVER, '--name', pod.metadata.name, '--ip', c.podIP];

@@ -98,7 +98,9 @@ export class Kubelet {
     }
     // Pods that ask for their address first, so no dynamic address can take it from them
     const order = [...want].sort(
-      (a, b) => Number(!a[1].metadata.annotations?.[POD_IP_ANNOTATION]) - Number(!b[1].metadata.annotations?.[POD_IP_ANNOTATION]),
+      (a, b) =>
+        Number(!a[1].metadata.annotations?.[POD_IP_ANNOTATION]) -
+        Number(!b[1].metadata.annotations?.[POD_IP_ANNOTATION]),
     );
     for (const [key, pod] of order) {
       if (this.runs.has(key) || pod.metadata.deletionTimestamp) {

@@ -75,6 +75,14 @@ function allocateClusterIP(
 ): void {
   const s = svc.spec;
   if (s.type === 'ExternalName') return;
+  if ((s.clusterIPs?.length ?? 0) > 1) {
+    problems.push({
+      code: 'ADMISSION_INVALID',
+      field: 'spec.clusterIPs[1]',
+      reason: `Invalid value: ${JSON.stringify(s.clusterIPs?.[1])}: may only hold one IP of each family, and the lab is IPv4-only (ipFamilyPolicy SingleStack)`,
+    });
+    return;
+  }
   // Name the field the user wrote; the registry keeps clusterIP and clusterIPs[0] equal after.
   const field = s.clusterIP
     ? 'spec.clusterIP'

@@ -328,6 +328,38 @@ describe('Service validation', () => {
     ).toContain('may not be in the loopback range');
   });
 
+  test('two ClusterIPs (dual-stack) are refused: the lab is IPv4-only', () => {
+    const ctx = context();
+    const r = apply(
+      ctx,
+      svc('a', { clusterIPs: ['10.96.0.10', '10.96.0.11'], ports: [{ port: 80 }] }),
+    );
+    expect(errors(r)[0]).toContain(
+      'spec.clusterIPs[1]: Invalid value: "10.96.0.11": may only hold one IP of each family',
+    );
+    expect(ctx.allocator.toJSON().clusterIPs).toEqual({});
+  });
+
+  test('EndpointSlice limits: more than 1000 endpoints, a bad hostname', () => {
+    const slice = (endpoints: unknown[]) => ({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 's', labels: { 'kubernetes.io/service-name': 'x' } },
+      addressType: 'IPv4',
+      endpoints,
+    });
+    const many = Array.from({ length: 1001 }, (_, i) => ({
+      addresses: [`10.244.${i >> 8}.${i & 255 || 1}`],
+    }));
+    expect(errors(admit(slice(many), context(), 's.yaml'))).toEqual([
+      's.yaml: EndpointSlice default/s: endpoints: Too many: 1001: must have at most 1000 items',
+    ]);
+    const bad = [{ addresses: ['10.244.1.2'], hostname: 'Web_1' }];
+    expect(errors(admit(slice(bad), context(), 's.yaml'))[0]).toContain(
+      'endpoints[0].hostname: Invalid value',
+    );
+  });
+
   test('unknown kinds are one ignored line, not an error', () => {
     const r = admit(
       { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' } },

@@ -338,4 +338,30 @@ describe('reconcileSlices', () => {
     );
     expect(name).toBe('web-99999');
   });
+
+  test('a named port served by a sidecar (init container, restartPolicy Always) resolves', () => {
+    const svc = service({
+      ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 'proxy' }],
+    });
+    const p = pod('a', { ports: [] });
+    p.spec.initContainers = [
+      {
+        name: 'side',
+        image: 'envoy',
+        restartPolicy: 'Always',
+        ports: [{ name: 'proxy', containerPort: 15001 }],
+      },
+    ];
+    expect(reconcileSlices(svc, [p], nodes, []).create[0].ports).toEqual([
+      { name: 'http', port: 15001, protocol: 'TCP' },
+    ]);
+    p.spec.initContainers[0].restartPolicy = undefined; // a plain init container has exited
+    expect(reconcileSlices(svc, [p], nodes, []).create[0].ports).toEqual([]);
+  });
+
+  test('a Service being deleted gets no new slices', () => {
+    const svc = service();
+    svc.metadata.deletionTimestamp = '2026-12-01T00:00:00Z';
+    expect(count(reconcileSlices(svc, pods(3), nodes, []))).toEqual([0, 0, 0]);
+  });
 });
