@@ -9,8 +9,10 @@
 // and field, and the last good zone keeps being served. SIGTERM/SIGINT close both sockets.
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createServer, connect, isIP, type Server, type Socket } from 'node:net';
+import { statSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
+import { UsageError, UserError } from '../../errors.ts';
 import { type Forwarder, respond, type Reply, type Transport } from './responder.ts';
 import { buildZone, DEFAULT_TTL, type Zone } from './zone.ts';
 import { type View, watchView } from './view.ts';
@@ -190,6 +192,8 @@ async function main(argv: string[]): Promise<void> {
     log?: boolean;
   }>();
   const say = (line: string) => process.stdout.write(`${line}\n`);
+  if (!isDirectory(o.dir))
+    throw new UsageError(`--dir ${o.dir}: not a directory (the view directory to read)`);
   const server = new ClusterDnsServer({
     domain: o.domain,
     ttl: o.ttl,
@@ -218,9 +222,17 @@ async function main(argv: string[]): Promise<void> {
   process.on('SIGINT', stop);
 }
 
+function isDirectory(dir: string): boolean {
+  try {
+    return statSync(dir).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   main(process.argv).catch((e: Error) => {
     process.stderr.write(`cluster-dns: ${e.message}\n`);
-    process.exit(1);
+    process.exit(e instanceof UserError ? 2 : 1);
   });
 }

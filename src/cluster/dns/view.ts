@@ -10,11 +10,11 @@
 //   `Kind namespace/name` and the field path. The caller keeps its last good view.
 // - watchView(dir, onView, onError) re-reads on every change of the directory (debounced), the
 //   way CoreDNS follows the API's watch; it never calls onView with a half-read directory.
-import { readdirSync, readFileSync, statSync, type FSWatcher, watch } from 'node:fs';
+import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { isIP } from 'node:net';
-import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { UserError } from '../../errors.ts';
+import { manifestFiles } from '../../manifests/load.ts';
 import { LABEL_SERVICE_NAME } from '../types.ts';
 
 export interface DnsServicePort {
@@ -71,20 +71,14 @@ export class ViewError extends UserError {
   }
 }
 
-const VIEW_FILE = /\.(ya?ml|json)$/i;
 /** Before publishNotReadyAddresses, this annotation did the same (the DNS spec still names it). */
 const TOLERATE_UNREADY = 'service.alpha.kubernetes.io/tolerate-unready-endpoints';
 
 export function readView(dir: string): View {
   const view: View = { services: [], slices: [], namespaces: [] };
-  const names = readdirSync(dir)
-    .filter((n) => VIEW_FILE.test(n))
-    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  for (const n of names) {
-    const file = join(dir, n);
-    if (!statSync(file).isFile()) continue;
+  // Which files and in which order: the one rule the agent's manifests loader follows too.
+  for (const file of manifestFiles(dir))
     for (const obj of documents(file)) addObject(view, obj, file);
-  }
   return view;
 }
 
@@ -235,7 +229,7 @@ export function watchView(
     try {
       onView(readView(dir));
     } catch (e) {
-      onError(e instanceof ViewError ? e : new ViewError(dir, '', '', (e as Error).message));
+      onError(e instanceof UserError ? e : new ViewError(dir, '', '', (e as Error).message));
     }
   };
   load();
