@@ -32,11 +32,15 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 20 ] || die "the box gets this machine's Node, which is $(node -v): need >= 20"
 dpkg -s nodejs >/dev/null 2>&1 || die "the box copies the files of the nodejs package: not installed"
 
+# What the addon is built from: node.sh computes the same to know whether the box's copy fits.
+addon_hash() { cat binding.gyp src/tun/native/*.cc | sha256sum | cut -c1-16; }
+
 packages=$(grep -v '^#' lab/vagrant/box/packages | tr -s ' \n' ' ' | sed 's/^ //; s/ $//')
 rootfs_key=$(printf '%s\n' "$packages" "$mirror" | sha256sum | cut -c1-12)
 key=$({
   echo "$rootfs_key" "$size"
-  cat "$0" lab/vagrant/box/* package-lock.json
+  cat "$0" lab/vagrant/box/* package-lock.json scripts/build-addon.mjs
+  addon_hash
   node -v
   sha256sum "$(command -v node)"
 } | sha256sum | cut -c1-16)
@@ -91,6 +95,24 @@ chroot "$r" node -v >/dev/null || die "the copied Node does not run in the box"
 mkdir -p "$r/opt/kubetun-modules"
 cp -a "$modules/node_modules" "$r/opt/kubetun-modules/"
 cp package-lock.json "$r/opt/kubetun-modules/"
+# The TUN addon, compiled here in the box's own userland (chroot: the box's g++ and its Node's
+# headers), so it is built for the guest but at native speed instead of under emulation;
+# node.sh uses it while binding.gyp and the C++ source are unchanged (same hash), else builds.
+ab=$r/opt/kubetun-modules/addon-src
+mkdir -p "$ab/src/tun/native" "$ab/scripts"
+cp binding.gyp "$ab/" && cp src/tun/native/*.cc "$ab/src/tun/native/" && cp scripts/build-addon.mjs "$ab/scripts/"
+ln -s ../node_modules "$ab/node_modules"
+say "building the TUN addon in the box's userland (chroot)"
+mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev"
+if ! chroot "$r" sh -c 'cd /opt/kubetun-modules/addon-src && HOME=/tmp node scripts/build-addon.mjs' >"$work/addon.log" 2>&1; then
+  umount "$r/dev" "$r/proc"
+  tail -20 "$work/addon.log" >&2
+  die "the addon did not build in the box (log: $work/addon.log)"
+fi
+umount "$r/dev" "$r/proc"
+cp "$ab/build/Release/kubetun_tun.node" "$r/opt/kubetun-modules/kubetun_tun.node"
+addon_hash >"$r/opt/kubetun-modules/kubetun_tun.hash"
+rm -rf "$ab" "$r/tmp/.cache" "$r/tmp/.npm"
 # Vagrant's user, its well-known insecure key (Vagrant replaces it at the first `vagrant up`).
 chroot "$r" useradd -m -s /bin/bash vagrant 2>/dev/null || true
 install -d -m 700 -o 1000 -g 1000 "$r/home/vagrant/.ssh"

@@ -20,11 +20,16 @@ for m in "${modules[@]}"; do modprobe "$m"; done
 box_modules=/opt/kubetun-modules
 if [ -d "$box_modules/node_modules" ]; then
   # The kubetun/debian12 box (scripts/box-build.sh): Node, the tools and the npm dependencies
-  # are inside; no network. Only the addon is built, here, for this guest.
+  # are inside, and the addon built for this guest: no network.
   cmp -s package-lock.json "$box_modules/package-lock.json" ||
     echo "node.sh: the box's npm dependencies are from another package-lock.json: run scripts/box-build.sh again" >&2
   ln -sfn "$box_modules/node_modules" node_modules
-  if [ ! -f build/Release/kubetun_tun.node ] || [ src/tun/native -nt build/Release/kubetun_tun.node ]; then
+  # The box's addon was compiled in the box's userland from the same sources (scripts/box-build.sh).
+  addon_hash=$(cat binding.gyp src/tun/native/*.cc | sha256sum | cut -c1-16)
+  if [ "$(cat "$box_modules/kubetun_tun.hash" 2>/dev/null)" = "$addon_hash" ]; then
+    mkdir -p build/Release && cp "$box_modules/kubetun_tun.node" build/Release/
+    echo "node.sh: the TUN addon from the box (sources $addon_hash)"
+  elif [ ! -f build/Release/kubetun_tun.node ] || [ src/tun/native -nt build/Release/kubetun_tun.node ]; then
     echo "node.sh: building the TUN addon for this guest"
     node scripts/build-addon.mjs >/tmp/kubetun-addon-build.log 2>&1 ||
       { tail -20 /tmp/kubetun-addon-build.log >&2; exit 1; }

@@ -113,7 +113,7 @@ describe('the lab on libvirt VMs', () => {
       expect(Number(pid)).toBeGreaterThan(1);
       ssh('node1', `kill -9 ${pid}`);
       let now = '';
-      const deadline = Date.now() + 120_000;
+      const deadline = Date.now() + 300_000;
       while (Date.now() < deadline) {
         const r = ssh(
           'node1',

@@ -79,7 +79,7 @@ export function loadSshConfig(): void {
 }
 
 /** One command on a VM (as root, through sudo), over ssh inside the namespace. */
-export function ssh(host: string, command: string, timeoutMs = 60_000): Out {
+export function ssh(host: string, command: string, timeoutMs = 300_000): Out {
   if (!sshConfig) throw new Error('loadSshConfig() first');
   const argv = ['ssh', '-F', sshConfig, '-o', 'LogLevel=ERROR', '-o', 'ConnectTimeout=20', host];
   return run('bash', inNsArgs([...argv, `sudo bash -c ${shellQuote(command)}`]), timeoutMs);
