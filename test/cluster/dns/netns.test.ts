@@ -7,8 +7,8 @@
 //     example.com = 192.0.2.10; nothing leaves the machine)
 //
 // - `getent hosts web.default` and `dig` resolve through the search path;
-// - tcpdump on the server's eth0 sees the ndots:5 expansion of `example.com`: every search
-//   domain first, then the bare name (forwarded);
+// - tcpdump on the server's eth0 sees the ndots:5 expansion of `example.com`: the three cluster
+//   search domains, the node's (`lab.internal`, which the kubelet appends), then the bare name;
 // - a headless Service with 20 endpoints is truncated over UDP and libc asks again over TCP.
 // The prefix follows KUBETUN_LAB_PREFIX:  KUBETUN_LAB_PREFIX=kd- npx vitest run test/cluster/dns/netns.test.ts
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -32,6 +32,7 @@ const CLI = `${LAB_PREFIX}dns-cli`;
 const SRV_IP = '10.250.53.1';
 const CLI_IP = '10.250.53.2';
 const BIG = 20;
+const NODE_RESOLV_CONF = 'nameserver 192.0.2.1\nsearch lab.internal\n';
 
 let view: string;
 const procs: ChildProcess[] = [];
@@ -143,7 +144,8 @@ beforeAll(async () => {
     must(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
   }
   const pod: PodDns = { metadata: { namespace: 'default' }, spec: { dnsPolicy: 'ClusterFirst' } };
-  placeResolvConf(CLI, resolvConf(pod, SRV_IP, 'cluster.local', ''));
+  // The node's own search domain: the kubelet appends it after the cluster's three.
+  placeResolvConf(CLI, resolvConf(pod, SRV_IP, 'cluster.local', NODE_RESOLV_CONF));
   const tsx = ['node', '--import', 'tsx'];
   await start(
     SRV,
@@ -186,7 +188,7 @@ describe('cluster DNS from a Pod namespace (libc resolver, ip netns exec)', () =
   it('ip netns exec shows the Pod its placed resolv.conf; the host keeps its own', () => {
     const inside = run(CLI, ['cat', '/etc/resolv.conf']).out;
     expect(inside).toBe(
-      `nameserver ${SRV_IP}\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n`,
+      `nameserver ${SRV_IP}\nsearch default.svc.cluster.local svc.cluster.local cluster.local lab.internal\noptions ndots:5\n`,
     );
     expect(readFileSync('/etc/resolv.conf', 'utf8')).not.toBe(inside);
   });
@@ -211,7 +213,7 @@ describe('cluster DNS from a Pod namespace (libc resolver, ip netns exec)', () =
     );
   });
 
-  it('tcpdump sees the ndots:5 expansion of example.com: each search domain, then the name', async () => {
+  it('tcpdump sees the ndots:5 expansion of example.com: five queries, each search domain, then the name', async () => {
     const { result, lines } = await captured('udp port 53', () =>
       run(CLI, ['getent', 'ahostsv4', 'example.com']),
     );
@@ -224,6 +226,7 @@ describe('cluster DNS from a Pod namespace (libc resolver, ip netns exec)', () =
       'example.com.default.svc.cluster.local',
       'example.com.svc.cluster.local',
       'example.com.cluster.local',
+      'example.com.lab.internal', // the node's search domain: outside the zone, so forwarded
       'example.com',
     ]);
     const nx = lines.filter((l) => /NXDomain\*/.test(l)); // authoritative NXDOMAIN per search name
