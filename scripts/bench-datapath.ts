@@ -14,7 +14,7 @@ import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_DATAPATH_CONFIG } from '../src/datapath/state/config.ts';
 import { createDatapath, type Datapath } from '../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../src/loader/load.ts';
+import { DpLoader } from '../src/loader/load.ts';
 import { dpProcess } from '../src/datapath/program.ts';
 import { dpTuneV8 } from '../src/datapath/tune.ts';
 import { REASON_COUNT, REASON_NAMES } from '../src/datapath/state/reasons.ts';
@@ -447,7 +447,7 @@ function writeMixed(b: Uint8Array, off: number, f: number): void {
   }
 }
 
-/** Control-plane cost: dpLoadServices of n services from the model, then an identical resync. */
+/** Control-plane cost: DpLoader.load of n services from the model, then an identical resync. */
 function benchLoad(n: number): { full: number; resync: number } {
   const dp = createDatapath({ svcCapacity: n * 5 + 16, beCapacity: n * 3 + 16 });
   const ports: ResolvedServicePort[] = [];
@@ -467,12 +467,13 @@ function benchLoad(n: number): { full: number; resync: number } {
       endpoints,
     });
   }
-  progress(`dpLoadServices with ${n} services`);
-  dpLoadServices(createDatapath({ svcCapacity: n * 5 + 16, beCapacity: n * 3 + 16 }), ports); // JIT warm-up
+  progress(`DpLoader.load with ${n} services`);
+  new DpLoader(createDatapath({ svcCapacity: n * 5 + 16, beCapacity: n * 3 + 16 })).load(ports); // JIT warm-up
+  const loader = new DpLoader(dp);
   const t0 = process.hrtime.bigint();
-  dpLoadServices(dp, ports);
+  loader.load(ports);
   const t1 = process.hrtime.bigint();
-  dpLoadServices(dp, ports);
+  loader.load(ports);
   const t2 = process.hrtime.bigint();
   return { full: Number(t1 - t0) / 1e6, resync: Number(t2 - t1) / 1e6 };
 }
@@ -538,7 +539,7 @@ async function main(): Promise<void> {
   );
   const load = benchLoad(QUICK ? 2000 : 10_000);
   console.log(
-    `control plane: dpLoadServices ${QUICK ? 2000 : 10_000} services x 3 endpoints: full ${fmt(load.full, 0)} ms, identical resync ${fmt(load.resync, 0)} ms`,
+    `control plane: DpLoader.load ${QUICK ? 2000 : 10_000} services x 3 endpoints: full ${fmt(load.full, 0)} ms, identical resync ${fmt(load.resync, 0)} ms`,
   );
   console.log(`\ntotal ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }

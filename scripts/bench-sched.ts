@@ -16,7 +16,7 @@
 
 import { loadavg } from 'node:os';
 import { createDatapath } from '../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../src/loader/load.ts';
+import { DpLoader } from '../src/loader/load.ts';
 import { dpProcess } from '../src/datapath/program.ts';
 import { TX_DNAT_NEW } from '../src/datapath/state/reasons.ts';
 import { Rng } from '../src/datapath/state/rng.ts';
@@ -163,7 +163,7 @@ function newFlows(): void {
   const template = synBuffer();
   const run = (kind: number, n: number, flows: number): string => {
     const dp = createDatapath({ ctCapacity: NEW_FLOWS * 2 });
-    dpLoadServices(dp, [service(SCHED_NAMES[kind], n)]);
+    new DpLoader(dp).load([service(SCHED_NAMES[kind], n)]);
     const buf = template.slice();
     const t0 = process.hrtime.bigint();
     let ok = 0;

@@ -4,8 +4,8 @@
 //   npx tsx scripts/bench-sync.ts [services=10000] [changes=200] [--no-iptables]
 //
 // 1. tracker alone (update, checkout, resolve)
-// 2. kubetun: time to load the maps from scratch (dpLoadServices), one slice change through
-//    Proxier + datapathSync (a partial sync: dpUpdateServices of the one service port), and the
+// 2. kubetun: time to load the maps from scratch (DpLoader.load), one slice change through
+//    Proxier + datapathSync (a partial sync: DpLoader.update of the one service port), and the
 //    process memory holding it all (the agent's datapath at default capacities included)
 // 3. kube-proxy's iptables mode, if iptables-restore is there and we are root: the same
 //    services rendered by src/rules (renderIptables) and restored into a scratch network
@@ -19,7 +19,7 @@ import { datapathSync } from '../src/control/datapath-sync.ts';
 import { Proxier } from '../src/control/proxier.ts';
 import { ChangeTracker } from '../src/control/tracker.ts';
 import { createDatapath } from '../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../src/loader/load.ts';
+import { DpLoader } from '../src/loader/load.ts';
 import type { EndpointSlice, ResolvedServicePort, Service } from '../src/model.ts';
 import { renderIptables } from '../src/rules/iptables.ts';
 import { makeDefaultService } from '../test/fixtures/model.ts';
@@ -112,10 +112,10 @@ let allPorts: ResolvedServicePort[] = [];
   allPorts = t.resolveAll();
   const fresh = createDatapath({ svcCapacity: 1 << 17, beCapacity: 1 << 17 });
   const t0 = performance.now();
-  dpLoadServices(fresh, allPorts);
+  new DpLoader(fresh).load(allPorts);
   figures.scratchMs = performance.now() - t0;
   process.stdout.write(
-    `kubetun: load ${N} services x 3 endpoints into empty maps (dpLoadServices)  ${figures.scratchMs.toFixed(1)} ms\n`,
+    `kubetun: load ${N} services x 3 endpoints into empty maps (DpLoader.load)  ${figures.scratchMs.toFixed(1)} ms\n`,
   );
 }
 {
@@ -160,7 +160,7 @@ let allPorts: ResolvedServicePort[] = [];
   figures.changeMs = median(total);
   process.stdout.write(
     `kubetun: one slice change at ${N} -> maps updated: ${(median(total) * 1000).toFixed(0)} µs ` +
-      `(partial sync; dpUpdateServices ${(median(prog) * 1000).toFixed(0)} µs), medians of ${total.length}\n`,
+      `(partial sync; DpLoader.update ${(median(prog) * 1000).toFixed(0)} µs), medians of ${total.length}\n`,
   );
   const m = process.memoryUsage();
   const mb = (x: number) => `${(x / 1048576).toFixed(0)} MiB`;

@@ -1,10 +1,10 @@
-// The Proxier's data-plane half for kubetun's own maps: program = dpUpdateServices for a partial
+// The Proxier's data-plane half for kubetun's own maps: program = DpLoader.update for a partial
 // sync (only the service ports the tracker reports changed or deleted; cost follows the change)
-// and dpLoadServices for a full one (everything, leftovers removed); UDP cleanup = the conntrack
+// and DpLoader.load for a full one (everything, leftovers removed); UDP cleanup = the conntrack
 // reconciler; and the metrics hook reading the datapath's counters and map fill.
 
 import type { Datapath } from '../datapath/state/datapath.ts';
-import { type DpLoadOptions, dpLoadServices, dpUpdateServices } from '../loader/load.ts';
+import { type DpLoadOptions, DpLoader } from '../loader/load.ts';
 import { countersToRecord } from '../datapath/state/reasons.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { reconcileUdpConntrack } from './conntrack-reconcile.ts';
@@ -15,18 +15,25 @@ export interface DatapathSync {
   program: ProxierOptions['program'];
   cleanupConntrack: NonNullable<ProxierOptions['cleanupConntrack']>;
   stats: () => DatapathStats;
+  /** the Datapath's one map writer (housekeeping reads its affinity timeouts) */
+  loader: DpLoader;
   /** what the last program call did (logs, tests, benchmarks) */
   last: { full: boolean; written: number; deleted: number };
 }
 
-export function datapathSync(dp: Datapath, opts: DpLoadOptions = {}): DatapathSync {
+export function datapathSync(
+  dp: Datapath,
+  opts: DpLoadOptions = {},
+  loader = new DpLoader(dp),
+): DatapathSync {
   const last = { full: false, written: 0, deleted: 0 };
   return {
+    loader,
     last,
     program: ({ full, changes, tracker }) => {
       last.full = full;
       if (full) {
-        const st = dpLoadServices(dp, tracker.resolveAll(), opts);
+        const st = loader.load(tracker.resolveAll(), opts);
         last.written = st.written;
         last.deleted = st.removed;
         return true;
@@ -40,7 +47,7 @@ export function datapathSync(dp: Datapath, opts: DpLoadOptions = {}): DatapathSy
       }
       last.written = changed.length;
       last.deleted = deleted.size;
-      if (changed.length > 0 || deleted.size > 0) dpUpdateServices(dp, changed, [...deleted], opts);
+      if (changed.length > 0 || deleted.size > 0) loader.update(changed, [...deleted], opts);
       return true;
     },
     cleanupConntrack: (changes, tracker) => reconcileUdpConntrack(dp.ct, tracker, changes),

@@ -1,5 +1,5 @@
 // Conntrack housekeeping for the agent (slow world, called between packet batches, never per
-// packet): incremental expiry GC, and kube-proxy's stale-UDP cleanup.
+// packet): incremental expiry GC, and kube-proxy's stale-UDP cleanup. Run by housekeeping.ts.
 //
 // kube-proxy deletes UDP conntrack entries after a sync in which a UDP service's endpoints
 // changed, for flows whose backend is no longer serving the service: without it a connected UDP
@@ -13,8 +13,6 @@
 // clamped to [min, max]. A create that found the table full (dp.ctGc.insertFailures grew)
 // starts a pass at the next tick. The datapath's own inline step (ct4Create) still runs first.
 
-import { ctMaxDefault, type DatapathConfig } from '../datapath/state/config.ts';
-import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from '../datapath/state/ct-state.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { DROP_CT_FULL } from '../datapath/state/reasons.ts';
 
@@ -187,111 +185,4 @@ export class CtFullLog {
     this.lastLogMs = nowMs;
     return n;
   }
-}
-
-// ---- `kubetun run` flags (slow world; errors name the flag like OptionError does)
-
-/** Conntrack flags of `kubetun run`, as given (strings from the command line). */
-export interface CtRunFlags {
-  ctMax?: string;
-  ctDropInvalid?: boolean;
-  /** "tcp-established=86400,udp=30,..." */
-  ctTimeout?: string;
-  ctGcInterval?: string;
-  ctGcMinInterval?: string;
-  ctGcMaxInterval?: string;
-}
-
-/** Parsed: the datapath's part and the agent GC's part. */
-export interface CtRunOptions {
-  datapath: Partial<DatapathConfig>;
-  gc: Partial<CtGcConfig>;
-}
-
-const TIMEOUT_FLAG_NAMES: Record<string, keyof CtTimeouts> = {
-  'tcp-syn-sent': 'ctTcpSynSent',
-  'tcp-syn-recv': 'ctTcpSynRecv',
-  'tcp-established': 'ctTcpEstablished',
-  'tcp-fin-wait': 'ctTcpFinWait',
-  'tcp-close-wait': 'ctTcpCloseWait',
-  'tcp-last-ack': 'ctTcpLastAck',
-  'tcp-time-wait': 'ctTcpTimeWait',
-  'tcp-close': 'ctTcpClose',
-  udp: 'ctUdp',
-  'udp-stream': 'ctUdpStream',
-  icmp: 'ctIcmp',
-};
-
-function posInt(flag: string, v: string, max = 0x7fffffff): number {
-  const n = Number(v);
-  if (!/^\d+$/.test(v.trim()) || !Number.isInteger(n) || n < 1 || n > max) {
-    throw new Error(`--${flag}: a positive integer up to ${max}, got ${JSON.stringify(v)}`);
-  }
-  return n;
-}
-
-/** Validate the conntrack flags; `cores` gives kube-proxy's default table size. */
-export function parseCtRunFlags(f: CtRunFlags, cores: number): CtRunOptions {
-  const datapath: Partial<DatapathConfig> = {
-    ctCapacity: f.ctMax === undefined ? ctMaxDefault(cores) : posInt('ct-max', f.ctMax, 1 << 25),
-    ctDropInvalid: f.ctDropInvalid === true,
-  };
-  for (const part of (f.ctTimeout ?? '').split(',')) {
-    if (part.trim() === '') continue;
-    const [name, value] = part.split('=');
-    const key = TIMEOUT_FLAG_NAMES[name?.trim() ?? ''];
-    if (!key || value === undefined) {
-      const names = Object.keys(TIMEOUT_FLAG_NAMES).join(', ');
-      throw new Error(
-        `--ct-timeout: expected name=seconds with name one of ${names}, got ${JSON.stringify(part)}`,
-      );
-    }
-    datapath[key] = posInt('ct-timeout', value);
-  }
-  const gc: Partial<CtGcConfig> = {};
-  if (f.ctGcInterval !== undefined) gc.intervalSec = posInt('ct-gc-interval', f.ctGcInterval);
-  if (f.ctGcMinInterval !== undefined)
-    gc.minIntervalSec = posInt('ct-gc-min-interval', f.ctGcMinInterval);
-  if (f.ctGcMaxInterval !== undefined)
-    gc.maxIntervalSec = posInt('ct-gc-max-interval', f.ctGcMaxInterval);
-  const g = { ...DEFAULT_CT_GC, ...gc };
-  if (g.minIntervalSec > g.maxIntervalSec) {
-    throw new Error('--ct-gc-min-interval: larger than --ct-gc-max-interval');
-  }
-  return { datapath, gc };
-}
-
-export { DEFAULT_CT_TIMEOUTS };
-
-/** Minimal logger the GC timer needs (pino fits). */
-export interface CtGcLog {
-  warn(obj: object, msg: string): void;
-  debug(obj: object, msg: string): void;
-}
-
-/**
- * The agent's conntrack timer: a CtGcScheduler tick every cfg.tickMs, and the rate-limited
- * table-full line. Returns the scheduler (stats) and the timer (the caller clears it).
- */
-export function startCtGcTimer(
-  dp: Datapath,
-  cfg: Partial<CtGcConfig>,
-  nowMs: () => number,
-  onExpired: ((i: number) => void) | undefined,
-  log: CtGcLog,
-): { gc: CtGcScheduler; timer: NodeJS.Timeout } {
-  const gc = new CtGcScheduler(dp, cfg, nowMs(), onExpired);
-  const full = new CtFullLog(dp);
-  const timer = setInterval(() => {
-    const now = nowMs();
-    const passes = gc.stats.passes;
-    gc.tick(now);
-    if (gc.stats.passes !== passes) log.debug({ ...gc.stats }, 'conntrack GC pass');
-    const dropped = full.check(now);
-    if (dropped > 0) {
-      const max = dp.ct.capacity;
-      log.warn({ table: 'conntrack', max, dropped }, CtFullLog.MESSAGE);
-    }
-  }, gc.cfg.tickMs);
-  return { gc, timer };
 }

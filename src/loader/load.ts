@@ -29,10 +29,8 @@ import { SVC_F_AFFINITY, SVC_F_ITP_LOCAL, SVC_F_WILDCARD } from '../maps/service
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../model.ts';
 import { SCHED_ANNOTATION, SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
-import { ct4Expired } from '../datapath/stages/ct.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
-import { dpCheckExternal, dpUpdateExternal } from './nodeport.ts';
-import { lb4ConnActive } from '../datapath/stages/lb.ts';
+import { checkExternal, type ExtFrontend, ExternalWriter } from './nodeport.ts';
 
 /** Service annotation: per-endpoint weights, "ip-or-pod=weight,..." (0..65535, default 1). */
 export const WEIGHTS_ANNOTATION = 'kubetun.io/weights';
@@ -104,70 +102,91 @@ interface LoadState {
   feByRevNat: Map<number, PlanFrontend>;
 }
 
-const states = new WeakMap<Datapath, LoadState>();
-
 const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17 };
 
-function stateOf(dp: Datapath): LoadState {
-  let st = states.get(dp);
-  if (!st) {
-    st = {
-      ports: new Map(),
-      feOwner: new Map(),
-      beRefs: new Map(),
-      vipRefs: new Map(),
-      // ids below 2^31: a backend id travels the per-packet path (slot -> conntrack -> trace),
-      // where an id >= 2^31 would be a heap number across every call V8 did not inline
-      backendIds: new IdTable(0x7fffffff),
-      revNatIds: new IdTable(Math.min(dp.revnat.capacity, 0xffff)),
-      affTimeout: new Uint32Array(0x10000),
-      feByRevNat: new Map(),
-    };
-    states.set(dp, st);
+function newLoadState(dp: Datapath): LoadState {
+  return {
+    ports: new Map(),
+    feOwner: new Map(),
+    beRefs: new Map(),
+    vipRefs: new Map(),
+    // ids below 2^31: a backend id travels the per-packet path (slot -> conntrack -> trace),
+    // where an id >= 2^31 would be a heap number across every call V8 did not inline
+    backendIds: new IdTable(0x7fffffff),
+    revNatIds: new IdTable(Math.min(dp.revnat.capacity, 0xffff)),
+    affTimeout: new Uint32Array(0x10000),
+    feByRevNat: new Map(),
+  };
+}
+
+/**
+ * The one writer of a Datapath's service maps: it owns what earlier loads wrote (ids,
+ * reference counts, plans), so create one per Datapath and keep it for the Datapath's life.
+ */
+export class DpLoader {
+  private readonly st: LoadState;
+  private readonly ext: ExternalWriter;
+
+  constructor(readonly dp: Datapath) {
+    this.st = newLoadState(dp);
+    this.ext = new ExternalWriter(dp);
   }
-  return st;
+
+  /**
+   * Replace the datapath's services with `ports` (leftovers of earlier loads removed).
+   * Throws (maps untouched) on bad input.
+   */
+  load(ports: readonly ResolvedServicePort[], opts: DpLoadOptions = {}): DpLoadStats {
+    const names = new Set(ports.map((p) => p.servicePortName));
+    const deleted = [...this.st.ports.keys()].filter((spn) => !names.has(spn));
+    return this.update(ports, deleted, opts);
+  }
+
+  /**
+   * Partial load: write `changed` service ports (added or modified) and remove `deleted` ones
+   * (service port names), leaving every other service untouched. Throws (maps untouched) on
+   * bad input.
+   */
+  update(
+    changed: readonly ResolvedServicePort[],
+    deleted: readonly string[],
+    opts: DpLoadOptions = {},
+  ): DpLoadStats {
+    return updateServices(this.dp, this.st, this.ext, changed, deleted, opts);
+  }
+
+  /** Session-affinity timeout of a reverse-NAT id's service, seconds (0 = none): affinity GC. */
+  affinityTimeout(revNat: number): number {
+    return this.st.affTimeout[revNat];
+  }
+
+  /** The external frontends currently loaded (tests, inspect). */
+  externalFrontends(): ExtFrontend[] {
+    return this.ext.frontends();
+  }
 }
 
-/**
- * Replace the datapath's ClusterIP services with `ports` (leftovers of earlier loads removed).
- * Throws (maps untouched) on bad input.
- */
-export function dpLoadServices(
+function updateServices(
   dp: Datapath,
-  ports: readonly ResolvedServicePort[],
-  opts: DpLoadOptions = {},
-): DpLoadStats {
-  const st = stateOf(dp);
-  const names = new Set(ports.map((p) => p.servicePortName));
-  const deleted = [...st.ports.keys()].filter((spn) => !names.has(spn));
-  return dpUpdateServices(dp, ports, deleted, opts);
-}
-
-/**
- * Partial load: write `changed` service ports (added or modified) and remove `deleted` ones
- * (service port names), leaving every other service untouched. Throws (maps untouched) on bad
- * input.
- */
-export function dpUpdateServices(
-  dp: Datapath,
+  st: LoadState,
+  ext: ExternalWriter,
   changed: readonly ResolvedServicePort[],
   deleted: readonly string[],
-  opts: DpLoadOptions = {},
+  opts: DpLoadOptions,
 ): DpLoadStats {
-  const st = stateOf(dp);
   const txn = { be: new IdTxn(st.backendIds), rn: new IdTxn(st.revNatIds) };
   const plans = new Map<string, PortPlan | null>();
   for (const spn of deleted) plans.set(spn, null);
   // Sorted so that ids picked after a hash collision do not depend on input order.
   const sorted = [...changed].sort((a, b) => cmp(portKey(a), portKey(b)));
   for (const rsp of sorted) plans.set(rsp.servicePortName, planServicePort(rsp, opts, txn));
-  dpCheckExternal(changed); // nodeport.ts: external addresses checked before any write
+  checkExternal(changed); // nodeport.ts: external addresses checked before any write
   checkConflicts(st, plans);
   checkCapacity(dp, st, plans);
   txn.be.commit();
   txn.rn.commit();
   const stats = applyLoad(dp, st, plans);
-  dpUpdateExternal(dp, changed, deleted); // NodePort, externalIPs, LoadBalancer (nodeport.ts)
+  ext.update(changed, deleted); // NodePort, externalIPs, LoadBalancer (nodeport.ts)
   return stats;
 }
 
@@ -513,30 +532,6 @@ function decRef<K>(m: Map<K, number>, k: K): boolean {
 
 function mapFull(which: string): never {
   throw new Error(`dpLoadServices: ${which} map full while applying (state partially applied)`);
-}
-
-// ---- housekeeping (agent timers) ---------------------------------------------------------------
-
-/** Remove affinity entries idle longer than their service's timeout. Returns how many. */
-export function dpAffinityGc(dp: Datapath, nowSec: number): number {
-  const st = stateOf(dp);
-  return dp.aff.expire(nowSec, (rn) => st.affTimeout[rn]);
-}
-
-/**
- * Recount lc/wlc/sed/nq connection counts from conntrack (live, unexpired flows): repairs
- * counts of flows deleted without lb4ConnRelease. O(flows). Returns the flows counted.
- */
-export function dpConnRecount(dp: Datapath, nowSec: number): number {
-  dp.sched.resetCounts();
-  const ct = dp.ct;
-  let n = 0;
-  for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {
-    if (ct4Expired(ct, i, nowSec)) continue;
-    const a = lb4ConnActive(ct.proto(i), ct.flags(i));
-    if (dp.sched.connAdjust(ct.revNat(i), ct.backendId(i), a, 1 - a)) n++;
-  }
-  return n;
 }
 
 // ---- ids -------------------------------------------------------------------------------------

@@ -22,12 +22,12 @@ import {
 import type { ResolvedServicePort } from '../model.ts';
 import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
-import { nat4SetSourceRanges } from '../datapath/state/nat-state.ts';
+import type { NatState } from '../datapath/state/nat-state.ts';
 import { SVC_SCOPE_LOCAL } from '../maps/services.ts';
 
 const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17 };
 
-interface ExtFrontend {
+export interface ExtFrontend {
   addr: number;
   port: number;
   proto: number;
@@ -46,37 +46,34 @@ interface ExtPlan {
   vport: number;
 }
 
-interface ExtState {
-  ports: Map<string, ExtPlan>;
-}
+/** The external frontends of one Datapath and what it last wrote for them (DpLoader's part). */
+export class ExternalWriter {
+  private readonly ports = new Map<string, ExtPlan>();
 
-const states = new WeakMap<Datapath, ExtState>();
+  constructor(private readonly dp: Datapath) {}
 
-function stateOf(dp: Datapath): ExtState {
-  let st = states.get(dp);
-  if (!st) {
-    st = { ports: new Map() };
-    states.set(dp, st);
+  /** The external frontends currently loaded. */
+  frontends(): ExtFrontend[] {
+    return [...this.ports.values()].flatMap((p) => p.frontends);
   }
-  return st;
+
+  /**
+   * Write the external frontends of `changed` service ports and remove those of `deleted`
+   * ones (service port names). Call after load.ts has applied the same change. Throws (maps
+   * untouched) on a bad address or CIDR, naming the object and field.
+   */
+  update(changed: readonly ResolvedServicePort[], deleted: readonly string[]): void {
+    updateExternal(this.dp, this.ports, changed, deleted);
+  }
 }
 
-/** The external frontends currently loaded (tests, inspect). */
-export function dpExternalFrontends(dp: Datapath): ExtFrontend[] {
-  return [...stateOf(dp).ports.values()].flatMap((p) => p.frontends);
-}
-
-/**
- * Write the external frontends of `changed` service ports and remove those of `deleted` ones
- * (service port names). Call after load.ts has applied the same change. Throws (maps
- * untouched) on a bad address or CIDR, naming the object and field.
- */
-export function dpUpdateExternal(
+function updateExternal(
   dp: Datapath,
+  ports: Map<string, ExtPlan>,
   changed: readonly ResolvedServicePort[],
   deleted: readonly string[],
 ): void {
-  const st = stateOf(dp);
+  const st = { ports };
   const plans = new Map<string, ExtPlan | null>();
   for (const spn of deleted) plans.set(spn, null);
   for (const rsp of changed) plans.set(rsp.servicePortName, planExternal(dp, rsp));
@@ -94,7 +91,7 @@ export function dpUpdateExternal(
 }
 
 /** Validation only (no map access): throws on a bad external address or source range. */
-export function dpCheckExternal(changed: readonly ResolvedServicePort[]): void {
+export function checkExternal(changed: readonly ResolvedServicePort[]): void {
   for (const rsp of changed) {
     const svc = rsp.service;
     const where = `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;
@@ -235,4 +232,29 @@ function removeFrontend(dp: Datapath, f: ExtFrontend): void {
 
 function mapFull(): never {
   throw new Error('dpUpdateExternal: service map full while applying (state partially applied)');
+}
+
+/** Install loadBalancerSourceRanges (slow world): revNat id -> list of [net, mask]. */
+export function nat4SetSourceRanges(nat: NatState, ranges: Map<number, [number, number][]>): void {
+  let total = 0;
+  for (const list of ranges.values()) total += list.length;
+  const net = new Int32Array(total);
+  const mask = new Int32Array(total);
+  const start = new Uint32Array(nat.rangeStart.length);
+  const count = new Uint16Array(nat.rangeCount.length);
+  let k = 0;
+  for (const [r, list] of ranges) {
+    start[r] = k;
+    count[r] = list.length;
+    for (const [n, m] of list) {
+      net[k] = n;
+      mask[k] = m;
+      k++;
+    }
+  }
+  // Swap whole arrays: a packet in between sees either the old or the new set.
+  nat.rangeNet = net;
+  nat.rangeMask = mask;
+  nat.rangeStart = start;
+  nat.rangeCount = count;
 }

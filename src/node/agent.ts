@@ -18,10 +18,9 @@ import { datapathSync } from '../control/datapath-sync.ts';
 import { UserError } from '../errors.ts';
 import { DEFAULT_MAX_INTERVAL_MS, DEFAULT_MIN_INTERVAL_MS } from '../control/runner.ts';
 import { createDatapath, type Datapath } from '../datapath/state/datapath.ts';
-import { type CtRunOptions, parseCtRunFlags, startCtGcTimer } from '../housekeeping/ct-gc.ts';
-import { lb4ConnRelease } from '../datapath/stages/lb.ts';
-import { dpAffinityGc, dpConnRecount } from '../loader/load.ts';
-import { nat4GcStep } from '../datapath/stages/nat.ts';
+import { Housekeeping } from '../housekeeping/housekeeping.ts';
+import type { CtGcConfig } from '../housekeeping/ct-gc.ts';
+import { DpLoader } from '../loader/load.ts';
 import { dpTuneV8 } from '../datapath/tune.ts';
 import { loadManifests } from '../manifests/index.ts';
 import type { ResolvedServicePort } from '../model.ts';
@@ -31,6 +30,7 @@ import { discoverPodIfaces } from './discover.ts';
 import { recoverState, removeState, statePathFor, Watchdog, writeState } from './failure.ts';
 import { agentTable, inspectAnswer, reasonTable } from './inspect.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
+import { parseCtRunFlags } from './ct-flags.ts';
 import { type AgentNet, type AgentOptions, validateOptions } from './options.ts';
 import { HealthNodePorts, healthServices } from './health-nodeport.ts';
 import { configzBody, type KpcView } from './kube-proxy-config.ts';
@@ -44,20 +44,27 @@ import {
   UndoLog,
 } from './steering.ts';
 
-/** Conntrack GC: entry positions examined per tick (bounded work per timer callback). */
-const CT_GC_BATCH = 65536;
-const CT_GC_INTERVAL_MS = 1000;
-/** lc/wlc/sed/nq connection counts rebuilt from conntrack this often (repairs missed events) */
-const CONN_RECOUNT_MS = 10_000;
+/** External IPs to steer and health-check node ports follow the synced services this often. */
+const EXTERNAL_SYNC_MS = 1000;
 /** how long start() waits for the first sync before steering traffic anyway */
 const FIRST_SYNC_TIMEOUT_MS = 30_000;
 
-async function startControl(opts: AgentOptions, net: AgentNet, dp: Datapath, log: Logger) {
-  const sync = datapathSync(dp, {
-    nodeName: opts.nodeName,
-    nodeZone: opts.nodeZone,
-    defaultScheduler: net.scheduler,
-  });
+async function startControl(
+  opts: AgentOptions,
+  net: AgentNet,
+  dp: Datapath,
+  loader: DpLoader,
+  log: Logger,
+) {
+  const sync = datapathSync(
+    dp,
+    {
+      nodeName: opts.nodeName,
+      nodeZone: opts.nodeZone,
+      defaultScheduler: net.scheduler,
+    },
+    loader,
+  );
   let source: Parameters<typeof startControlPlane>[0]['source'];
   if (opts.kubeconfig || opts.inCluster) {
     const { loadKubeConfig } = await import('./cluster-config.ts');
@@ -201,9 +208,10 @@ export class NodeAgent {
   static async start(opts: AgentOptions, log: Logger): Promise<NodeAgent> {
     dpTuneV8(); // before the first packet: raises V8's inlining budget for dpProcess
     const net = validateOptions(opts);
-    const ct = parseCtRunFlags(opts.ctFlags ?? {}, availableParallelism()); // --ct-* (ct-gc.ts)
+    const ct = parseCtRunFlags(opts.ctFlags ?? {}, availableParallelism()); // --ct-* (ct-flags.ts)
     const dp = createDatapath({ ...natDatapathConfig(opts), ...ct.datapath }); // node addresses for NAT (nat.ts)
-    const cp = await startControl(opts, net, dp, log);
+    const loader = new DpLoader(dp); // the one writer of dp's service maps
+    const cp = await startControl(opts, net, dp, loader, log);
     let tun: TunDevice;
     let agent: NodeAgent;
     try {
@@ -228,7 +236,7 @@ export class NodeAgent {
       await agent.stop(`startup failed: ${(err as Error).message}`);
       throw err;
     }
-    agent.startTimers(ct.gc);
+    agent.startTimers(ct.gc, loader);
     const { node: _node, ...summary } = agent.status(); // pino's base already names the node
     log.info({ ...summary, sysctls: agent.steering.sysctls }, 'kubetun node agent ready');
     return agent;
@@ -342,20 +350,13 @@ export class NodeAgent {
     return [this.opts.uplink, this.tun.name, 'lo'];
   }
 
-  /** ctGc: the --ct-* flags' GC settings (parseCtRunFlags, ct-gc.ts) */
-  private startTimers(ctGc: CtRunOptions['gc']): void {
-    const dp = this.dp;
-    const release = (i: number) => lb4ConnRelease(dp, i);
-    const nowSec = () => Math.floor(this.nowMs() / 1000);
-    // conntrack expiry: adaptive, bounded per tick, table-full log (ct-gc.ts)
-    this.timers.push(startCtGcTimer(dp, ctGc, () => this.nowMs(), release, this.log).timer);
-    this.every(CT_GC_INTERVAL_MS, 'affinity and SNAT GC', () => {
-      dpAffinityGc(dp, nowSec());
-      nat4GcStep(dp, CT_GC_BATCH, nowSec()); // SNAT entries of flows conntrack no longer has
-    });
+  /** ctGc: the --ct-gc-* flags' settings (parseCtRunFlags, ct-flags.ts) */
+  private startTimers(ctGc: Partial<CtGcConfig>, loader: DpLoader): void {
+    // conntrack, affinity and SNAT GC, connection recount: one entry point (housekeeping.ts)
+    const hk = new Housekeeping(this.dp, loader, ctGc, this.nowMs(), this.log);
+    this.every(hk.tickMs, 'housekeeping', () => hk.tick(this.nowMs()));
     // External IPs to steer and health-check node ports follow the synced services.
-    this.every(CT_GC_INTERVAL_MS, 'external sync', () => void this.syncExternal());
-    this.every(CONN_RECOUNT_MS, 'connection recount', () => dpConnRecount(dp, nowSec()));
+    this.every(EXTERNAL_SYNC_MS, 'external sync', () => void this.syncExternal());
     // New pods (and their veths) can appear after startup: hook them as they show up.
     if (!this.opts.podIfaces && this.opts.rescanMs > 0) {
       this.every(this.opts.rescanMs, 'pod interface rescan', () => this.rescan());

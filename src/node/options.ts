@@ -1,7 +1,7 @@
 // `kubetun run` options: validated once, in the slow world, with the flag named in every error.
 import { UserError } from '../errors.ts';
 import { SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
-import type { CtRunFlags } from '../housekeeping/ct-gc.ts';
+import type { CtRunFlags } from './ct-flags.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
 
 export interface AgentOptions {
@@ -45,7 +45,7 @@ export interface AgentOptions {
   /** kube-proxy's rules found at start are removed instead of refusing to start */
   cleanupKubeProxy?: boolean;
   logLevel: string;
-  /** --ct-max, --ct-timeout, --ct-drop-invalid, --ct-gc-* (parsed by ct-gc.ts parseCtRunFlags) */
+  /** --ct-max, --ct-timeout, --ct-drop-invalid, --ct-gc-* (parsed by ct-flags.ts parseCtRunFlags) */
   ctFlags?: CtRunFlags;
 }
 

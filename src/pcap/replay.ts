@@ -4,7 +4,7 @@
 // and diffed against the kernel's without root.
 import { type Datapath, createDatapath } from '../datapath/state/datapath.ts';
 import type { DatapathConfig } from '../datapath/state/config.ts';
-import { dpLoadServices } from '../loader/load.ts';
+import { DpLoader } from '../loader/load.ts';
 import { dpProcess } from '../datapath/program.ts';
 import { REASON_NAMES } from '../datapath/state/reasons.ts';
 import { V_DROP, V_PASS, V_REPLY, V_TX, VERDICT_NAMES } from '../datapath/state/verdict.ts';
@@ -62,7 +62,7 @@ export function replayPcap(
   opts: ReplayOptions = {},
 ): ReplayResult {
   const dp = createDatapath(opts.datapath);
-  dpLoadServices(dp, ports, { nodeName: opts.nodeName });
+  new DpLoader(dp).load(ports, { nodeName: opts.nodeName });
   const reader = new PcapReader(input, opts.name);
   const writer = new PcapWriter(Math.max(reader.header.snaplen, 65535));
   const scratch = new Uint8Array(SCRATCH_LEN);

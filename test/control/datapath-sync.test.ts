@@ -1,10 +1,10 @@
 // datapathSync: a partial sync writes only the service ports the tracker reports, a full one
 // rewrites everything; both leave the maps as a fresh full load of the same state would.
+import { loaderOf } from '../datapath/harness.ts';
 import { describe, expect, it } from 'vitest';
 import { datapathSync } from '../../src/control/datapath-sync.ts';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { SCHED_RR } from '../../src/sched/kinds.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
 import { ep, port, slice, svc } from './fixtures.ts';
@@ -58,7 +58,7 @@ describe('datapathSync', () => {
     expect(dp.svc.scheduler(m7)).toBe(SCHED_RR);
     expect(dp.svc.lookup(ipv4ToU32(vip(9)), 53, 17, 0)).toBe(-1);
     const fresh = createDatapath();
-    dpLoadServices(fresh, t.resolveAll());
+    loaderOf(fresh).load(t.resolveAll());
     expect(snapshot(dp)).toEqual(snapshot(fresh));
   });
 

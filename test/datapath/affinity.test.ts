@@ -6,10 +6,21 @@
 
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpAffinityGc, dpLoadServices } from '../../src/loader/load.ts';
+import { dpAffinityGc } from '../../src/housekeeping/housekeeping.ts';
 import { AffinityMap } from '../../src/maps/affinity.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
-import { buildTcp, endpoint, get32, ip, ipStr, run, SYN, service, servicePort } from './harness.ts';
+import {
+  buildTcp,
+  endpoint,
+  get32,
+  ip,
+  ipStr,
+  run,
+  SYN,
+  service,
+  servicePort,
+  loaderOf,
+} from './harness.ts';
 
 const VIP = '10.96.0.10';
 const EPS = ['10.244.1.5:8080', '10.244.2.5:8080', '10.244.3.5:8080'];
@@ -43,7 +54,7 @@ function connect(dp: Datapath, client: string, nowSec: number): string {
 describe('session affinity (ClientIP)', () => {
   it('sends every new connection of a client to one backend, while clients differ', () => {
     const dp = createDatapath({ seed: 3 });
-    dpLoadServices(dp, web());
+    loaderOf(dp).load(web());
     const first = connect(dp, '10.244.0.7', 1000);
     for (let k = 1; k < 30; k++) expect(connect(dp, '10.244.0.7', 1000 + k)).toBe(first);
     const others = new Set<string>();
@@ -53,14 +64,14 @@ describe('session affinity (ClientIP)', () => {
 
   it('without sessionAffinity one client is spread like everyone else', () => {
     const dp = createDatapath({ seed: 3 });
-    dpLoadServices(dp, web(EPS, 60, false));
+    loaderOf(dp).load(web(EPS, 60, false));
     const seen = new Set(Array.from({ length: 30 }, (_, k) => connect(dp, '10.244.0.7', 1000 + k)));
     expect(seen.size).toBe(3);
   });
 
   it('expires after timeoutSeconds without a new connection, refreshed by each one', () => {
     const dp = createDatapath({ seed: 5 });
-    dpLoadServices(dp, web(EPS, 10));
+    loaderOf(dp).load(web(EPS, 10));
     const first = connect(dp, '10.244.0.7', 1000);
     expect(connect(dp, '10.244.0.7', 1009)).toBe(first); // refreshes: last used 1009
     expect(connect(dp, '10.244.0.7', 1018)).toBe(first);
@@ -75,16 +86,16 @@ describe('session affinity (ClientIP)', () => {
       t += 1;
     }
     expect(picks.size).toBeGreaterThan(1);
-    expect(dpAffinityGc(dp, t + 9)).toBe(0);
-    expect(dpAffinityGc(dp, t + 10)).toBe(1);
+    expect(dpAffinityGc(dp, loaderOf(dp), t + 9)).toBe(0);
+    expect(dpAffinityGc(dp, loaderOf(dp), t + 10)).toBe(1);
     expect(dp.aff.size).toBe(0);
   });
 
   it('drops the affinity when its backend leaves; the client moves and sticks to the new one', () => {
     const dp = createDatapath({ seed: 9 });
-    dpLoadServices(dp, web());
+    loaderOf(dp).load(web());
     const first = connect(dp, '10.244.0.7', 1000);
-    dpLoadServices(dp, web(EPS.filter((e) => !e.startsWith(first))));
+    loaderOf(dp).load(web(EPS.filter((e) => !e.startsWith(first))));
     expect(dp.aff.size).toBe(0);
     const next = connect(dp, '10.244.0.7', 1001);
     expect(next).not.toBe(first);

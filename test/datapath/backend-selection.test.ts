@@ -9,7 +9,6 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
 import {
   ACK,
@@ -24,6 +23,7 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from './harness.ts';
 
 const VIP = '10.96.0.10';
@@ -54,7 +54,7 @@ describe('backend selection', () => {
   let dp: Datapath;
   beforeEach(() => {
     dp = createDatapath({ seed: 42 });
-    dpLoadServices(dp, web(EPS));
+    loaderOf(dp).load(web(EPS));
   });
 
   it('spreads new flows uniformly over 3 endpoints (chi-square, p = 0.001)', () => {
@@ -74,7 +74,7 @@ describe('backend selection', () => {
   it('is reproducible from the seed, and the seed matters', () => {
     const pick = (seed: number) => {
       const d = createDatapath({ seed });
-      dpLoadServices(d, web(EPS));
+      loaderOf(d).load(web(EPS));
       return Array.from({ length: 64 }, (_, n) => backendOf(run(d, syn(n)).pkt)).join(',');
     };
     expect(pick(42)).toBe(pick(42));
@@ -89,7 +89,7 @@ describe('backend selection', () => {
     expect(backendOf(first.pkt)).toBe(EPS[1]); // bounded: a broken selector fails, not hangs
     const onB = n;
     const bId = dp.lastBackendId;
-    dpLoadServices(dp, web([EPS[0], EPS[2]]));
+    loaderOf(dp).load(web([EPS[0], EPS[2]]));
     expect(dp.be.lookup(bId)).toBe(-1); // gone from the backend map...
     const data = run(dp, syn(onB, PSH | ACK));
     expect(data.reason).toBe('TX_DNAT'); // ...but the flow still goes there
@@ -112,7 +112,7 @@ describe('backend selection', () => {
 
   it('keeps established flows of a deleted service; new flows to its VIP pass untouched', () => {
     run(dp, syn(0));
-    dpLoadServices(dp, []);
+    loaderOf(dp).load([]);
     expect(run(dp, syn(0, ACK)).reason).toBe('TX_DNAT');
     const fresh = syn(1);
     const r = run(dp, fresh);

@@ -12,16 +12,15 @@
 import { describe, expect, it } from 'vitest';
 import { CT_TIMEOUT_TCP_SYN } from '../../src/datapath/state/ct-state.ts';
 import { createDatapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { DROP_CT_FULL } from '../../src/datapath/state/reasons.ts';
 import { V_DROP } from '../../src/datapath/state/verdict.ts';
-import { ACK, buildTcp, endpoint, run, SYN, service, servicePort } from './harness.ts';
+import { ACK, buildTcp, endpoint, run, SYN, service, servicePort, loaderOf } from './harness.ts';
 
 const T0 = 1_000_000;
 
 function setup(ctCapacity: number, ctGcBatch = 256) {
   const dp = createDatapath({ ctCapacity, ctGcBatch });
-  dpLoadServices(dp, [
+  loaderOf(dp).load([
     servicePort(service('a', '10.96.0.1'), 80, 'TCP', [endpoint('10.244.2.5:8080')]),
     servicePort(service('b', '10.96.0.2'), 80, 'TCP', [endpoint('10.244.2.5:8080')]),
   ]);

@@ -10,12 +10,11 @@ import {
   CtGcScheduler,
   ctGcNextInterval,
   DEFAULT_CT_GC,
-  parseCtRunFlags,
 } from '../../src/housekeeping/ct-gc.ts';
+import { parseCtRunFlags } from '../../src/node/ct-flags.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { DROP_CT_FULL } from '../../src/datapath/state/reasons.ts';
-import { buildUdp, endpoint, run, service, servicePort } from './harness.ts';
+import { buildUdp, endpoint, run, service, servicePort, loaderOf } from './harness.ts';
 
 const VIP = '10.96.0.53';
 const T0 = 9_000_000;
@@ -23,7 +22,7 @@ const T0 = 9_000_000;
 function setup(ctCapacity: number, ctGcBatch = 0): Datapath {
   const dp = createDatapath({ seed: 5, ctCapacity, ctGcBatch });
   const dns = service('dns', VIP);
-  dpLoadServices(dp, [servicePort(dns, 53, 'UDP', [endpoint('10.244.2.5:53')], 'dns')]);
+  loaderOf(dp).load([servicePort(dns, 53, 'UDP', [endpoint('10.244.2.5:53')], 'dns')]);
   return dp;
 }
 const q = (sport: number) =>

@@ -17,7 +17,6 @@ import {
 } from '../../src/datapath/state/ct-state.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import type { DatapathConfig } from '../../src/datapath/state/config.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { DROP_CT_INVALID } from '../../src/datapath/state/reasons.ts';
 import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import { ctStateName } from '../../src/inspect/ct-state.ts';
@@ -32,6 +31,7 @@ import {
   service,
   servicePort,
   TCP,
+  loaderOf,
 } from './harness.ts';
 
 const CLIENT = '10.244.1.10';
@@ -42,7 +42,7 @@ const SEC = T0 / 1000;
 function setup(cfg: Partial<DatapathConfig> = {}, backends = ['10.244.2.5:8080']): Datapath {
   const dp = createDatapath({ seed: 3, ...cfg });
   const web = service('web', VIP);
-  dpLoadServices(dp, [
+  loaderOf(dp).load([
     servicePort(
       web,
       80,

@@ -5,11 +5,19 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { DROP_FRAG_OUT_OF_ORDER } from '../../src/datapath/state/reasons.ts';
 import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import { FragMap } from '../../src/maps/frag.ts';
-import { buildIpv4, buildUdp, endpoint, run, service, servicePort, UDP } from './harness.ts';
+import {
+  buildIpv4,
+  buildUdp,
+  endpoint,
+  run,
+  service,
+  servicePort,
+  UDP,
+  loaderOf,
+} from './harness.ts';
 
 const CLIENT = '10.244.1.10';
 const VIP = '10.96.0.10';
@@ -32,7 +40,7 @@ function fragment(whole: Uint8Array, src: string, dst: string, id: number, chunk
 function setup(): Datapath {
   const dp = createDatapath({ seed: 11 });
   const echo = service('echo', VIP);
-  dpLoadServices(dp, [servicePort(echo, 7, 'UDP', [endpoint(`${BACKEND}:7007`)], 'echo')]);
+  loaderOf(dp).load([servicePort(echo, 7, 'UDP', [endpoint(`${BACKEND}:7007`)], 'echo')]);
   return dp;
 }
 
@@ -114,7 +122,7 @@ describe('fragments of a masqueraded flow (NodePort from outside, backend on ano
     const svc = service('echo', VIP, { type: 'NodePort' });
     const rsp = servicePort(svc, 7, 'UDP', [endpoint(`${POD}:7007`, { nodeName: 'node2' })], 'e');
     rsp.port.nodePort = 30007;
-    dpLoadServices(dp, [rsp], { nodeName: 'node1' });
+    loaderOf(dp).load([rsp], { nodeName: 'node1' });
     const out = { src: EXT, dst: NODE, sport: 33000, dport: 30007, data: BIG, id: 0x3333 };
     const sent = fragment(buildUdp(out), EXT, NODE, 0x3333);
     const r0 = run(dp, sent[0], T0);

@@ -6,6 +6,7 @@
 import type { Datapath } from '../../src/datapath/state/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
 import { REASON_NAMES } from '../../src/datapath/state/reasons.ts';
+import { DpLoader } from '../../src/loader/load.ts';
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
 import { makeDefaultService, makeReadyEndpoint } from '../fixtures/model.ts';
 
@@ -256,4 +257,19 @@ export function servicePort(
     ? `${svc.namespace}/${svc.name}:${portName}`
     : `${svc.namespace}/${svc.name}`;
   return { service: svc, port: sp, servicePortName: spn, endpoints: eps };
+}
+
+// ---- the loader of a test's Datapath ----------------------------------------------------------
+// Production code holds its DpLoader next to its Datapath (datapathSync, replay, benchmarks);
+// tests that build a Datapath in many places ask for "its" loader here instead, so successive
+// loads of one Datapath share ids and reference counts as they do in the agent.
+const loaders = new WeakMap<Datapath, DpLoader>();
+
+export function loaderOf(dp: Datapath): DpLoader {
+  let l = loaders.get(dp);
+  if (!l) {
+    l = new DpLoader(dp);
+    loaders.set(dp, l);
+  }
+  return l;
 }

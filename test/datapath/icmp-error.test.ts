@@ -9,7 +9,6 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { V_PASS, V_TX } from '../../src/datapath/state/verdict.ts';
 import {
   buildIcmp,
@@ -20,6 +19,7 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from './harness.ts';
 
 const CLIENT = '10.244.1.10';
@@ -32,7 +32,7 @@ const DATA = 'x'.repeat(200);
 function setup(): Datapath {
   const dp = createDatapath({ seed: 9 });
   const web = service('web', VIP);
-  dpLoadServices(dp, [
+  loaderOf(dp).load([
     servicePort(web, 80, 'UDP', [endpoint(`${BACKEND}:8080`)], 'u'),
     servicePort(web, 80, 'TCP', [endpoint(`${BACKEND}:8080`)], 't'),
   ]);
@@ -151,7 +151,7 @@ describe('ICMP errors about masqueraded flows', () => {
     const svc = service('np', VIP, { type: 'NodePort' });
     const rsp = servicePort(svc, 80, 'UDP', [endpoint(`${POD}:8080`, { nodeName: 'node2' })], 'u');
     rsp.port.nodePort = 30080;
-    dpLoadServices(dp, [rsp], { nodeName: 'node1' });
+    loaderOf(dp).load([rsp], { nodeName: 'node1' });
     const out = { src: EXT, dst: NODE, sport: 40000, dport: 30080, data: DATA, id: 5 };
     const r0 = run(dp, buildUdp(out), T0);
     expect(r0.reason).toBe('TX_DNAT_NEW');

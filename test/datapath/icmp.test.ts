@@ -7,7 +7,6 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { DROP_ECHO_TO_VIP } from '../../src/datapath/state/reasons.ts';
 import { V_DROP, V_PASS } from '../../src/datapath/state/verdict.ts';
 import {
@@ -19,6 +18,7 @@ import {
   run,
   service,
   servicePort,
+  loaderOf,
 } from './harness.ts';
 
 const VIP = '10.96.0.10';
@@ -27,9 +27,7 @@ describe('ICMP', () => {
   let dp: Datapath;
   beforeEach(() => {
     dp = createDatapath();
-    dpLoadServices(dp, [
-      servicePort(service('web', VIP), 80, 'TCP', [endpoint('10.244.2.5:8080')]),
-    ]);
+    loaderOf(dp).load([servicePort(service('web', VIP), 80, 'TCP', [endpoint('10.244.2.5:8080')])]);
   });
 
   it('drops a ping to a VIP without answering, and counts it', () => {

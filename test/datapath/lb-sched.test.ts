@@ -8,7 +8,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpConnRecount, dpLoadServices } from '../../src/loader/load.ts';
+import { dpConnRecount } from '../../src/housekeeping/housekeeping.ts';
 import type { ResolvedServicePort, Service } from '../../src/model.ts';
 import { SCHED_LC, SCHED_RR, SCHED_WRR } from '../../src/sched/kinds.ts';
 import {
@@ -23,6 +23,7 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from './harness.ts';
 
 const VIP = '10.96.0.10';
@@ -63,7 +64,7 @@ function masterSched(dp: Datapath): number {
 describe('schedulers in the datapath', () => {
   it('rr from the annotation: strict rotation over the endpoints, recorded in the master', () => {
     const dp = createDatapath({ seed: 1 });
-    dpLoadServices(dp, web({ annotations: { 'kubetun.io/scheduler': 'rr' } }));
+    loaderOf(dp).load(web({ annotations: { 'kubetun.io/scheduler': 'rr' } }));
     expect(masterSched(dp)).toBe(SCHED_RR);
     const got = Array.from({ length: 7 }, (_, n) => pick(dp, n)).join('');
     expect(got).toBe('abcabca');
@@ -77,7 +78,7 @@ describe('schedulers in the datapath', () => {
       'TCP',
       [endpoint('10.244.1.5:8080')],
     );
-    dpLoadServices(dp, [...web(), other], { defaultScheduler: SCHED_RR });
+    loaderOf(dp).load([...web(), other], { defaultScheduler: SCHED_RR });
     expect(masterSched(dp)).toBe(SCHED_RR);
     expect(dp.svc.scheduler(dp.svc.lookup(ip('10.96.0.11'), 80, 6, 0))).toBe(SCHED_LC);
   });
@@ -88,7 +89,7 @@ describe('schedulers in the datapath', () => {
       'kubetun.io/scheduler': 'wrr',
       'kubetun.io/weights': '10.244.1.5=3, 10.244.2.5=1,10.244.3.5=0',
     };
-    dpLoadServices(dp, web({ annotations: ann }));
+    loaderOf(dp).load(web({ annotations: ann }));
     expect(masterSched(dp)).toBe(SCHED_WRR);
     const counts = { a: 0, b: 0, c: 0 } as Record<string, number>;
     for (let n = 0; n < 16; n++) counts[pick(dp, n)]++;
@@ -97,18 +98,18 @@ describe('schedulers in the datapath', () => {
 
   it('random with weight 0 leaves that endpoint out of new flows', () => {
     const dp = createDatapath({ seed: 7 });
-    dpLoadServices(dp, web({ annotations: { 'kubetun.io/weights': '10.244.2.5=0' } }));
+    loaderOf(dp).load(web({ annotations: { 'kubetun.io/weights': '10.244.2.5=0' } }));
     const seen = new Set(Array.from({ length: 200 }, (_, n) => pick(dp, n)));
     expect([...seen].sort()).toEqual(['a', 'c']);
   });
 
   it('rejects a bad scheduler or weight naming the annotation, and keeps the last good state', () => {
     const dp = createDatapath();
-    dpLoadServices(dp, web({ annotations: { 'kubetun.io/scheduler': 'rr' } }));
+    loaderOf(dp).load(web({ annotations: { 'kubetun.io/scheduler': 'rr' } }));
     expect(() =>
-      dpLoadServices(dp, web({ annotations: { 'kubetun.io/scheduler': 'fastest' } })),
+      loaderOf(dp).load(web({ annotations: { 'kubetun.io/scheduler': 'fastest' } })),
     ).toThrow(/default\/web port 80: metadata\.annotations\["kubetun\.io\/scheduler"\].*fastest/);
-    expect(() => dpLoadServices(dp, web({ annotations: { 'kubetun.io/weights': 'a=x' } }))).toThrow(
+    expect(() => loaderOf(dp).load(web({ annotations: { 'kubetun.io/weights': 'a=x' } }))).toThrow(
       /kubetun\.io\/weights.*"a=x"/,
     );
     expect(masterSched(dp)).toBe(SCHED_RR);
@@ -116,7 +117,7 @@ describe('schedulers in the datapath', () => {
 
   it('lc steers new flows away from a backend holding an established connection', () => {
     const dp = createDatapath();
-    dpLoadServices(dp, web({ annotations: { 'kubetun.io/scheduler': 'lc' } }, EPS.slice(0, 2)));
+    loaderOf(dp).load(web({ annotations: { 'kubetun.io/scheduler': 'lc' } }, EPS.slice(0, 2)));
     // flow 0 lands on a and becomes ESTABLISHED (SYN, SYN-ACK, ACK)
     expect(pick(dp, 0)).toBe('a');
     const rn = dp.svc.revNat(dp.svc.lookup(ip(VIP), 80, 6, 0));
@@ -146,8 +147,8 @@ describe('schedulers in the datapath', () => {
     const a = createDatapath({ seed: 1 });
     const b = createDatapath({ seed: 2 });
     const ann = { annotations: { 'kubetun.io/scheduler': 'maglev' } };
-    dpLoadServices(a, web(ann));
-    dpLoadServices(b, web(ann, [...EPS].reverse()));
+    loaderOf(a).load(web(ann));
+    loaderOf(b).load(web(ann, [...EPS].reverse()));
     for (let n = 0; n < 5; n++) pick(b, 1000 + n); // b has seen other flows
     const onA = Array.from({ length: 50 }, (_, n) => pick(a, n)).join('');
     const onB = Array.from({ length: 50 }, (_, n) => pick(b, n)).join('');
@@ -158,9 +159,9 @@ describe('schedulers in the datapath', () => {
   it('keeps rr position across a full resync that changes nothing', () => {
     const dp = createDatapath();
     const ann = { annotations: { 'kubetun.io/scheduler': 'rr' } };
-    dpLoadServices(dp, web(ann));
+    loaderOf(dp).load(web(ann));
     expect(pick(dp, 0)).toBe('a');
-    dpLoadServices(dp, web(ann));
+    loaderOf(dp).load(web(ann));
     expect(pick(dp, 1)).toBe('b');
     expect(get16(run(dp, syn(2)).pkt, 22)).toBe(8080);
   });

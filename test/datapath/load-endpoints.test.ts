@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices, dpUpdateServices, eligibleEndpoints } from '../../src/loader/load.ts';
+import { eligibleEndpoints } from '../../src/loader/load.ts';
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
 import {
   ACK,
@@ -18,6 +18,7 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from './harness.ts';
 
 const VIP = '10.96.0.10';
@@ -77,7 +78,7 @@ describe('topology-aware routing', () => {
 
   it('a node in zone-a sends every new flow to the zone-a endpoint', () => {
     const dp = createDatapath({ seed: 4 });
-    dpLoadServices(dp, web(hinted), { nodeName: 'n1', nodeZone: 'zone-a' });
+    loaderOf(dp).load(web(hinted), { nodeName: 'n1', nodeZone: 'zone-a' });
     for (let k = 0; k < 20; k++) expect(connect(dp).to).toBe('10.244.1.5');
   });
 });
@@ -85,7 +86,7 @@ describe('topology-aware routing', () => {
 describe('ready / serving / terminating', () => {
   it('falls back to serving+terminating only when nothing is ready; established flows go on', () => {
     const dp = createDatapath({ seed: 4 });
-    dpLoadServices(dp, web(eps()));
+    loaderOf(dp).load(web(eps()));
     const c = connect(dp);
     expect(c.reason).toBe('TX_DNAT_NEW');
     // every endpoint terminating; only b still serving
@@ -94,7 +95,7 @@ describe('ready / serving / terminating', () => {
       { ready: false, serving: true, terminating: true },
       { ready: false, serving: false, terminating: true },
     ]);
-    dpLoadServices(dp, web(term));
+    loaderOf(dp).load(web(term));
     for (let k = 0; k < 10; k++) expect(connect(dp).to).toBe('10.244.2.5');
     // the first flow keeps its backend (conntrack), whatever its state now
     const more = buildTcp({
@@ -115,15 +116,15 @@ describe('internalTrafficPolicy: Local', () => {
 
   it('uses only this node endpoints', () => {
     const dp = createDatapath({ seed: 4 });
-    dpLoadServices(dp, web(eps(), local), { nodeName: 'n1' });
+    loaderOf(dp).load(web(eps(), local), { nodeName: 'n1' });
     for (let k = 0; k < 10; k++) expect(connect(dp).to).toBe('10.244.1.5');
   });
 
   it('drops when endpoints exist only on other nodes, rejects when there are none at all', () => {
     const dp = createDatapath({ seed: 4 });
-    dpLoadServices(dp, web(eps().slice(1), local), { nodeName: 'n1' });
+    loaderOf(dp).load(web(eps().slice(1), local), { nodeName: 'n1' });
     expect(connect(dp).reason).toBe('DROP_NO_LOCAL_ENDPOINTS');
-    dpLoadServices(dp, web([], local), { nodeName: 'n1' });
+    loaderOf(dp).load(web([], local), { nodeName: 'n1' });
     expect(connect(dp).reason).toBe('REPLY_REJECT_NO_ENDPOINTS');
   });
 });
@@ -148,24 +149,24 @@ describe('incremental loads (dpUpdateServices)', () => {
   it('writes only the changed service port and matches a full load of the same state', () => {
     const dp = createDatapath();
     const before = many(50);
-    dpLoadServices(dp, before);
+    loaderOf(dp).load(before);
     const after = many(50, (k) =>
       k === 7 ? ['10.244.1.5:8080', '10.244.9.9:8080'] : ['10.244.1.5:8080'],
     );
-    const stats = dpUpdateServices(dp, [after[7]], []);
+    const stats = loaderOf(dp).update([after[7]], []);
     expect(stats.written).toBe(1);
     const full = createDatapath();
-    dpLoadServices(full, after);
+    loaderOf(full).load(after);
     expect(dump(dp)).toEqual(dump(full));
   });
 
   it('removes a deleted service port, its wildcard and unshared backends, keeps shared ones', () => {
     const dp = createDatapath();
     const all = many(3, (k) => (k === 2 ? ['10.244.7.7:80'] : ['10.244.1.5:8080']));
-    dpLoadServices(dp, all);
-    dpUpdateServices(dp, [], ['default/s0', 'default/s2']);
+    loaderOf(dp).load(all);
+    loaderOf(dp).update([], ['default/s0', 'default/s2']);
     const rest = createDatapath();
-    dpLoadServices(rest, [all[1]]);
+    loaderOf(rest).load([all[1]]);
     expect(dump(dp)).toEqual(dump(rest));
     expect(dp.be.size).toBe(1);
   });
@@ -173,10 +174,10 @@ describe('incremental loads (dpUpdateServices)', () => {
   it('refuses a partial update claiming another service VIP:port, writing nothing', () => {
     const dp = createDatapath();
     const all = many(2);
-    dpLoadServices(dp, all);
+    loaderOf(dp).load(all);
     const thief = servicePort(service('thief', '10.96.0.0'), 80, 'TCP', []);
     const size = dp.svc.size;
-    expect(() => dpUpdateServices(dp, [thief], [])).toThrow(
+    expect(() => loaderOf(dp).update([thief], [])).toThrow(
       /10\.96\.0\.0:80\/TCP is also default\/s0/,
     );
     expect(dp.svc.size).toBe(size);
@@ -184,20 +185,20 @@ describe('incremental loads (dpUpdateServices)', () => {
 
   it('keeps ids stable across a restart: a fresh datapath loading the same state agrees', () => {
     const dp = createDatapath();
-    dpLoadServices(dp, many(20));
-    dpUpdateServices(dp, [many(30)[25]], []);
+    loaderOf(dp).load(many(20));
+    loaderOf(dp).update([many(30)[25]], []);
     const again = createDatapath();
-    dpLoadServices(again, [...many(20), many(30)[25]]);
+    loaderOf(again).load([...many(20), many(30)[25]]);
     expect(dump(dp)).toEqual(dump(again));
   });
 
   it('a UDP flow keeps its backend across an unrelated partial update', () => {
     const dp = createDatapath({ seed: 2 });
     const dns = servicePort(service('dns', '10.96.0.53'), 53, 'UDP', [endpoint('10.244.3.7:53')]);
-    dpLoadServices(dp, [...many(3), dns]);
+    loaderOf(dp).load([...many(3), dns]);
     const q = () => buildUdp({ src: '10.244.0.9', dst: '10.96.0.53', sport: 5353, dport: 53 });
     expect(run(dp, q()).reason).toBe('TX_DNAT_NEW');
-    dpUpdateServices(dp, [many(4)[3]], []);
+    loaderOf(dp).update([many(4)[3]], []);
     expect(run(dp, q()).reason).toBe('TX_DNAT');
   });
 });

@@ -7,11 +7,11 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices, eligibleEndpoints } from '../../src/loader/load.ts';
+import { eligibleEndpoints } from '../../src/loader/load.ts';
 import { BE_ACTIVE, BE_F_LOCAL, BE_TERMINATING } from '../../src/maps/backends.ts';
 import { SVC_F_WILDCARD } from '../../src/maps/services.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
-import { endpoint, ip, service, servicePort } from './harness.ts';
+import { endpoint, ip, service, servicePort, loaderOf } from './harness.ts';
 
 const VIP = ip('10.96.0.10');
 
@@ -46,7 +46,7 @@ describe('dpLoadServices', () => {
   });
 
   it('writes master, slots, wildcard, backends and reverse NAT for ready endpoints only', () => {
-    dpLoadServices(dp, [web()]);
+    loaderOf(dp).load([web()]);
     const m = dp.svc.lookup(VIP, 80, 6, 0);
     expect(dp.svc.count(m)).toBe(2);
     expect(slots(dp, VIP, 80, 6)).toEqual(['10.244.1.5:8080', '10.244.2.5:8080']);
@@ -60,7 +60,7 @@ describe('dpLoadServices', () => {
 
   it('gives backends ids below 2^31 (small integers on the per-packet path)', () => {
     const eps = Array.from({ length: 64 }, (_, k) => endpoint(`10.244.${k >> 4}.${k}:8080`));
-    dpLoadServices(dp, [servicePort(service('many', '10.96.0.10'), 80, 'TCP', eps, 'http')]);
+    loaderOf(dp).load([servicePort(service('many', '10.96.0.10'), 80, 'TCP', eps, 'http')]);
     const ids: number[] = [];
     for (let b = dp.be.next(0); b >= 0; b = dp.be.next(b + 1)) ids.push(dp.be.idOf(b));
     expect(ids.length).toBe(64);
@@ -74,11 +74,11 @@ describe('dpLoadServices', () => {
       endpoint('10.244.2.5:8080', { ready: false, serving: false, terminating: true }),
     ];
     expect(eligibleEndpoints(eps).list.map((e) => e.ip)).toEqual(['10.244.1.5']);
-    dpLoadServices(dp, [servicePort(service('web', '10.96.0.10'), 80, 'TCP', eps)]);
+    loaderOf(dp).load([servicePort(service('web', '10.96.0.10'), 80, 'TCP', eps)]);
     expect(slots(dp, VIP, 80, 6)).toEqual(['10.244.1.5:8080']);
     const b = dp.be.lookup(dp.svc.backendId(dp.svc.lookup(VIP, 80, 6, 1)));
     expect(dp.be.state(b)).toBe(BE_TERMINATING);
-    dpLoadServices(dp, [web()]);
+    loaderOf(dp).load([web()]);
     expect(dp.be.state(dp.be.lookup(dp.svc.backendId(dp.svc.lookup(VIP, 80, 6, 1))))).toBe(
       BE_ACTIVE,
     );
@@ -93,7 +93,7 @@ describe('dpLoadServices', () => {
       'TCP',
       [endpoint('10.244.1.5:80')],
     );
-    dpLoadServices(dp, [headless, ext, dual]);
+    loaderOf(dp).load([headless, ext, dual]);
     expect(dp.svc.size).toBe(3); // only d: master, slot, wildcard
     expect(dp.svc.lookup(ip('10.96.0.11'), 80, 6, 0)).toBeGreaterThanOrEqual(0);
   });
@@ -102,17 +102,17 @@ describe('dpLoadServices', () => {
     const others = Array.from({ length: 50 }, (_, k) =>
       servicePort(service(`s${k}`, `10.96.1.${k}`), 80, 'TCP', [endpoint(`10.244.9.${k}:80`)]),
     );
-    dpLoadServices(dp, [web(), ...others]);
+    loaderOf(dp).load([web(), ...others]);
     const ids = () => {
       const m = dp.svc.lookup(VIP, 80, 6, 0);
       return [dp.svc.revNat(m), dp.svc.backendId(dp.svc.lookup(VIP, 80, 6, 1))];
     };
     const first = ids();
     const dp2 = createDatapath();
-    dpLoadServices(dp2, [...others].reverse().concat([web()]));
+    loaderOf(dp2).load([...others].reverse().concat([web()]));
     const m2 = dp2.svc.lookup(VIP, 80, 6, 0);
     expect([dp2.svc.revNat(m2), dp2.svc.backendId(dp2.svc.lookup(VIP, 80, 6, 1))]).toEqual(first);
-    dpLoadServices(dp, [web()]); // the others leave: ids of web unchanged
+    loaderOf(dp).load([web()]); // the others leave: ids of web unchanged
     expect(ids()).toEqual(first);
   });
 
@@ -123,7 +123,7 @@ describe('dpLoadServices', () => {
         endpoint(`10.245.${k >>> 8}.${k & 255}:80`),
       ]),
     );
-    dpLoadServices(dp, many);
+    loaderOf(dp).load(many);
     const revNats = new Set<number>();
     const backends = new Set<number>();
     for (let k = 0; k < 3000; k++) {
@@ -139,9 +139,9 @@ describe('dpLoadServices', () => {
 
   it('removes leftovers: shrunk slots, vanished services, their wildcard, backends, revNAT', () => {
     const dns = servicePort(service('dns', '10.96.0.53'), 53, 'UDP', [endpoint('10.244.3.7:53')]);
-    dpLoadServices(dp, [web(['10.244.1.5:8080', '10.244.2.5:8080', '10.244.4.5:8080']), dns]);
+    loaderOf(dp).load([web(['10.244.1.5:8080', '10.244.2.5:8080', '10.244.4.5:8080']), dns]);
     expect(dp.svc.size).toBe(5 + 3);
-    const stats = dpLoadServices(dp, [web(['10.244.2.5:8080'])]);
+    const stats = loaderOf(dp).load([web(['10.244.2.5:8080'])]);
     expect(stats).toEqual({ frontends: 1, backends: 1, vips: 1, removed: 1, written: 1 });
     expect(slots(dp, VIP, 80, 6)).toEqual(['10.244.2.5:8080']);
     expect(dp.svc.lookup(VIP, 80, 6, 2)).toBe(-1);
@@ -156,7 +156,7 @@ describe('dpLoadServices', () => {
       endpoint('10.244.1.5:80', { nodeName: 'n1' }),
       endpoint('10.244.2.5:80', { nodeName: 'n2' }),
     ];
-    dpLoadServices(dp, [servicePort(service('w', '10.96.0.10'), 80, 'TCP', eps)], {
+    loaderOf(dp).load([servicePort(service('w', '10.96.0.10'), 80, 'TCP', eps)], {
       nodeName: 'n1',
     });
     const flags = [1, 2].map((s) =>
@@ -166,7 +166,7 @@ describe('dpLoadServices', () => {
   });
 
   it('rejects a bad address naming service and field, and leaves the maps as they were', () => {
-    dpLoadServices(dp, [web()]);
+    loaderOf(dp).load([web()]);
     const before = [dp.svc.size, dp.be.size, dp.revnat.size];
     const bad = servicePort(
       service('broken', '10.96.0.300', { origin: { file: 'svc.yaml', doc: 2 } }),
@@ -174,13 +174,13 @@ describe('dpLoadServices', () => {
       'TCP',
       [],
     );
-    expect(() => dpLoadServices(dp, [bad])).toThrow(
+    expect(() => loaderOf(dp).load([bad])).toThrow(
       /svc\.yaml: Service default\/broken port 80: spec\.clusterIPs\[0\]/,
     );
     const badEp = servicePort(service('ep', '10.96.0.12'), 80, 'TCP', [
       endpoint('10.244.1.256:80'),
     ]);
-    expect(() => dpLoadServices(dp, [badEp])).toThrow(/default\/ep.*endpoint 10\.244\.1\.256/);
+    expect(() => loaderOf(dp).load([badEp])).toThrow(/default\/ep.*endpoint 10\.244\.1\.256/);
     expect([dp.svc.size, dp.be.size, dp.revnat.size]).toEqual(before);
     expect(slots(dp, VIP, 80, 6)).toEqual(['10.244.1.5:8080', '10.244.2.5:8080']);
   });
@@ -188,13 +188,13 @@ describe('dpLoadServices', () => {
   it('rejects two services claiming the same VIP:port/protocol', () => {
     const a = servicePort(service('a', '10.96.0.10'), 80, 'TCP', []);
     const b = servicePort(service('b', '10.96.0.10'), 80, 'TCP', []);
-    expect(() => dpLoadServices(dp, [a, b])).toThrow(/10\.96\.0\.10:80\/TCP/);
+    expect(() => loaderOf(dp).load([a, b])).toThrow(/10\.96\.0\.10:80\/TCP/);
   });
 
   it('refuses a load that cannot fit the service map before writing anything', () => {
     const small = createDatapath({ svcCapacity: 4 });
     expect(() =>
-      dpLoadServices(small, [
+      loaderOf(small).load([
         web(['10.244.1.5:80', '10.244.2.5:80', '10.244.4.5:80', '10.244.5.5:80']),
       ]),
     ).toThrow(/service map entries needed/);

@@ -7,7 +7,6 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
 import {
   PASS_NON_FIRST_FRAGMENT,
@@ -29,6 +28,7 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from './harness.ts';
 
 const VIP = '10.96.0.10';
@@ -59,7 +59,7 @@ describe('malformed packets', () => {
   let dp: Datapath;
   beforeEach(() => {
     dp = createDatapath();
-    dpLoadServices(dp, [
+    loaderOf(dp).load([
       servicePort(service('web', VIP), 80, 'TCP', [endpoint('10.244.2.5:8080')], 'http'),
       servicePort(service('dns', '10.96.0.53'), 53, 'UDP', [endpoint('10.244.3.7:53')], 'dns'),
     ]);

@@ -17,7 +17,6 @@
 //     flow.
 
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { V_TX } from '../../src/datapath/state/verdict.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
 import { l4FillCsum } from '../../src/wire/checksum.ts';
@@ -39,6 +38,7 @@ import {
   servicePort,
   TCP,
   UDP,
+  loaderOf,
 } from './harness.ts';
 
 /**
@@ -126,7 +126,7 @@ export function mixedDatapath(seed: number, ctCapacity: number, addrs: ExtAddrs)
     lbPort,
     servicePort(service('empty', '10.96.0.14'), 80, 'TCP', []),
   );
-  dpLoadServices(dp, ports, { nodeName: 'node1' });
+  loaderOf(dp).load(ports, { nodeName: 'node1' });
   return dp;
 }
 

@@ -7,7 +7,6 @@
 //   client 172.30.0.100 (outside the cluster)
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { nat4GcStep, nat4SnatOf } from '../../src/datapath/stages/nat.ts';
 import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import type { Service } from '../../src/model.ts';
@@ -24,6 +23,7 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from './harness.ts';
 
 const NODE = '172.30.0.11';
@@ -55,7 +55,7 @@ function load(
   );
   const rsp = servicePort(svc, 80, proto, eps, 'http');
   rsp.port.nodePort = 30080;
-  dpLoadServices(dp, [rsp], { nodeName: 'node1' });
+  loaderOf(dp).load([rsp], { nodeName: 'node1' });
 }
 
 function sportOf(p: Uint8Array): number {
@@ -314,7 +314,7 @@ describe('LoadBalancer and externalIPs', () => {
   it('removes the external frontends when the service goes', () => {
     const dp = makeDp();
     load(dp, [REMOTE_POD], { type: 'LoadBalancer', loadBalancerIPs: [LB] });
-    dpLoadServices(dp, [], { nodeName: 'node1' });
+    loaderOf(dp).load([], { nodeName: 'node1' });
     expect(dp.svc.size).toBe(0);
     expect(ip(LB)).toBeGreaterThan(0);
   });

@@ -9,7 +9,6 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import type { DatapathConfig } from '../../src/datapath/state/config.ts';
 import {
   DROP_ICMP_RATELIMIT,
@@ -29,6 +28,7 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from './harness.ts';
 
 const CLIENT = '10.244.1.10';
@@ -39,7 +39,7 @@ function setup(cfg: Partial<DatapathConfig> = {}): Datapath {
   const svc = service('idle', VIP);
   // Not ready and not terminating: not eligible, so the port has no endpoints.
   const down = endpoint('10.244.2.9:8080', { ready: false, serving: false });
-  dpLoadServices(dp, [
+  loaderOf(dp).load([
     servicePort(svc, 80, 'TCP', [down], 'http'),
     servicePort(svc, 53, 'UDP', [down], 'dns'),
   ]);
@@ -135,7 +135,7 @@ describe('reject', () => {
     dp = createDatapath();
     const svc = service('local', VIP, { internalTrafficPolicy: 'Local' });
     const elsewhere = endpoint('10.244.2.9:8080', { nodeName: 'node-b' });
-    dpLoadServices(dp, [servicePort(svc, 80, 'TCP', [elsewhere])], { nodeName: 'node-a' });
+    loaderOf(dp).load([servicePort(svc, 80, 'TCP', [elsewhere])], { nodeName: 'node-a' });
     const r = run(dp, buildTcp({ src: CLIENT, dst: VIP, sport: 41000, dport: 80, flags: SYN }));
     expect([r.verdict, r.reason]).toEqual([V_DROP, 'DROP_NO_LOCAL_ENDPOINTS']);
   });

@@ -24,7 +24,6 @@ import {
   CT_TIMEOUT_TCP_SYN_SENT,
 } from '../../src/datapath/state/ct-state.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { TX_DNAT, TX_DNAT_NEW, TX_REVNAT } from '../../src/datapath/state/reasons.ts';
 import { V_TX } from '../../src/datapath/state/verdict.ts';
 import {
@@ -39,6 +38,7 @@ import {
   service,
   servicePort,
   type TcpOpts,
+  loaderOf,
 } from './harness.ts';
 
 const CLIENT = '10.244.1.10';
@@ -49,7 +49,7 @@ const T0 = 5_000_000; // ms
 function setup(): Datapath {
   const dp = createDatapath({ seed: 1 });
   const web = service('web', VIP);
-  dpLoadServices(dp, [servicePort(web, 80, 'TCP', [endpoint(`${BACKEND}:8080`)], 'http')]);
+  loaderOf(dp).load([servicePort(web, 80, 'TCP', [endpoint(`${BACKEND}:8080`)], 'http')]);
   return dp;
 }
 

@@ -9,7 +9,6 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { CT_TIMEOUT_UDP, CT_TIMEOUT_UDP_STREAM } from '../../src/datapath/state/ct-state.ts';
 import { dpCtFlushStaleUdp, dpCtGc } from '../../src/housekeeping/ct-gc.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { V_PASS, V_TX } from '../../src/datapath/state/verdict.ts';
 import {
   buildTcp,
@@ -22,6 +21,7 @@ import {
   service,
   servicePort,
   type UdpOpts,
+  loaderOf,
 } from './harness.ts';
 
 const CLIENT = '10.244.1.10';
@@ -48,7 +48,7 @@ describe('UDP through a ClusterIP', () => {
   beforeEach(() => {
     dp = createDatapath({ seed: 7 });
     const dns = service('kube-dns', VIP, { namespace: 'kube-system' });
-    dpLoadServices(dp, [servicePort(dns, 53, 'UDP', [endpoint(`${DNS}:5353`)], 'dns')]);
+    loaderOf(dp).load([servicePort(dns, 53, 'UDP', [endpoint(`${DNS}:5353`)], 'dns')]);
   });
 
   it('DNATs the request and reverse-NATs the reply, byte-exact', () => {
@@ -108,7 +108,7 @@ describe('stale UDP flows', () => {
     const b = endpoint('10.244.4.7:53');
     const web = service('web', '10.96.0.10');
     const load = (eps: (typeof a)[]) =>
-      dpLoadServices(dp, [
+      loaderOf(dp).load([
         servicePort(dns, 53, 'UDP', eps, 'dns'),
         servicePort(web, 80, 'TCP', [endpoint('10.244.3.7:8080')]),
       ]);
@@ -125,14 +125,14 @@ describe('stale UDP flows', () => {
     expect(dp.ct.isLive(byBackend.get('10.244.3.7')!)).toBe(false);
     expect(dp.ct.isLive(byBackend.get('10.244.4.7')!)).toBe(true);
     expect(dp.ct.size).toBe(2);
-    dpLoadServices(dp, []); // the service itself goes: its remaining UDP flow too
+    loaderOf(dp).load([]); // the service itself goes: its remaining UDP flow too
     expect(dpCtFlushStaleUdp(dp)).toBe(1);
     expect(dp.ct.size).toBe(1);
   });
 
   it('dpCtGc removes expired flows incrementally', () => {
     const dp = createDatapath();
-    dpLoadServices(dp, [servicePort(service('d', VIP), 53, 'UDP', [endpoint(`${DNS}:53`)])]);
+    loaderOf(dp).load([servicePort(service('d', VIP), 53, 'UDP', [endpoint(`${DNS}:53`)])]);
     for (let p = 1; p <= 10; p++) run(dp, buildUdp(query({ sport: p })), T0);
     expect(dpCtGc(dp, T0 + 29_000, 1000)).toBe(0);
     expect(dpCtGc(dp, T0 + 30_000, 1000)).toBe(10);

@@ -6,7 +6,6 @@
 //   empty  10.96.0.20:80 has no endpoints.
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { formatCtEntry } from '../../src/inspect/ct-format.ts';
 import { formatSvcReport } from '../../src/inspect/svc-format.ts';
 import type { CtEntry, SvcReport } from '../../src/inspect/types.ts';
@@ -24,6 +23,7 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from '../datapath/harness.ts';
 
 const CLIENT = '10.244.1.10';
@@ -58,7 +58,7 @@ beforeEach(() => {
   const dnsSvc = service('dns', '10.96.0.53', { sessionAffinity: 'ClientIP' });
   const dns = servicePort(dnsSvc, 53, 'UDP', [endpoint('10.244.2.7:53')], 'dns');
   ports = [web, empty, dns];
-  dpLoadServices(dp, ports);
+  loaderOf(dp).load(ports);
 
   const c = { src: CLIENT, dst: VIP, sport: 40000, dport: 80 };
   est = dstOf(run(dp, buildTcp({ ...c, flags: SYN }), T0).pkt);
@@ -188,7 +188,7 @@ describe('svc', () => {
   it('counts a flow only under the service it came through (a backend shared by two)', () => {
     const same = [endpoint('10.244.2.5:8080'), endpoint('10.244.2.6:8080')];
     const web2 = servicePort(service('web2', '10.96.0.11'), 80, 'TCP', same, 'http');
-    dpLoadServices(dp, [...ports, web2]);
+    loaderOf(dp).load([...ports, web2]);
     const r = ask<SvcReport>({ cmd: 'svc' });
     const byVip = (vip: string) => r.services.find((s) => s.vip === vip)?.backends ?? [];
     expect(byVip('10.96.0.11').map((b) => b.id)).toEqual(byVip(VIP).map((b) => b.id));
@@ -206,7 +206,7 @@ describe('svc', () => {
       'http',
     );
     ports = [...ports, hi];
-    dpLoadServices(dp, ports);
+    loaderOf(dp).load(ports);
     const r = ask<SvcReport>({ cmd: 'svc' });
     const s = r.services.find((x) => x.vip === '172.30.0.10');
     expect(s?.name).toBe('default/hi:http');

@@ -6,7 +6,6 @@
 //   expect: writeBatch[TX, PASS] · write[ICMP reject] · writeBatch[PASS]
 import { describe, expect, it } from 'vitest';
 import { createDatapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import {
   AGENT_BATCHES,
   AGENT_DROP_SERVICE_CIDR_LOOP,
@@ -26,13 +25,14 @@ import {
   SYN,
   service,
   servicePort,
+  loaderOf,
 } from '../datapath/harness.ts';
 
 const CLIENT = '10.244.1.10';
 
 function setup(accept = Number.POSITIVE_INFINITY) {
   const dp = createDatapath();
-  dpLoadServices(dp, [
+  loaderOf(dp).load([
     servicePort(service('web', '10.96.0.10'), 80, 'TCP', [endpoint('10.244.1.11:8080')]),
     servicePort(service('empty', '10.96.0.20'), 80, 'TCP', []),
   ]);

@@ -9,9 +9,9 @@
 // report): topology hints (the datapath has no node zone), an internalTrafficPolicy: Local
 // service with no usable endpoint anywhere (kube-proxy REJECTs, the datapath DROPs).
 
+import { loaderOf } from '../datapath/harness.ts';
 import { describe, expect, it } from 'vitest';
 import { createDatapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { SVC_F_ITP_LOCAL } from '../../src/maps/services.ts';
 import type { Endpoint } from '../../src/model.ts';
 import { renderIptables } from '../../src/rules/iptables.ts';
@@ -50,7 +50,7 @@ function randomEndpoints(r: () => number): Endpoint[] {
 
 function datapathOutcome(model: ReturnType<typeof resolve>): string {
   const dp = createDatapath();
-  dpLoadServices(dp, model, { nodeName: testNodeName });
+  loaderOf(dp).load(model, { nodeName: testNodeName });
   const m = dp.svc.lookup(0x0a60000a, 80, 6, 0); // 10.96.0.10:80/TCP
   if (m < 0) return 'no frontend';
   const count = dp.svc.count(m);

@@ -49,28 +49,3 @@ export class NatState {
     this.rangeMask = new Int32Array(0);
   }
 }
-
-/** Install loadBalancerSourceRanges (slow world): revNat id -> list of [net, mask]. */
-export function nat4SetSourceRanges(nat: NatState, ranges: Map<number, [number, number][]>): void {
-  let total = 0;
-  for (const list of ranges.values()) total += list.length;
-  const net = new Int32Array(total);
-  const mask = new Int32Array(total);
-  const start = new Uint32Array(nat.rangeStart.length);
-  const count = new Uint16Array(nat.rangeCount.length);
-  let k = 0;
-  for (const [r, list] of ranges) {
-    start[r] = k;
-    count[r] = list.length;
-    for (const [n, m] of list) {
-      net[k] = n;
-      mask[k] = m;
-      k++;
-    }
-  }
-  // Swap whole arrays: a packet in between sees either the old or the new set.
-  nat.rangeNet = net;
-  nat.rangeMask = mask;
-  nat.rangeStart = start;
-  nat.rangeCount = count;
-}

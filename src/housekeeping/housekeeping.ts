@@ -1,0 +1,104 @@
+// Housekeeping: every periodic task on the datapath's maps, behind one entry point the agent
+// calls from one timer (slow world, between packet batches on the packet loop's thread, so each
+// task is bounded per tick):
+//
+//   every tick (100 ms)   conntrack expiry, adaptive and bounded (ct-gc.ts, Cilium's scheme);
+//                         deleted flows release their lc/wlc/sed/nq connection counts first;
+//                         the rate-limited "table full" line
+//   every second          session-affinity entries idle past their service's timeout;
+//                         SNAT entries of flows conntrack no longer has (nat4GcStep)
+//   every 10 s            lc/wlc/sed/nq connection counts rebuilt from conntrack (repairs
+//                         counts of flows deleted by anyone who did not release them)
+//
+// The periods are fixed here; the conntrack GC's schedule comes from the --ct-gc-* flags.
+
+import { lb4ConnActive, lb4ConnRelease } from '../datapath/stages/lb.ts';
+import { ct4Expired } from '../datapath/stages/ct.ts';
+import { nat4GcStep } from '../datapath/stages/nat.ts';
+import type { Datapath } from '../datapath/state/datapath.ts';
+import type { DpLoader } from '../loader/load.ts';
+import { CtFullLog, type CtGcConfig, CtGcScheduler } from './ct-gc.ts';
+
+/** Affinity and SNAT GC period, ms. */
+export const HK_AFFINITY_SNAT_MS = 1000;
+/** SNAT entries examined per affinity/SNAT run (bounded work per tick). */
+export const HK_SNAT_BATCH = 65536;
+/** lc/wlc/sed/nq connection counts rebuilt from conntrack this often (repairs missed events). */
+export const HK_CONN_RECOUNT_MS = 10_000;
+
+/** Minimal logger housekeeping needs (pino fits). */
+export interface HousekeepingLog {
+  warn(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+}
+
+const quiet: HousekeepingLog = { warn() {}, debug() {} };
+
+export class Housekeeping {
+  readonly ctGc: CtGcScheduler;
+  private readonly full: CtFullLog;
+  private nextAffinityMs: number;
+  private nextRecountMs: number;
+
+  constructor(
+    private readonly dp: Datapath,
+    private readonly loader: DpLoader,
+    gc: Partial<CtGcConfig> = {},
+    nowMs = 0,
+    private readonly log: HousekeepingLog = quiet,
+  ) {
+    this.ctGc = new CtGcScheduler(dp, gc, nowMs, (i) => lb4ConnRelease(dp, i));
+    this.full = new CtFullLog(dp);
+    this.nextAffinityMs = nowMs + HK_AFFINITY_SNAT_MS;
+    this.nextRecountMs = nowMs + HK_CONN_RECOUNT_MS;
+  }
+
+  /** How often the caller should call tick(). */
+  get tickMs(): number {
+    return this.ctGc.cfg.tickMs;
+  }
+
+  /** Run whatever is due at nowMs. */
+  tick(nowMs: number): void {
+    const dp = this.dp;
+    const passes = this.ctGc.stats.passes;
+    this.ctGc.tick(nowMs);
+    if (this.ctGc.stats.passes !== passes)
+      this.log.debug({ ...this.ctGc.stats }, 'conntrack GC pass');
+    const dropped = this.full.check(nowMs);
+    if (dropped > 0) {
+      this.log.warn({ table: 'conntrack', max: dp.ct.capacity, dropped }, CtFullLog.MESSAGE);
+    }
+    const nowSec = Math.floor(nowMs / 1000);
+    if (nowMs >= this.nextAffinityMs) {
+      this.nextAffinityMs = nowMs + HK_AFFINITY_SNAT_MS;
+      dpAffinityGc(dp, this.loader, nowSec);
+      nat4GcStep(dp, HK_SNAT_BATCH, nowSec);
+    }
+    if (nowMs >= this.nextRecountMs) {
+      this.nextRecountMs = nowMs + HK_CONN_RECOUNT_MS;
+      dpConnRecount(dp, nowSec);
+    }
+  }
+}
+
+/** Remove affinity entries idle longer than their service's timeout. Returns how many. */
+export function dpAffinityGc(dp: Datapath, loader: DpLoader, nowSec: number): number {
+  return dp.aff.expire(nowSec, (rn) => loader.affinityTimeout(rn));
+}
+
+/**
+ * Recount lc/wlc/sed/nq connection counts from conntrack (live, unexpired flows): repairs
+ * counts of flows deleted without lb4ConnRelease. O(flows). Returns the flows counted.
+ */
+export function dpConnRecount(dp: Datapath, nowSec: number): number {
+  dp.sched.resetCounts();
+  const ct = dp.ct;
+  let n = 0;
+  for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {
+    if (ct4Expired(ct, i, nowSec)) continue;
+    const a = lb4ConnActive(ct.proto(i), ct.flags(i));
+    if (dp.sched.connAdjust(ct.revNat(i), ct.backendId(i), a, 1 - a)) n++;
+  }
+  return n;
+}
