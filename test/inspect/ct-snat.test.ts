@@ -6,12 +6,20 @@
 //        ─▶ DNAT 10.244.2.2:8080, SNAT 172.30.0.11:<61440..62463>
 import { describe, expect, it } from 'vitest';
 import { createDatapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import { formatCtEntry } from '../../src/inspect/ct-format.ts';
 import type { CtEntry } from '../../src/inspect/types.ts';
 import { inspectAnswer } from '../../src/node/inspect.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
-import { buildTcp, endpoint, get16, run, SYN, service, servicePort } from '../datapath/harness.ts';
+import {
+  buildTcp,
+  endpoint,
+  get16,
+  loaderOf,
+  run,
+  SYN,
+  service,
+  servicePort,
+} from '../datapath/harness.ts';
 
 const NODE = '172.30.0.11';
 const CLIENT = '172.30.0.100';
@@ -33,7 +41,7 @@ function setup() {
     'http',
   );
   rsp.port.nodePort = 30080;
-  dpLoadServices(dp, [rsp], { nodeName: 'node1' });
+  loaderOf(dp).load([rsp], { nodeName: 'node1' });
   const ask = (req: Record<string, unknown>) =>
     inspectAnswer(dp, req, 1000, [rsp]) as { entries: CtEntry[] };
   return { dp, ask };
