@@ -33,6 +33,7 @@ interface RunFlags {
   batch: string;
   watchdog: boolean;
   cleanupKubeProxy?: boolean;
+  offload: boolean;
   logLevel: string;
   ctMax?: string;
   ctDropInvalid?: boolean;
@@ -74,6 +75,10 @@ export function register(program: Command): void {
     .option('--pod-ifaces <list>', 'comma-separated pod interfaces (default: found by route)')
     .option('--pod-rescan-ms <ms>', 'look for new pod interfaces this often (0: never)', '2000')
     .option('--batch <n>', 'packets per TUN read batch', '64')
+    .option(
+      '--no-offload',
+      'no TUN offloads: every packet read and written at MTU size, checksums complete',
+    )
     .option('--no-watchdog', 'no fail-open watchdog: if the agent dies, pod traffic is dropped')
     .option(
       '--cleanup-kube-proxy',
@@ -141,6 +146,7 @@ export function toOptions(f: RunFlags): AgentOptions {
     batch: Number(f.batch),
     watchdog: f.watchdog,
     cleanupKubeProxy: f.cleanupKubeProxy === true,
+    offload: f.offload,
     logLevel: f.logLevel,
     ctFlags: {
       ctMax: f.ctMax,

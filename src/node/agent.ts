@@ -163,7 +163,19 @@ async function prepareNode(opts: AgentOptions, log: Logger): Promise<TunDevice> 
   const swept = sweepStaleFilters();
   if ((recovered && !recovered.refused) || swept.length > 0)
     log.warn({ recovered, swept }, 'cleaned up after a previous run');
-  return TunDevice.open(opts.tun, { batch: opts.batch, up: true });
+  const tun = TunDevice.open(opts.tun, {
+    batch: opts.batch,
+    up: true,
+    offload: opts.offload ?? true,
+  });
+  // A refused offload is not an error: the kernel segments and checksums for us instead.
+  for (const r of tun.offload.refused) {
+    log.warn(
+      { offload: r.name, errno: r.errno },
+      'TUN offload refused by the kernel; falling back',
+    );
+  }
+  return tun;
 }
 
 export class NodeAgent {
@@ -188,7 +200,9 @@ export class NodeAgent {
     readonly cp: ControlPlane,
   ) {
     this.statePath = statePathFor(opts.ctlSocket);
-    this.loop = createPacketLoop(dp, tun, net.serviceCidr, opts.batch, () => this.nowMs());
+    this.loop = createPacketLoop(dp, tun, net.serviceCidr, opts.batch, () => this.nowMs(), {
+      vnet: tun.vnetHdr,
+    });
     tun.onBatch(this.loop.handle);
     tun.onError((err) => log.error({ err: err.message }, 'TUN read failed; no more packets'));
     this.watchdog = opts.watchdog ? Watchdog.start() : undefined;
@@ -273,6 +287,7 @@ export class NodeAgent {
       counters: reasonTable(this.dp),
       agent: agentTable(this.loop.counters),
       tun: this.tun.stats,
+      offload: this.tun.offloadCounters(),
       ctInvalid: this.dp.ctInvalid,
     };
   }

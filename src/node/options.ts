@@ -44,6 +44,11 @@ export interface AgentOptions {
   watchdog: boolean;
   /** kube-proxy's rules found at start are removed instead of refusing to start */
   cleanupKubeProxy?: boolean;
+  /**
+   * TUN offloads (src/tun/tun.ts): partial checksums and GSO super-packets read and written
+   * whole; default on. false: `--no-offload`.
+   */
+  offload?: boolean;
   logLevel: string;
   /** --ct-max, --ct-timeout, --ct-drop-invalid, --ct-gc-* (parsed by ct-flags.ts parseCtRunFlags) */
   ctFlags?: CtRunFlags;

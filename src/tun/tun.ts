@@ -8,6 +8,12 @@
 // Writes: writeBatch writes n packets in one native call and returns how many the kernel took;
 // refusals (EINVAL for a non-IP packet, say) are counted in stats, never thrown.
 //
+// Offloads (`opts.offload`, implies the vnet header): TUNSETOFFLOAD declares what this reader
+// accepts — partial checksums, TCP and UDP GSO super-packets up to 64 KiB — and the kernel answers
+// EINVAL for any bit it refuses, so the flags are asked for one step at a time (OFFLOAD_STEPS):
+// a refused step is left out and named in `offload.refused` (the agent logs and counts it), the
+// steps before it stay. Packets then carry a virtio_net_hdr (src/wire/virtio.ts) both ways.
+//
 // Address, MTU and link state: `opts.mtu` / `opts.up` use SIOCSIFMTU / SIOCSIFFLAGS from the
 // addon; addresses and routes are left to `ip` (the agent and the lab run it anyway).
 import { createRequire } from 'node:module';
@@ -22,6 +28,7 @@ interface NativeQueue {
 
 interface NativeAddon {
   open(name: string, flags: number): { fd: number; name: string };
+  setOffload(fd: number, flags: number): number;
   setPersist(fd: number, on: boolean): void;
   setMtu(ifname: string, mtu: number): void;
   setUp(ifname: string, up: boolean): void;
@@ -40,6 +47,41 @@ interface NativeAddon {
 const OPEN_MULTI_QUEUE = 1;
 const OPEN_VNET_HDR = 2;
 const OPEN_PERSIST = 4;
+
+// TUNSETOFFLOAD bits (include/uapi/linux/if_tun.h).
+export const TUN_F_CSUM = 0x01;
+export const TUN_F_TSO4 = 0x02;
+export const TUN_F_TSO6 = 0x04;
+export const TUN_F_TSO_ECN = 0x08;
+export const TUN_F_USO4 = 0x20;
+export const TUN_F_USO6 = 0x40;
+
+export interface OffloadStep {
+  readonly name: string;
+  readonly bits: number;
+}
+
+/**
+ * What we ask for, in order; each step adds its bits to those the kernel took so far. Checksum
+ * first: tun.c ignores every GSO bit without it. TSO_ECN rides with TSO4 (ECN-marked flows stay
+ * offloaded; src/wire/virtio.ts accepts the ECN bit). USO only as the pair tun.c accepts (Linux
+ * >= 6.2); a UDP_L4 packet is IPv4 here, the IPv6 half is never produced on an IPv4-only device.
+ * TSO6 is not asked for: the datapath is IPv4 only.
+ */
+export const OFFLOAD_STEPS: readonly OffloadStep[] = [
+  { name: 'csum', bits: TUN_F_CSUM },
+  { name: 'tso4', bits: TUN_F_TSO4 | TUN_F_TSO_ECN },
+  { name: 'uso4', bits: TUN_F_USO4 | TUN_F_USO6 },
+];
+
+export interface OffloadResult {
+  /** TUNSETOFFLOAD bits in force */
+  readonly flags: number;
+  /** names of the steps in force */
+  readonly enabled: readonly string[];
+  /** steps the kernel refused, with its errno */
+  readonly refused: readonly { name: string; errno: number }[];
+}
 
 /** Stats slots, in the order of `enum Stat` in tun.cc. */
 const STAT_NAMES = [
@@ -71,6 +113,11 @@ export interface TunOpenOptions {
   batch?: number;
   /** Bytes of the shared receive buffer (default: enough for `batch` MTU-sized packets). */
   bufferSize?: number;
+  /**
+   * Ask for offloads (TUNSETOFFLOAD, probed step by step; implies `vnetHdr`). `steps` replaces
+   * OFFLOAD_STEPS (tests add a bit the kernel refuses to watch the fallback).
+   */
+  offload?: boolean | { steps: readonly OffloadStep[] };
 }
 
 /** Per batch: packet i is buf[offs[i] .. offs[i] + lens[i]), for i < n. */
@@ -82,6 +129,31 @@ export type TunBatchHandler = (
 ) => void;
 
 const READ_ROOM = 65536 + 64; // tun.cc kReadRoom: the addon never offers a read less than this
+/** With offloads, the default receive buffer holds this many maximal reads (~0.5 MiB). */
+const OFFLOAD_READS = 8;
+
+/** TUNSETOFFLOAD step by step: a refused step is skipped, named, and the rest still tried. */
+function probeOffloads(native: NativeAddon, fd: number, steps: readonly OffloadStep[]) {
+  let flags = 0;
+  const enabled: string[] = [];
+  const refused: { name: string; errno: number }[] = [];
+  for (const step of steps) {
+    // the first step is the checksum offload: without it no GSO bit means anything
+    if (enabled.length === 0 && refused.length > 0) {
+      refused.push({ name: step.name, errno: 0 });
+      continue;
+    }
+    // tun.c checks every bit before it changes anything: a refusal leaves `flags` in force
+    const errno = native.setOffload(fd, flags | step.bits);
+    if (errno === 0) {
+      flags |= step.bits;
+      enabled.push(step.name);
+    } else {
+      refused.push({ name: step.name, errno });
+    }
+  }
+  return { flags, enabled, refused };
+}
 
 let addon: NativeAddon | undefined;
 
@@ -112,6 +184,10 @@ export class TunDevice {
   private handler: TunBatchHandler | undefined;
   private errorHandler: ((err: Error) => void) | undefined;
   private closed = false;
+  /** offloads in force (all empty without `offload`) */
+  offload: OffloadResult = { flags: 0, enabled: [], refused: [] };
+  /** every read and write carries a virtio_net_hdr */
+  vnetHdr = false;
 
   private constructor(native: NativeAddon, fd: number, name: string, batch: number, size: number) {
     this.native = native;
@@ -143,14 +219,21 @@ export class TunDevice {
     if (!Number.isInteger(batch) || batch < 1 || batch > 65536) {
       throw new RangeError(`TunDevice.open: batch must be 1..65536, got ${batch}`);
     }
-    // Room for `batch` full-MTU packets, and always at least one maximal read.
-    const size = Math.max(opts.bufferSize ?? 0, READ_ROOM + (batch - 1) * 2048, READ_ROOM);
+    // Room for `batch` full-MTU packets, and always at least one maximal read; with offloads
+    // reads are up to 64 KiB super-packets: room for several before a batch is cut short.
+    const floor = opts.offload ? OFFLOAD_READS * READ_ROOM : READ_ROOM;
+    const size = Math.max(opts.bufferSize ?? 0, READ_ROOM + (batch - 1) * 2048, floor);
     let flags = 0;
     if (opts.multiQueue) flags |= OPEN_MULTI_QUEUE;
-    if (opts.vnetHdr) flags |= OPEN_VNET_HDR;
+    if (opts.vnetHdr || opts.offload) flags |= OPEN_VNET_HDR;
     if (opts.persist) flags |= OPEN_PERSIST;
     const { fd, name: real } = native.open(name, flags);
     const dev = new TunDevice(native, fd, real, batch, size);
+    dev.vnetHdr = (flags & OPEN_VNET_HDR) !== 0;
+    if (opts.offload) {
+      const steps = opts.offload === true ? OFFLOAD_STEPS : opts.offload.steps;
+      dev.offload = probeOffloads(native, fd, steps);
+    }
     try {
       if (opts.mtu !== undefined) native.setMtu(real, opts.mtu);
       if (opts.up) native.setUp(real, true);
@@ -207,6 +290,21 @@ export class TunDevice {
 
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /**
+   * Per offload step: 1 in force, and a refusal counter (`<name>Refused`) — how often the kernel
+   * said no to it (once per open; a restart shows again).
+   */
+  offloadCounters(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const s of OFFLOAD_STEPS) {
+      out[s.name] = this.offload.enabled.includes(s.name) ? 1 : 0;
+      out[`${s.name}Refused`] = 0;
+    }
+    for (const r of this.offload.refused)
+      out[`${r.name}Refused`] = (out[`${r.name}Refused`] ?? 0) + 1;
+    return out;
   }
 
   get stats(): TunStats {

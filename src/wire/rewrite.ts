@@ -15,7 +15,7 @@
 // as 0xFFFF, exactly what a full recompute would store. Never throws, never allocates.
 
 import { read16, read32s, write16, write32 } from './bytes.ts';
-import { csumReplace16, csumReplace32 } from './checksum.ts';
+import { csumPartialReplace32, csumReplace16, csumReplace32 } from './checksum.ts';
 
 const IP_FLAGS_FRAG = 6;
 const IP_PROTO = 9;
@@ -221,4 +221,34 @@ export function icmpErrRewriteInnerEchoId(buf: Uint8Array, ipOff: number, id: nu
   if (old === id) return;
   icmpPut16(buf, icmp, l4 + ICMP_ECHO_ID, id);
   icmpPut16(buf, icmp, l4 + ICMP_CSUM, csumReplace16(read16(buf, l4 + ICMP_CSUM), old, id));
+}
+
+// ---- partial checksums (virtio NEEDS_CSUM) ---------------------------------------------------
+//
+// A packet read from a TUN with offloads may carry a partial L4 checksum: the field holds the
+// folded, NOT complemented sum of the pseudo-header only; the kernel (or the NIC) adds the
+// segment and complements when it finishes the packet — per segment, for a GSO super-packet.
+// So for a NAT rewrite of such a packet:
+//   - an address change enters the pseudo-header: seed' = fold(seed + ~m + m') — eqn 3 without
+//     the outer complements (csumPartialReplace32), and never the UDP zero rule;
+//   - a port change needs nothing: ports are in the segment, which the seed does not cover.
+// The rewrites above assume a full checksum, so the caller keeps the seed and the addresses the
+// packet came with and, after the program's rewrites, stores the seed derived here: one
+// correction for whatever combination of DNAT / SNAT / reverse NAT the program applied.
+
+/**
+ * Store into the checksum field at `csumAt` the partial sum `seed` the packet at `ipOff` came
+ * with, updated for its source and destination now differing from `oldSrc` / `oldDst`.
+ */
+export function l4PartialCsumAfterNat(
+  buf: Uint8Array,
+  ipOff: number,
+  csumAt: number,
+  seed: number,
+  oldSrc: number,
+  oldDst: number,
+): void {
+  let s = csumPartialReplace32(seed, oldSrc | 0, read32s(buf, ipOff + IP_SADDR));
+  s = csumPartialReplace32(s, oldDst | 0, read32s(buf, ipOff + IP_DADDR));
+  write16(buf, csumAt, s);
 }
