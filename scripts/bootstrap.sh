@@ -35,6 +35,7 @@ declare -A pkgs=(
 if [ "${1:-}" = "--test" ]; then
   pkgs[chromium]=/usr/bin/chromium
   pkgs[vagrant]=/usr/bin/vagrant
+  pkgs[ethtool]=/usr/sbin/ethtool  # test/lab/offload.test.ts: software segmentation on a veth
 fi
 # The VM lab (docs/vagrant.md) and its test stage: libvirt + QEMU, vagrant-libvirt, and what
 # scripts/box-build.sh makes the box with. `--test` includes them (CI runs the VM stage).

@@ -42,11 +42,11 @@ export function register(program: Command): void {
         .choices(LAB_MODES as LabMode[])
         .default('kubetun'),
     )
-    .action((o: { topology: string; mode: LabMode }) =>
-      guarded(
-        'up',
-        async () => void (await labUp({ topology: o.topology, mode: o.mode, progress })),
-      ),
+    .option('--no-offload', 'kubetun mode: agents without TUN offloads (kubetun run --no-offload)')
+    .action((o: { topology: string; mode: LabMode; offload: boolean }) =>
+      guarded('up', async () => {
+        await labUp({ topology: o.topology, mode: o.mode, noOffload: !o.offload, progress });
+      }),
     );
 
   lab

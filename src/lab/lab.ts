@@ -40,6 +40,8 @@ const quiet: Progress = () => {};
 export interface UpOptions {
   topology?: string;
   mode?: LabMode;
+  /** kubetun mode: the agents run without TUN offloads (`kubetun run --no-offload`) */
+  noOffload?: boolean;
   progress?: Progress;
 }
 
@@ -61,6 +63,7 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
     prev.topologyFile === t.file &&
     prev.topologyHash === t.hash &&
     prev.mode === mode &&
+    (prev.noOffload ?? false) === (opts.noOffload ?? false) &&
     labHealthy(prev)
   ) {
     say(`lab is already up (${t.nodes.length} nodes, mode ${mode}); nothing to do`);
@@ -76,6 +79,7 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
     topologyFile: t.file,
     topologyHash: t.hash,
     mode,
+    noOffload: opts.noOffload,
     phase: 'building',
     createdAt: new Date().toISOString(),
     namespaces: labNamespaces(t),
@@ -111,7 +115,8 @@ async function build(t: Topology, state: LabState, say: Progress): Promise<void>
 
 export async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {
   const agents = t.nodes.map((n) => {
-    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n));
+    const extra = state.noOffload ? ['--no-offload'] : [];
+    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n), extra);
     say(`kubetun on ${n.name}: ${p.argv.slice(1).join(' ')}`);
     return remember(state, p);
   });

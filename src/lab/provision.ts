@@ -88,10 +88,16 @@ export async function startPodServers(
 }
 
 /** Starts `kubetun run` on the node: in its namespace, or in this process's own. */
-export function startAgent(t: Topology, n: LabNode, at: NodeTarget, ctlSocket: string): LabProcess {
+export function startAgent(
+  t: Topology,
+  n: LabNode,
+  at: NodeTarget,
+  ctlSocket: string,
+  extra: string[] = [],
+): LabProcess {
   mkdirSync(dirname(ctlSocket), { recursive: true });
   rmSync(ctlSocket, { force: true });
-  const argv = kubetunArgv(t, n, at.uplink, ctlSocket);
+  const argv = kubetunArgv(t, n, at.uplink, ctlSocket).concat(extra);
   const log = freshLog(`kubetun-${n.name}.log`);
   const p =
     at.ns === undefined

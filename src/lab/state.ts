@@ -45,6 +45,8 @@ export interface LabState {
   /** sha256 of the topology file's text: an edited topology means a rebuild, not a no-op */
   topologyHash: string;
   mode: LabMode;
+  /** the agents were started with --no-offload */
+  noOffload?: boolean;
   /** 'building' until lab up finished; a crash leaves it there */
   phase: 'building' | 'up';
   createdAt: string;
