@@ -93,6 +93,8 @@ export async function connLatency(
 export interface Throughput {
   gbps: number;
   retransmits: number;
+  /** bytes the receiver got */
+  bytes: number;
 }
 
 /** One TCP stream, client → server, for `seconds`; the receiver's figure. */
@@ -101,12 +103,16 @@ export async function iperf(ns: string, ip: string, port: number, seconds: numbe
   const out = await nsRun(ns, argv, (seconds + 20) * 1000);
   const j = JSON.parse(out) as {
     error?: string;
-    end?: { sum_received?: { bits_per_second: number }; sum_sent?: { retransmits?: number } };
+    end?: {
+      sum_received?: { bits_per_second: number; bytes: number };
+      sum_sent?: { retransmits?: number };
+    };
   };
   if (j.error || !j.end?.sum_received) throw new Error(`iperf3 to ${ip}:${port}: ${j.error}`);
   return {
     gbps: j.end.sum_received.bits_per_second / 1e9,
     retransmits: j.end.sum_sent?.retransmits ?? 0,
+    bytes: j.end.sum_received.bytes,
   } satisfies Throughput;
 }
 
@@ -135,11 +141,13 @@ export async function udpFlood(
   sink: { ns: string; port: number },
   count: number,
   during?: () => Promise<void>,
+  pps = 0,
 ): Promise<Flood> {
   const s = new NsProcess(sink.ns, [bin, 'sink', String(sink.port), '1000']);
   try {
     await s.waitFor(/ready/, 5000);
-    const out = await nsRun(from.ns, [bin, 'send', from.ip, String(from.port), String(count)]);
+    const argv = [bin, 'send', from.ip, String(from.port), String(count), '64', String(pps)];
+    const out = await nsRun(from.ns, argv);
     const sent = JSON.parse(out.trim()) as { sent: number; sec: number };
     await during?.();
     await Promise.race([s.wait(), new Promise((r) => setTimeout(r, 5000))]);
@@ -154,6 +162,27 @@ export async function udpFlood(
   } finally {
     await s.stop();
   }
+}
+
+/** Busy CPU time of the whole machine (all cores: user, nice, system, irq, softirq), seconds. */
+export function machineCpuSec(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
+  // cpu user nice system idle iowait irq softirq steal ...
+  const [, user, nice, system, , , irq, softirq] = f as [string, ...number[]] as number[];
+  return (user! + nice! + system! + irq! + softirq!) / 100; // USER_HZ
+}
+
+/** CPU time (user + system) of processes by pid, seconds; a vanished pid counts 0. */
+export function processCpuSec(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]); // utime, stime (fields 14, 15)
+    } catch {}
+  }
+  return ticks / 100;
 }
 
 function firstLine(argv: string[]): Promise<string> {

@@ -1,9 +1,13 @@
 /*
  * A bounded UDP flood and its sink, for packets/s through the TUN.
  *
- *   udpflood send IP PORT COUNT [SIZE]   COUNT datagrams of SIZE bytes (default 64) from one
+ *   udpflood send IP PORT COUNT [SIZE [PPS]]
+ *                                        COUNT datagrams of SIZE bytes (default 64) from one
  *                                        socket (one flow, so one conntrack entry), as fast as
- *                                        sendto goes; ENOBUFS/EAGAIN are retried, not counted.
+ *                                        sendto goes — or, with PPS > 0, paced: datagram i
+ *                                        leaves no earlier than i / PPS seconds after the
+ *                                        first (a busy wait: a sleep's wake-up is too coarse
+ *                                        at 100 kpps). ENOBUFS/EAGAIN are retried, not counted.
  *                                        Prints {"sent":n,"sec":s}.
  *   udpflood sink PORT IDLE_MS           counts datagrams until none came for IDLE_MS (after
  *                                        the first). Prints {"received":n,"sec":s} where sec
@@ -27,7 +31,7 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int flood(const char *ip, int port, long count, int size) {
+static int flood(const char *ip, int port, long count, int size, double pps) {
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
   char buf[1500];
@@ -43,6 +47,9 @@ static int flood(const char *ip, int port, long count, int size) {
   double t0 = now();
   long sent = 0;
   while (sent < count) {
+    if (pps > 0)
+      while (now() - t0 < sent / pps) {
+      }
     if (send(fd, buf, size, 0) == size) {
       sent++;
     } else if (errno == ENOBUFS || errno == EAGAIN || errno == ECONNREFUSED) {
@@ -86,8 +93,9 @@ static int sink(int port, int idle_ms) {
 
 int main(int argc, char **argv) {
   if (argc >= 5 && strcmp(argv[1], "send") == 0)
-    return flood(argv[2], atoi(argv[3]), atol(argv[4]), argc > 5 ? atoi(argv[5]) : 64);
+    return flood(argv[2], atoi(argv[3]), atol(argv[4]), argc > 5 ? atoi(argv[5]) : 64,
+                 argc > 6 ? atof(argv[6]) : 0);
   if (argc == 4 && strcmp(argv[1], "sink") == 0) return sink(atoi(argv[2]), atoi(argv[3]));
-  fprintf(stderr, "usage: udpflood send IP PORT COUNT [SIZE] | udpflood sink PORT IDLE_MS\n");
+  fprintf(stderr, "usage: udpflood send IP PORT COUNT [SIZE [PPS]] | udpflood sink PORT IDLE_MS\n");
   return 2;
 }

@@ -52,7 +52,8 @@ async function agentCounters(node: string): Promise<Record<string, number>> {
 }
 
 interface Capture {
-  /** tcpdump -vv lines of TCP segments, and those it called incorrect */
+  /** tcpdump -vv lines of the server's TCP segments (pod-a's own leave with partial
+   * checksums, which tcpdump on the sender calls incorrect), and those it called incorrect */
   tcpLines: number;
   incorrect: string[];
   /** frames whose checksums our own code verifies, of those with payload */
@@ -82,7 +83,9 @@ async function captureTransfer(file: string, n: number): Promise<Capture> {
   dump.kill('SIGINT');
   await new Promise((r) => dump.once('exit', r));
   const text = spawnSync('tcpdump', ['-vv', '-n', '-r', file], { encoding: 'utf8' }).stdout;
-  const tcpLines = text.split('\n').filter((l) => /cksum 0x[0-9a-f]+ \(/.test(l));
+  const tcpLines = text
+    .split('\n')
+    .filter((l) => l.includes('10.96.0.81.80 > ') && /cksum 0x[0-9a-f]+ \(/.test(l));
   const packets = readPcap(readFileSync(file)).packets;
   const segs = new Map<number, Uint8Array>();
   let ourValid = 0;
