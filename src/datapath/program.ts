@@ -58,7 +58,9 @@ import { V_TX } from './state/verdict.ts';
 /**
  * Process the IPv4 packet at buf[off..off+len) at time nowMs; returns V_PASS/TX/REPLY/DROP.
  * The single exit: every stage returns a reason, counted here once and turned into the verdict
- * by the reason table (reasons.ts).
+ * by the reason table (reasons.ts). A GSO super-packet (offloads, src/node/loop.ts) is processed
+ * once, as a whole: `segs` is how many packets the wire will carry for it and `extraBytes` the
+ * headers its later segments repeat, so that conntrack counts what the wire sees.
  */
 export function dpProcess(
   dp: Datapath,
@@ -66,7 +68,11 @@ export function dpProcess(
   off: number,
   len: number,
   nowMs: number,
+  segs = 1,
+  extraBytes = 0,
 ): number {
+  dp.segs = segs;
+  dp.segExtraBytes = extraBytes;
   dp.outLen = 0;
   dp.lastCtIdx = -1;
   dp.lastCtNew = 0;
@@ -99,7 +105,7 @@ function dp4Run(dp: Datapath, buf: Uint8Array, off: number, len: number): number
 /** TCP/UDP: tracked flows first (both directions), then the service table. */
 function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   const ct = dp.ct;
-  const bytes = dp.ipEnd - dp.ipOff;
+  const bytes = dp.ipEnd - dp.ipOff + dp.segExtraBytes; // as the wire will carry them
   const { proto, saddr, daddr, sport, dport, nowSec } = dp;
   let i = ct4LookupOrig(ct, proto, saddr, daddr, sport, dport, dp.tcpFlags, nowSec);
   if (i >= 0) {

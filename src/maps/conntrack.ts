@@ -348,14 +348,15 @@ export class ConntrackMap {
   bytesReply(i: number): number {
     return this.c.bytesReply[i];
   }
-  /** Count one packet of `bytes` client -> backend (u32 counters wrap). */
-  addOrig(i: number, bytes: number): void {
-    this.c.pktsOrig[i]++;
+  /** Count `pkts` packets (1; a GSO super-packet's segments) of `bytes` client -> backend (u32
+   * counters wrap). */
+  addOrig(i: number, bytes: number, pkts = 1): void {
+    this.c.pktsOrig[i] += pkts;
     this.c.bytesOrig[i] += bytes;
   }
-  /** Count one packet of `bytes` backend -> client (u32 counters wrap). */
-  addReply(i: number, bytes: number): void {
-    this.c.pktsReply[i]++;
+  /** Count `pkts` packets of `bytes` backend -> client (u32 counters wrap). */
+  addReply(i: number, bytes: number, pkts = 1): void {
+    this.c.pktsReply[i] += pkts;
     this.c.bytesReply[i] += bytes;
   }
 }

@@ -11,6 +11,7 @@
 //   - the header is validated (vnetCheck): a malformed one is dropped here with its own
 //     AGENT_DROP_VNET_* counter — the kernel would refuse it on the way back anyway;
 //   - the IP packet behind it goes to the program once, however many segments it will become;
+//     the program is told those segments (conntrack counts packets and bytes as the wire will);
 //   - a partial checksum (NEEDS_CSUM) is kept partial: the program's rewrites assume a full one,
 //     so the seed is re-derived after them from the addresses it came with (rewrite.ts);
 //   - a written-back packet keeps its own header — it passed the checks the kernel makes on a
@@ -29,6 +30,7 @@ import {
   VNET_OK,
   vnetCheck,
   vnetCsumFieldOff,
+  vnetExtraBytes,
   vnetNeedsCsum,
   vnetSegments,
   vnetZero,
@@ -135,12 +137,13 @@ export function createPacketLoop(
       counters[AGENT_GSO_PACKETS] += 1;
       counters[AGENT_GSO_SEGMENTS] += segs;
     }
-    if (!vnetNeedsCsum(buf, off)) return dpProcess(dp, buf, ip, end - ip, now);
+    const extra = segs > 1 ? vnetExtraBytes(buf, off, end) : 0;
+    if (!vnetNeedsCsum(buf, off)) return dpProcess(dp, buf, ip, end - ip, now, segs, extra);
     const csumAt = ip + vnetCsumFieldOff(buf, off);
     const seed = read16(buf, csumAt);
     const src = read32s(buf, ip + 12);
     const dst = read32s(buf, ip + 16);
-    const v = dpProcess(dp, buf, ip, end - ip, now);
+    const v = dpProcess(dp, buf, ip, end - ip, now, segs, extra);
     if (v === V_TX && (dp.proto === IPPROTO_TCP || dp.proto === IPPROTO_UDP)) {
       l4PartialCsumAfterNat(buf, ip, csumAt, seed, src, dst);
     }

@@ -19,7 +19,7 @@ import { describe, expect, it } from 'vitest';
 import type { Datapath } from '../../src/datapath/state/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
 import { dpTuneV8 } from '../../src/datapath/tune.ts';
-import { V_DROP, V_TX } from '../../src/datapath/verdict.ts';
+import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import { createPacketLoop } from '../../src/node/loop.ts';
 import type { TunDevice } from '../../src/tun/tun.ts';
 import { parseCidr } from '../../src/wire/addr.ts';

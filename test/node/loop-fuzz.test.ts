@@ -5,7 +5,7 @@
 // AGENT_DROP_VNET_* or one datapath reason), and every packet written back must carry a header
 // vnetCheck accepts — the checks the kernel makes on a write — or, for a generated one, zeros.
 import { describe, expect, it } from 'vitest';
-import { V_DROP, V_TX } from '../../src/datapath/verdict.ts';
+import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import {
   AGENT_DROP_VNET_BAD_CSUM,
   AGENT_DROP_VNET_TRUNCATED,

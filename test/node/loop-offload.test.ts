@@ -3,13 +3,13 @@
 //
 //   SYN (zero header) ──▶ DNAT, header kept
 //   TCP super-packet, 64 000 B at MSS 1448, partial checksum ──▶ DNAT once: header untouched,
-//       seed re-derived for the new addresses
+//       seed re-derived for the new addresses, conntrack counts 45 packets and the wire's bytes
 //   super-packet to a pod (no service) ──▶ written back byte for byte
 //   SYN to a VIP without endpoints ──▶ ICMP reject behind a zero header
 //   malformed headers ──▶ dropped, each counted under its own name, nothing written
 import { describe, expect, it } from 'vitest';
-import { createDatapath } from '../../src/datapath/datapath.ts';
-import { dpLoadServices } from '../../src/datapath/load.ts';
+import { createDatapath } from '../../src/datapath/state/datapath.ts';
+import { dpLoadServices } from '../../src/loader/load.ts';
 import {
   AGENT_COUNTER_NAMES,
   AGENT_GSO_PACKETS,
@@ -128,7 +128,7 @@ function counter(loop: { counters: Float64Array }, name: string): number {
 
 describe('packet loop with offloads', () => {
   it('translates a TCP super-packet once, keeps its header and a correct partial checksum', () => {
-    const { loop, writes } = setup();
+    const { dp, loop, writes } = setup();
     const syn = plain(
       buildTcp({ src: CLIENT, dst: '10.96.0.10', sport: 40000, dport: 80, flags: SYN }),
     );
@@ -148,6 +148,10 @@ describe('packet loop with offloads', () => {
     expect(wSp.subarray(ip + HDRS)).toEqual(sp.subarray(ip + HDRS));
     expect(loop.counters[AGENT_GSO_PACKETS]).toBe(1);
     expect(loop.counters[AGENT_GSO_SEGMENTS]).toBe(SEGS);
+    // conntrack: the SYN and the 45 segments the wire carries, with their headers
+    const i = dp.lastCtIdx;
+    expect(dp.ct.pktsOrig(i)).toBe(1 + SEGS);
+    expect(dp.ct.bytesOrig(i)).toBe(40 + PAYLOAD + SEGS * HDRS);
   });
 
   it('writes a super-packet no service touches back byte for byte', () => {

@@ -168,6 +168,9 @@ export function ct4Create(
 /**
  * Account one packet of `bytes` in direction `dir`, advance the TCP state and refresh the
  * lifetime. Returns 1, or 0 for an INVALID packet (then state and lifetime are unchanged).
+ * A GSO super-packet counts as the `pkts` segments the wire carries, its `bytes` with the
+ * headers they repeat; its TCP flags advance the state once, as its segments' would (SYN and
+ * RST never ride on one; FIN and PSH sit on its last segment, which ends it).
  */
 export function ct4Update(
   ct: ConntrackMap,
@@ -178,13 +181,14 @@ export function ct4Update(
   bytes: number,
   nowSec: number,
   tmo = CT_DEFAULT_TIMEOUTS,
+  pkts = 1,
 ): number {
   let flags = ct.flags(i);
   const old = flags;
   if (dir === CT_DIR_ORIG) {
-    ct.addOrig(i, bytes);
+    ct.addOrig(i, bytes, pkts);
   } else {
-    ct.addReply(i, bytes);
+    ct.addReply(i, bytes, pkts);
     flags |= CT_F_SEEN_REPLY;
   }
   if (proto === IPPROTO_TCP) {

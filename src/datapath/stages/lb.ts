@@ -135,7 +135,8 @@ export function lb4ConnRelease(dp: Datapath, i: number): void {
 export function lb4Track(dp: Datapath, i: number, dir: number, bytes: number): number {
   const ct = dp.ct;
   const f0 = ct.flags(i);
-  const ok = ct4Update(ct, i, dir, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
+  const tmo = dp.ctTimeouts;
+  const ok = ct4Update(ct, i, dir, dp.proto, dp.tcpFlags, bytes, dp.nowSec, tmo, dp.segs);
   if (ok === 0 && ct4Invalid(dp, false)) return DROP_CT_INVALID;
   if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
   dp.lastCtIdx = i;
@@ -165,7 +166,7 @@ export function lb4CtCreateFailed(code: number): number {
 /** The first packet of new flow i (source already masqueraded if it must be): DNAT it. */
 export function lb4NewFlowTx(dp: Datapath, buf: Uint8Array, i: number, bytes: number): number {
   const ct = dp.ct;
-  ct4Update(ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts);
+  ct4Update(ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts, dp.segs);
   lb4ConnOpen(dp, i);
   dp.lastCtIdx = i;
   dp.lastCtNew = 1;

@@ -71,6 +71,10 @@ export class Datapath {
   selBackendId = 0;
   /** 1 when MF is set (first fragment of a fragmented datagram), 2 for a later fragment */
   frag = 0;
+  /** packets the wire carries for this one: > 1 for a GSO super-packet (dpProcess argument) */
+  segs = 1;
+  /** bytes the wire carries beyond the super-packet: headers its later segments repeat */
+  segExtraBytes = 0;
   /** the packet's clock in seconds (conntrack time) and milliseconds (rate limits) */
   nowSec = 0;
   nowMs = 0;
