@@ -1,15 +1,21 @@
 // End-to-end benchmark on the namespace lab: the same traffic through kubetun and through the
-// kernel with kube-proxy's iptables rules (`lab up --mode iptables`), at 10 and at 10k services.
-// Prints figures and ratios; asserts nothing. Needs root, python3, iperf3 and a C compiler.
+// kernel with kube-proxy's iptables rules (`lab up --mode iptables`), at 10 and at 10k services,
+// beside the kernel routing alone (`none`: the direct-path baseline, no VIP). Prints figures
+// and ratios; asserts nothing. Needs root, python3, iperf3 and a C compiler.
 //
 //   npm run bench:e2e [-- --quick] [-- --conns N] [-- --services N] [-- --prefix kb-]
-//                     [-- --json FILE] [-- --modes kubetun,iptables]
+//                     [-- --json FILE] [-- --modes none,iptables,kubetun,kubetun-no-offload]
 //
+// Modes run in the order given, kernel modes first by default: the paced flood of a later mode
+// is paced at the rate the kernel path (iptables) delivered in the same run.
 //   1. new-connection latency, p50/p99: connect + tiny HTTP GET + close with SO_LINGER 0 (RST),
 //      N in a row from pod-a (node1), to a one-endpoint VIP and directly to that pod (node2)
 //   2. one-stream iperf3 throughput, VIP vs direct (pod-a -> pod-x on the other node)
-//   3. a bounded UDP flood through a VIP into a sink; in kubetun mode the TUN's packets/s read
+//   3. a bounded UDP flood through a VIP into a sink, unpaced (as fast as send() goes) and paced
+//      (`floodPaced`) at the rate iptables delivered; in kubetun mode the TUN's packets/s read
 //      from each agent's control socket (counters before/after)
+//   4. CPU seconds per GB of the VIP stream: the whole machine's busy time (all tenants: say the
+//      load) and, in kubetun modes, the agents' own
 //
 // The lab it builds is its own: prefix `kb-` (namespaces, state dir, control sockets), so it
 // never touches the default `kt-` lab. It is taken down at the end, on error and on Ctrl-C.
@@ -41,7 +47,9 @@ import {
   iperf,
   type Latency,
   machine,
+  machineCpuSec,
   NsProcess,
+  processCpuSec,
   nsRun,
   type Throughput,
   udpFlood,
@@ -53,7 +61,7 @@ const { values: args } = parseArgs({
     prefix: { type: 'string', default: 'kb-' },
     conns: { type: 'string' },
     services: { type: 'string' },
-    modes: { type: 'string', default: 'kubetun,iptables' },
+    modes: { type: 'string', default: 'none,iptables,kubetun' },
     json: { type: 'string' },
   },
 });
@@ -68,7 +76,9 @@ const { nodeIptablesRules } = await import('../src/lab/kube-proxy.ts');
 const { inNs, sh, shTry } = await import('../src/lab/sh.ts');
 const { renderJumpCommands } = await import('../src/rules/jumps.ts');
 
-type Mode = 'kubetun' | 'iptables';
+type Mode = 'none' | 'iptables' | 'kubetun' | 'kubetun-no-offload';
+const KNOWN_MODES: readonly Mode[] = ['none', 'iptables', 'kubetun', 'kubetun-no-offload'];
+const isKubetun = (m: Mode) => m === 'kubetun' || m === 'kubetun-no-offload';
 const QUICK = args.quick;
 const CONNS = Number(args.conns ?? (QUICK ? 300 : 2000));
 /** untimed connections first: the JIT of a freshly started agent and echo server warms up */
@@ -76,7 +86,7 @@ const WARMUP = Math.min(400, Math.max(20, Math.round(CONNS / 5)));
 const BIG = Number(args.services ?? (QUICK ? 2000 : 10_000));
 /** the small set: at least this many services (more if the lab ships more of its own) */
 const SMALL = 10;
-const MODES = args.modes.split(',').filter((m): m is Mode => m === 'kubetun' || m === 'iptables');
+const MODES = args.modes.split(',').filter((m): m is Mode => KNOWN_MODES.includes(m as Mode));
 const IPERF_SEC = QUICK ? 2 : 5;
 const FLOOD_COUNT = QUICK ? 200_000 : 1_000_000;
 /** TUN counter sampling period during the flood */
@@ -91,11 +101,22 @@ interface ScaleResult {
   services: number;
   /** lab up (small) or the resync to the big set */
   syncSec: number;
-  vip: Latency;
+  /** none mode: no VIP */
+  vip?: Latency;
   direct: Latency;
   iperfVip?: Throughput;
   iperfDirect?: Throughput;
+  /** CPU seconds per GB of the VIP stream (direct in none mode) */
+  cpu?: CpuPerGb;
   flood?: FloodResult;
+  /** paced at the rate iptables delivered unpaced in this run */
+  floodPaced?: FloodResult & { pps: number };
+}
+interface CpuPerGb {
+  /** the whole machine's busy seconds per GB received (every tenant of a shared machine) */
+  machine: number;
+  /** the kubetun agents' own seconds per GB (kubetun modes) */
+  agents?: number;
 }
 interface FloodResult extends Flood {
   /** per node, kubetun mode only: TUN packets read / written during the flood */
@@ -143,9 +164,18 @@ async function prepareBenchPod(): Promise<void> {
   await server.waitFor(/listening/i, 5000);
 }
 
-async function latencyPair(mode: Mode, services: number): Promise<[Latency, Latency]> {
+async function latencyPair(mode: Mode, services: number): Promise<[Latency | undefined, Latency]> {
   const vipT = `${LAT_VIP}:80`;
   const directT = `${LAT_POD.ip}:${HTTP_PORT}`;
+  if (mode === 'none') {
+    say(`none: ${CONNS} connections to ${directT} (no VIP without a data plane)`);
+    const [direct] = await connLatency(ns(CLIENT_POD.name), [directT], CONNS, WARMUP);
+    if (!direct) throw new Error('connlat.py answered no figures');
+    say(`  direct p50 ${direct.p50} µs p99 ${direct.p99} µs`);
+    if (direct.errors > 0)
+      say(`  direct: ${direct.errors} failed: ${JSON.stringify(direct.errorKinds)}`);
+    return [undefined, direct];
+  }
   say(`${mode} @ ${services} services: ${CONNS} connections each to VIP ${vipT} and ${directT}`);
   const [vip, direct] = await connLatency(ns(CLIENT_POD.name), [vipT, directT], CONNS, WARMUP);
   if (!vip || !direct) throw new Error('connlat.py answered no figures');
@@ -160,14 +190,34 @@ async function latencyPair(mode: Mode, services: number): Promise<[Latency, Late
   return [vip, direct];
 }
 
-async function throughputPair(mode: Mode): Promise<[Throughput, Throughput]> {
-  const client = ns(CLIENT_POD.name);
+/** The agents' pids (kubetun modes), for their CPU time. */
+function agentPids(): number[] {
+  return (readState()?.processes ?? []).filter((p) => p.role === 'kubetun').map((p) => p.pid);
+}
+
+/** One iperf3 stream with the CPU it cost: machine-wide and the agents'. */
+async function iperfCpu(ip: string, port: number): Promise<[Throughput, CpuPerGb]> {
+  const pids = agentPids();
+  const m0 = machineCpuSec();
+  const a0 = processCpuSec(pids);
+  const t = await iperf(ns(CLIENT_POD.name), ip, port, IPERF_SEC);
+  const gb = t.bytes / 1e9;
+  const cpu: CpuPerGb = { machine: (machineCpuSec() - m0) / gb };
+  if (pids.length > 0) cpu.agents = (processCpuSec(pids) - a0) / gb;
+  return [t, cpu];
+}
+
+async function throughputPair(mode: Mode): Promise<[Throughput | undefined, Throughput, CpuPerGb]> {
   say(`${mode}: iperf3 ${IPERF_SEC}s one stream, direct ${BENCH_POD.ip}:${HTTP_PORT}`);
-  const direct = await iperf(client, BENCH_POD.ip, HTTP_PORT, IPERF_SEC);
+  const [direct, dcpu] = await iperfCpu(BENCH_POD.ip, HTTP_PORT);
+  if (mode === 'none') {
+    say(`  direct ${direct.gbps.toFixed(2)} Gbit/s, ${direct.retransmits} retransmits`);
+    return [undefined, direct, dcpu];
+  }
   say(`${mode}: iperf3 ${IPERF_SEC}s one stream, VIP ${IPERF_VIP}:${IPERF_PORT}`);
-  const vip = await iperf(client, IPERF_VIP, IPERF_PORT, IPERF_SEC);
+  const [vip, cpu] = await iperfCpu(IPERF_VIP, IPERF_PORT);
   say(`  direct ${direct.gbps.toFixed(2)} Gbit/s; VIP ${vip.gbps.toFixed(2)} Gbit/s`);
-  return [vip, direct];
+  return [vip, direct, cpu];
 }
 
 interface TunCount {
@@ -214,9 +264,12 @@ function busyRate(samples: TunCount[], key: 'rx' | 'tx'): number | undefined {
   return (b[key] - a[key]) / (b.at - a.at);
 }
 
-async function flood(mode: Mode, bin: string): Promise<FloodResult> {
-  say(`${mode}: UDP flood, ${FLOOD_COUNT} datagrams of 64 B to VIP ${FLOOD_VIP}:${FLOOD_PORT}`);
-  const kubetun = mode === 'kubetun';
+async function flood(mode: Mode, bin: string, pps = 0): Promise<FloodResult> {
+  const pace = pps > 0 ? `paced at ${kpps(pps)}` : 'unpaced';
+  say(
+    `${mode}: UDP flood ${pace}, ${FLOOD_COUNT} datagrams of 64 B to VIP ${FLOOD_VIP}:${FLOOD_PORT}`,
+  );
+  const kubetun = isKubetun(mode);
   const drops0 = kubetun ? await tunDrops() : {};
   const samples: Record<string, TunCount>[] = kubetun ? [await tunCounts()] : [];
   let done = false;
@@ -226,7 +279,7 @@ async function flood(mode: Mode, bin: string): Promise<FloodResult> {
       samples.push(await tunCounts());
     }
   })();
-  const f: FloodResult = await udpFloodVip(bin).finally(() => {
+  const f: FloodResult = await udpFloodVip(bin, pps).finally(() => {
     done = true;
   });
   await sampler;
@@ -256,13 +309,21 @@ async function flood(mode: Mode, bin: string): Promise<FloodResult> {
   return f;
 }
 
-function udpFloodVip(bin: string): Promise<Flood> {
+function udpFloodVip(bin: string, pps: number): Promise<Flood> {
   return udpFlood(
     bin,
     { ns: ns(CLIENT_POD.name), ip: FLOOD_VIP, port: FLOOD_PORT },
     { ns: ns(BENCH_POD.name), port: UDP_PORT },
     FLOOD_COUNT,
+    undefined,
+    pps,
   );
+}
+
+/** The rate the kernel path delivered unpaced in this run (iptables), if it ran. */
+function kernelRate(): number | undefined {
+  const f = results.iptables?.[0]?.flood;
+  return f && f.recvSec > 0 ? f.received / f.recvSec : undefined;
 }
 
 const kpps = (pps: number | undefined) =>
@@ -304,21 +365,30 @@ async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleRes
   shrinkScenario(sc);
   say(`lab up --mode ${mode} with ${sc.services} services`);
   let u0 = Date.now();
-  await lab.labUp({ topology: sc.topology, mode, progress: (m) => say(`lab: ${m}`) });
+  await lab.labUp({
+    topology: sc.topology,
+    mode: isKubetun(mode) ? 'kubetun' : mode === 'none' ? 'none' : 'iptables',
+    noOffload: mode === 'kubetun-no-offload',
+    progress: (m) => say(`lab: ${m}`),
+  });
   await prepareBenchPod();
   const upSec = (Date.now() - u0) / 1000;
   const [vip, direct] = await latencyPair(mode, sc.services);
   const small: ScaleResult = { services: sc.services, syncSec: upSec, vip, direct };
-  [small.iperfVip, small.iperfDirect] = await throughputPair(mode);
-  if (bin) small.flood = await flood(mode, bin);
+  [small.iperfVip, small.iperfDirect, small.cpu] = await throughputPair(mode);
+  if (bin && mode !== 'none') {
+    small.flood = await flood(mode, bin);
+    const pps = kernelRate();
+    if (pps) small.floodPaced = { ...(await flood(mode, bin, pps)), pps };
+  }
   const out = [small];
-  if (BIG > sc.services) {
+  if (BIG > sc.services && mode !== 'none') {
     const probe = growScenario(sc, BIG);
     say(
       `${mode}: growing to ${BIG} services in place (${mode === 'kubetun' ? 'reload' : 'iptables-restore'})`,
     );
     u0 = Date.now();
-    if (mode === 'kubetun') await growKubetun(BIG);
+    if (isKubetun(mode)) await growKubetun(BIG);
     else await growIptables(sc.topology);
     const syncSec = (Date.now() - u0) / 1000;
     const [check] = await connLatency(ns(CLIENT_POD.name), [`${probe}:80`], 3, 0);
@@ -351,9 +421,9 @@ function latencyTable(): string[] {
   ];
   for (const m of MODES) {
     for (const r of results[m] ?? []) {
-      const cells = [m, String(r.services), f1(r.direct.p50), f1(r.direct.p99), f1(r.vip.p50)];
-      cells.push(f1(r.vip.p99), ratio(r.vip.p50, r.direct.p50), ratio(r.vip.p99, r.direct.p99));
-      lines.push(row([...cells, String(r.vip.errors + r.direct.errors)], w));
+      const cells = [m, String(r.services), f1(r.direct.p50), f1(r.direct.p99), f1(r.vip?.p50)];
+      cells.push(f1(r.vip?.p99), ratio(r.vip?.p50, r.direct.p50), ratio(r.vip?.p99, r.direct.p99));
+      lines.push(row([...cells, String((r.vip?.errors ?? 0) + r.direct.errors)], w));
     }
   }
   const k = results.kubetun ?? [];
@@ -362,38 +432,47 @@ function latencyTable(): string[] {
     const a = k[s]!;
     const b = i[s]!;
     lines.push(
-      `kubetun/kernel @ ${a.services} services: VIP p50 ${ratio(a.vip.p50, b.vip.p50)}, p99 ${ratio(a.vip.p99, b.vip.p99)}; direct p50 ${ratio(a.direct.p50, b.direct.p50)}, p99 ${ratio(a.direct.p99, b.direct.p99)}`,
+      `kubetun/kernel @ ${a.services} services: VIP p50 ${ratio(a.vip?.p50, b.vip?.p50)}, p99 ${ratio(a.vip?.p99, b.vip?.p99)}; direct p50 ${ratio(a.direct.p50, b.direct.p50)}, p99 ${ratio(a.direct.p99, b.direct.p99)}`,
     );
+  }
+  const base = results.none?.[0]?.direct.p50;
+  for (const m of MODES) {
+    const r = results[m]?.[0];
+    if (m !== 'none' && r && base !== undefined)
+      lines.push(`${m}/none direct p50 @ ${r.services} services: ${ratio(r.direct.p50, base)}`);
   }
   for (const m of MODES) {
     const rs = results[m] ?? [];
     if (rs.length < 2) continue;
     const [a, b] = [rs[0]!, rs[rs.length - 1]!];
     lines.push(
-      `${m}: ${b.services} vs ${a.services} services: VIP p50 ${ratio(b.vip.p50, a.vip.p50)}, p99 ${ratio(b.vip.p99, a.vip.p99)}; lab up ${a.syncSec.toFixed(1)} s, resync to ${b.services} ${b.syncSec.toFixed(1)} s`,
+      `${m}: ${b.services} vs ${a.services} services: VIP p50 ${ratio(b.vip?.p50, a.vip?.p50)}, p99 ${ratio(b.vip?.p99, a.vip?.p99)}; lab up ${a.syncSec.toFixed(1)} s, resync to ${b.services} ${b.syncSec.toFixed(1)} s`,
     );
   }
   return lines;
 }
 
 function throughputTable(): string[] {
-  const w = [9, 14, 11, 8, 9, 8];
+  const w = [18, 8, 8, 8, 9, 8, 11, 11];
   const lines = [
-    `one TCP stream, iperf3 ${IPERF_SEC} s, ${CLIENT_POD.name} (node1) -> ${BENCH_POD.name} (node2), Gbit/s`,
-    row(['mode', 'direct', 'VIP', 'VIP/dir', 'retr dir', 'VIP'], w),
+    `one TCP stream, iperf3 ${IPERF_SEC} s, ${CLIENT_POD.name} (node1) -> ${BENCH_POD.name} (node2), Gbit/s; CPU s per GB of the VIP stream (direct for none)`,
+    row(['mode', 'direct', 'VIP', 'VIP/dir', 'retr dir', 'VIP', 'cpu s/GB', 'agents s/GB'], w),
   ];
   for (const m of MODES) {
     const r = results[m]?.[0];
-    if (!r?.iperfVip || !r.iperfDirect) continue;
-    const cells = [m, f2(r.iperfDirect.gbps), f2(r.iperfVip.gbps)];
-    cells.push(ratio(r.iperfVip.gbps, r.iperfDirect.gbps));
-    lines.push(
-      row([...cells, String(r.iperfDirect.retransmits), String(r.iperfVip.retransmits)], w),
-    );
+    if (!r?.iperfDirect) continue;
+    const cells = [m, f2(r.iperfDirect.gbps), f2(r.iperfVip?.gbps)];
+    cells.push(ratio(r.iperfVip?.gbps, r.iperfDirect.gbps), String(r.iperfDirect.retransmits));
+    cells.push(String(r.iperfVip?.retransmits ?? '-'), f2(r.cpu?.machine), f2(r.cpu?.agents));
+    lines.push(row(cells, w));
   }
-  const k = results.kubetun?.[0]?.iperfVip?.gbps;
-  const i = results.iptables?.[0]?.iperfVip?.gbps;
-  if (k !== undefined && i !== undefined) lines.push(`kubetun/kernel VIP: ${ratio(k, i)}`);
+  const i = results.iptables?.[0]?.iperfVip;
+  for (const m of ['kubetun', 'kubetun-no-offload'] as const) {
+    const k = results[m]?.[0]?.iperfVip;
+    if (!k || !i) continue;
+    const retr = ratio(k.retransmits, Math.max(i.retransmits, 1));
+    lines.push(`${m}/kernel VIP: ${ratio(k.gbps, i.gbps)}, retransmits ${retr}`);
+  }
   return lines;
 }
 
@@ -402,21 +481,30 @@ function floodTable(): string[] {
     `UDP flood: ${FLOOD_COUNT} datagrams of 64 B, one flow, ${CLIENT_POD.name} -> VIP ${FLOOD_VIP} -> ${BENCH_POD.name}`,
   ];
   for (const m of MODES) {
-    const f = results[m]?.[0]?.flood;
-    if (!f) continue;
-    const offered = f.sent / f.sendSec;
-    const delivered = f.recvSec > 0 ? f.received / f.recvSec : 0;
-    const loss = (100 * (f.sent - f.received)) / f.sent;
-    lines.push(
-      `${m.padEnd(9)} offered ${kpps(offered)}, delivered ${kpps(delivered)}, lost ${loss.toFixed(1)}%`,
-    );
-    for (const [node, t] of Object.entries(f.tun ?? {})) {
+    const r = results[m]?.[0];
+    for (const [what, f] of [
+      ['unpaced', r?.flood],
+      [`paced ${kpps(r?.floodPaced?.pps)}`, r?.floodPaced],
+    ] as const) {
+      if (!f) continue;
+      const offered = f.sent / f.sendSec;
+      const delivered = f.recvSec > 0 ? f.received / f.recvSec : 0;
+      const loss = (100 * (f.sent - f.received)) / f.sent;
       lines.push(
-        `          TUN on ${node}: read ${t.rx} at ${kpps(t.rxPps)}, written ${t.tx} at ${kpps(t.txPps)}; ${t.kernelDrops} dropped by the kernel before the reader`,
+        `${m.padEnd(18)} ${what.padEnd(16)} offered ${kpps(offered)}, delivered ${kpps(delivered)}, lost ${loss.toFixed(1)}%`,
       );
+      floodTun(lines, f);
     }
   }
   return lines;
+}
+
+function floodTun(lines: string[], f: FloodResult): void {
+  for (const [node, t] of Object.entries(f.tun ?? {})) {
+    lines.push(
+      `          TUN on ${node}: read ${t.rx} at ${kpps(t.rxPps)}, written ${t.tx} at ${kpps(t.txPps)}; ${t.kernelDrops} dropped by the kernel before the reader`,
+    );
+  }
 }
 
 // ---- main ------------------------------------------------------------------------------------
