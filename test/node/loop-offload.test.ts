@@ -9,7 +9,6 @@
 //   malformed headers ──▶ dropped, each counted under its own name, nothing written
 import { describe, expect, it } from 'vitest';
 import { createDatapath } from '../../src/datapath/state/datapath.ts';
-import { dpLoadServices } from '../../src/loader/load.ts';
 import {
   AGENT_COUNTER_NAMES,
   AGENT_GSO_PACKETS,
@@ -34,6 +33,7 @@ import {
   get16,
   get32,
   ipStr,
+  loaderOf,
   PSH,
   put16,
   SYN,
@@ -49,7 +49,7 @@ const HDRS = 20 + 32; // IPv4 + TCP with timestamps
 
 function setup() {
   const dp = createDatapath();
-  dpLoadServices(dp, [
+  loaderOf(dp).load([
     servicePort(service('web', '10.96.0.10'), 80, 'TCP', [endpoint('10.244.2.11:8080')]),
     servicePort(service('empty', '10.96.0.20'), 80, 'TCP', []),
   ]);
