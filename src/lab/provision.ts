@@ -363,16 +363,18 @@ export async function installSystemd(
   dir = '/etc/systemd/system',
 ) {
   const names = units.map((u) => u.name);
-  shTry(['systemctl', 'stop', ...[...names].reverse()]);
+  // Generous deadlines: under software emulation (a TCG VM, docs/vagrant.md) systemctl takes
+  // tens of seconds and the agent's first start minutes; active() still ends the wait early.
+  shTry(['systemctl', 'stop', ...[...names].reverse()], 120_000);
   for (const u of units) writeFileSync(join(dir, u.name), u.text);
   say(`systemd units in ${dir}: ${names.join(', ')}`);
-  sh(['systemctl', 'daemon-reload']);
-  sh(['systemctl', 'enable', ...names], { timeoutMs: 60_000 });
-  sh(['systemctl', 'start', ...names], { timeoutMs: 120_000 });
+  sh(['systemctl', 'daemon-reload'], { timeoutMs: 120_000 });
+  sh(['systemctl', 'enable', ...names], { timeoutMs: 120_000 });
+  sh(['systemctl', 'start', ...names], { timeoutMs: 300_000 });
   const sock = ctlSocketFor(n);
   const active = () => shTry(['systemctl', 'is-active', '--quiet', AGENT_UNIT]).ok;
   try {
-    await waitForCtl(sock, 30_000, active);
+    await waitForCtl(sock, 900_000, active);
   } catch (err) {
     const log = shTry(['journalctl', '-u', AGENT_UNIT, '-n', '20', '--no-pager']).out;
     throw new LabError(`${AGENT_UNIT}: ${(err as Error).message}\n${log}`);
