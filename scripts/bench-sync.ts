@@ -22,6 +22,8 @@ import { createDatapath } from '../src/datapath/state/datapath.ts';
 import { DpLoader } from '../src/loader/load.ts';
 import type { EndpointSlice, ResolvedServicePort, Service } from '../src/model.ts';
 import { renderIptables } from '../src/rules/iptables.ts';
+import { parseManifests } from '../src/manifests/parse.ts';
+import { parseAllDocuments } from 'yaml';
 import { makeDefaultService } from '../test/fixtures/model.ts';
 
 const N = Number(process.argv[2] ?? 10_000);
@@ -170,6 +172,37 @@ let allPorts: ResolvedServicePort[] = [];
       `maps of one datapath: ${mb(dp.svc.buffer.byteLength + dp.be.buffer.byteLength + dp.revnat.buffer.byteLength + dp.ct.buffer.byteLength + dp.aff.buffer.byteLength)}\n`,
   );
   p.stop();
+}
+
+// ---- one Service with many annotation keys (the probe's control-plane stall, issue 18) ------
+// yaml's own duplicate-key check is quadratic in the keys of one mapping; the manifests parser
+// checks each key once (src/manifests/parse.ts yamlValues) and refuses annotations over the
+// apiserver's 256 KiB. Parse-to-refusal time of the probe's three files, beside yaml's check.
+{
+  const text = (keys: number) => {
+    const lines = ['apiVersion: v1', 'kind: Service', 'metadata:', '  name: big', '  annotations:'];
+    for (let i = 0; i < keys; i++) lines.push(`    example.com/key-${i}: "${'v'.repeat(80)}"`);
+    return `${lines.join('\n')}\nspec: {clusterIP: 10.96.0.99, ports: [{port: 80}]}\n`;
+  };
+  for (const keys of [9_200, 18_300, 97_000]) {
+    const t = text(keys);
+    let t0 = performance.now();
+    try {
+      parseManifests(t, 'big.yaml');
+    } catch {
+      // refused: metadata.annotations too long
+    }
+    const ours = performance.now() - t0;
+    let theirs = 'not run (quadratic: minutes)';
+    if (keys < 20_000) {
+      t0 = performance.now();
+      for (const d of parseAllDocuments(t)) d.toJS();
+      theirs = `${(performance.now() - t0).toFixed(0)} ms`;
+    }
+    process.stdout.write(
+      `manifests: one Service, ${keys} annotation keys (${(t.length / 1e6).toFixed(1)} MB) -> refused in ${ours.toFixed(0)} ms; yaml's own unique-key check ${theirs}\n`,
+    );
+  }
 }
 
 // ---- kube-proxy iptables mode: iptables-restore into a scratch netns ------------------------

@@ -3,10 +3,9 @@
 // unpacked; empty documents skipped. Syntax errors name the file and document, as the agent's
 // manifests loader does (the same document reader).
 import { readFileSync } from 'node:fs';
-import { type Document, parseAllDocuments } from 'yaml';
 import { ManifestError } from '../manifests/errors.ts';
 import { manifestFiles } from '../manifests/load.ts';
-import { documentValue } from '../manifests/parse.ts';
+import { yamlValues } from '../manifests/parse.ts';
 
 export interface FileObject {
   file: string;
@@ -32,8 +31,8 @@ export function readObjects(pathOrDir: string): FileObject[] {
 
 export function parseObjects(text: string, file: string): FileObject[] {
   const out: FileObject[] = [];
-  parseAllDocuments(text).forEach((doc, i) => {
-    const v = documentValue(doc as Document, file, i) as { kind?: unknown; items?: unknown } | null;
+  yamlValues(text, file).forEach((value) => {
+    const v = value as { kind?: unknown; items?: unknown } | null;
     if (v === undefined || v === null) return;
     if (
       typeof v === 'object' &&

@@ -135,6 +135,12 @@ export interface Meta {
   annotations: Record<string, string>;
 }
 
+/**
+ * The apiserver's limit on one object's annotations, keys and values together, in bytes
+ * (apimachinery ValidateAnnotations, TotalAnnotationSizeLimitB = 256 KiB).
+ */
+export const ANNOTATIONS_MAX_BYTES = 256 * 1024;
+
 /** metadata.{name,namespace,labels,annotations}; names the reader's object once known. */
 export function readMeta(r: ObjectReader, o: Json): Meta {
   const md = r.map(o.metadata, 'metadata');
@@ -142,10 +148,16 @@ export function readMeta(r: ObjectReader, o: Json): Meta {
   const name = r.reqStr(md.name, 'metadata.name');
   const namespace = r.str(md.namespace, 'metadata.namespace') || 'default';
   r.named(namespace, name);
-  return {
-    namespace,
-    name,
-    labels: r.strMap(md.labels, 'metadata.labels'),
-    annotations: r.strMap(md.annotations, 'metadata.annotations'),
-  };
+  const annotations = r.strMap(md.annotations, 'metadata.annotations');
+  let bytes = 0;
+  for (const [k, v] of Object.entries(annotations))
+    bytes += Buffer.byteLength(k) + Buffer.byteLength(v);
+  if (bytes > ANNOTATIONS_MAX_BYTES) {
+    r.fail(
+      'MANIFEST_TOO_LONG',
+      'metadata.annotations',
+      `Too long: must have at most ${ANNOTATIONS_MAX_BYTES} bytes (has ${bytes}), as the API server refuses`,
+    );
+  }
+  return { namespace, name, labels: r.strMap(md.labels, 'metadata.labels'), annotations };
 }

@@ -1,7 +1,16 @@
 // Kubernetes YAML (or JSON) text → ClusterState. Services and EndpointSlices are kept; other
 // kinds are ignored (a manifests directory usually holds Deployments too); `List` kinds are
 // unpacked. Anything the API server would reject is rejected here, naming file, object, field.
-import { type Document, parseAllDocuments } from 'yaml';
+import {
+  type Document,
+  isMap,
+  isPair,
+  isScalar,
+  isSeq,
+  LineCounter,
+  type Node,
+  parseAllDocuments,
+} from 'yaml';
 import type { ClusterState, EndpointSlice, Service } from '../model.ts';
 import { parseEndpointSlice } from './endpointslice.ts';
 import { ManifestError, type ManifestErrorCode } from './errors.ts';
@@ -48,8 +57,7 @@ export function parseDocuments(
   opts: ParseOptions,
   sink: ParseSink,
 ): void {
-  parseAllDocuments(text).forEach((doc, i) => {
-    const value = documentValue(doc as Document, file, i);
+  yamlValues(text, file).forEach((value, i) => {
     if (value === undefined || value === null) return; // an empty document, e.g. a trailing ---
     if (typeof value !== 'object' || Array.isArray(value)) {
       const err = new ManifestError(
@@ -64,7 +72,22 @@ export function parseDocuments(
   });
 }
 
-export function documentValue(doc: Document, file: string, index: number): unknown {
+/**
+ * Every YAML document of `text` as a plain value (null for an empty one) — the one YAML reader
+ * of the agent's manifests, the lab's `apply` and the cluster DNS view. A syntax error or a key
+ * given twice in one mapping is a ManifestError naming the file, document, line and column.
+ * yaml's own duplicate-key check compares every key with every other key of its mapping — a
+ * Service with 97k annotations kept agents busy for minutes (issue 18) — so it is off, and
+ * duplicateKey() checks each key once against a Set.
+ */
+export function yamlValues(text: string, file: string): unknown[] {
+  const lines = new LineCounter();
+  return parseAllDocuments(text, { uniqueKeys: false, lineCounter: lines }).map((doc, i) =>
+    documentValue(doc as Document, file, i, lines),
+  );
+}
+
+function documentValue(doc: Document, file: string, index: number, lines: LineCounter): unknown {
   const where = { file, object: `document ${index}`, field: '' };
   const err = doc.errors[0];
   if (err) {
@@ -73,6 +96,15 @@ export function documentValue(doc: Document, file: string, index: number): unkno
     throw new ManifestError('MANIFEST_YAML_SYNTAX', where, `YAML syntax error: ${first}`, {
       cause: err,
     });
+  }
+  const dup = duplicateKey(doc.contents);
+  if (dup) {
+    const { line, col } = lines.linePos(dup.offset);
+    throw new ManifestError(
+      'MANIFEST_YAML_SYNTAX',
+      where,
+      `YAML syntax error: Map keys must be unique ("${dup.key}" again at line ${line}, column ${col})`,
+    );
   }
   try {
     return doc.toJS({ maxAliasCount: 100 });
@@ -220,4 +252,26 @@ export function checkState(state: ClusterState): void {
       seen.set(c.key, originName(o));
     }
   }
+}
+
+/** The first key that appears twice in one mapping (a Set per mapping: linear in the keys). */
+function duplicateKey(node: unknown): { key: string; offset: number } | undefined {
+  if (isMap(node)) {
+    const seen = new Set<string>();
+    for (const item of node.items) {
+      if (!isPair(item)) continue;
+      const k = item.key;
+      const key = isScalar(k) ? String(k.value) : String(k);
+      if (seen.has(key)) return { key, offset: (k as Node | null)?.range?.[0] ?? 0 };
+      seen.add(key);
+      const inner = duplicateKey(item.value);
+      if (inner) return inner;
+    }
+  } else if (isSeq(node)) {
+    for (const item of node.items) {
+      const inner = duplicateKey(item);
+      if (inner) return inner;
+    }
+  }
+  return undefined;
 }

@@ -12,9 +12,9 @@
 //   way CoreDNS follows the API's watch; it never calls onView with a half-read directory.
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { isIP } from 'node:net';
-import { parseAllDocuments } from 'yaml';
 import { UserError } from '../../errors.ts';
 import { manifestFiles } from '../../manifests/load.ts';
+import { yamlValues } from '../../manifests/parse.ts';
 import { LABEL_SERVICE_NAME } from '../types.ts';
 
 export interface DnsServicePort {
@@ -84,9 +84,13 @@ export function readView(dir: string): View {
 
 function documents(file: string): unknown[] {
   const out: unknown[] = [];
-  for (const doc of parseAllDocuments(readFileSync(file, 'utf8'))) {
-    if (doc.errors.length > 0) throw new ViewError(file, '', '', doc.errors[0]!.message);
-    const obj = doc.toJS() as unknown;
+  let values: unknown[];
+  try {
+    values = yamlValues(readFileSync(file, 'utf8'), file);
+  } catch (err) {
+    throw new ViewError(file, '', '', (err as Error).message);
+  }
+  for (const obj of values) {
     if (obj === null || obj === undefined) continue;
     const items = (obj as { kind?: unknown; items?: unknown }).items;
     if ((obj as { kind?: unknown }).kind === 'List' && Array.isArray(items)) out.push(...items);
