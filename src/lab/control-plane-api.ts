@@ -2,7 +2,7 @@
 // (pods, svc, deploy...) resolved by the client; here they are API kinds.
 import type { KObject } from '../cluster/types.ts';
 import type { ApiHandler } from './api.ts';
-import type { LabControlPlane } from './control-plane.ts';
+import type { Store } from '../cluster/store.ts';
 import { LabError } from './sh.ts';
 
 export interface ApplyRequest {
@@ -14,6 +14,18 @@ export interface ApplyReply {
   results: string[];
   errors: string[];
   ignored: string[];
+}
+
+/**
+ * What the handlers use of the lab control plane (control-plane.ts implements it); declared
+ * here so the two modules do not import each other (test/architecture/layers.test.ts).
+ */
+export interface LabControlPlane {
+  readonly store: Store;
+  readonly problems: readonly string[];
+  synced(): boolean;
+  scale(namespace: string, name: string, replicas: number): void;
+  restart(namespace: string, name: string): void;
 }
 
 export function apiRoutes(cp: LabControlPlane): ApiHandler {

@@ -4,7 +4,7 @@
 import { CT_F_SEEN_REPLY } from '../datapath/state/ct-state.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { countersToRecord } from '../datapath/state/reasons.ts';
-import { nat4SnatOf } from '../datapath/stages/nat.ts';
+import { nat4SnatOf } from '../datapath/state/nat-state.ts';
 import { type CtFilter, ctFilterMatch, parseCtFilter } from '../inspect/ct-filter.ts';
 import { ctAssured, ctStateName } from '../inspect/ct-state.ts';
 import type { CtEntry, SvcBackend, SvcEntry, SvcReport } from '../inspect/types.ts';
@@ -43,7 +43,7 @@ export function ctEntry(dp: Datapath, i: number, nowSec: number): CtEntry {
   const proto = ct.proto(i);
   const flags = ct.flags(i);
   const client = u32ToIpv4(ct.saddr(i));
-  const e = nat4SnatOf(dp, i);
+  const e = nat4SnatOf(dp.ct, dp.nat.snat, i);
   const snat =
     e < 0 ? undefined : { addr: u32ToIpv4(dp.nat.snat.natAddr(e)), port: dp.nat.snat.natPort(e) };
   return {
@@ -81,7 +81,7 @@ export function ctEntry(dp: Datapath, i: number, nowSec: number): CtEntry {
 function eachFlow(dp: Datapath, nowSec: number, filter: CtFilter, fn: (i: number) => void): void {
   const ct = dp.ct;
   const replyDst = (i: number) => {
-    const e = nat4SnatOf(dp, i);
+    const e = nat4SnatOf(dp.ct, dp.nat.snat, i);
     return e < 0 ? ct.saddr(i) : dp.nat.snat.natAddr(e);
   };
   for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {

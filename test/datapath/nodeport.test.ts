@@ -7,7 +7,8 @@
 //   client 172.30.0.100 (outside the cluster)
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { nat4GcStep, nat4SnatOf } from '../../src/datapath/stages/nat.ts';
+import { nat4GcStep } from '../../src/datapath/stages/nat.ts';
+import { nat4SnatOf } from '../../src/datapath/state/nat-state.ts';
 import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import type { Service } from '../../src/model.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
@@ -135,7 +136,7 @@ describe('NodePort, externalTrafficPolicy Cluster', () => {
     const p = sportOf(r.pkt);
     expect(inRange(p)).toBe(true);
     expect(r.pkt).toEqual(buildTcp({ ...syn, src: NODE, sport: p, dst: REMOTE_POD, dport: 8080 }));
-    const e = nat4SnatOf(dp, dp.lastCtIdx);
+    const e = nat4SnatOf(dp.ct, dp.nat.snat, dp.lastCtIdx);
     expect([dp.nat.snat.natAddr(e) >>> 0, dp.nat.snat.natPort(e)]).toEqual([ip(NODE), p]);
     const reply = { src: REMOTE_POD, dst: NODE, sport: 8080, dport: p, flags: SYN | ACK };
     const back = run(dp, buildTcp(reply));

@@ -227,18 +227,6 @@ export function nat4Reply(dp: Datapath, buf: Uint8Array, bytes: number): number 
 }
 
 /**
- * The SNAT entry of conntrack flow i (its nat address/port: snat.natAddr/natPort), or -1 when
- * the flow is not masqueraded. For tooling (ct listings), not the hot path.
- */
-export function nat4SnatOf(dp: Datapath, i: number): number {
-  const ct = dp.ct;
-  const snat = dp.nat.snat;
-  if (!ct.isLive(i) || snat.size === 0) return -1;
-  const e = snat.lookupFwd(ct.proto(i), ct.saddr(i), ct.sport(i), ct.baddr(i), ct.bport(i));
-  return e >= 0 && snat.ctIdx(e) === i ? e : -1;
-}
-
-/**
  * GC step (agent timer, not the hot path): examine up to `max` SNAT entries from the cursor,
  * delete those whose conntrack flow is gone. Returns the number deleted.
  */

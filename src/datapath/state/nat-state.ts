@@ -1,6 +1,7 @@
 // NAT state of the datapath: the SNAT table, this node's addresses and CIDRs in the numeric
 // forms the fast path compares, and the loadBalancerSourceRanges per reverse-NAT id. Read by
 // the NAT stage (nat.ts), written by the loader (source ranges) and housekeeping (SNAT GC).
+import type { ConntrackMap } from '../../maps/conntrack.ts';
 import { SnatMap } from '../../maps/snat.ts';
 import { parseCidr } from '../../wire/addr.ts';
 import type { DatapathConfig } from './config.ts';
@@ -49,3 +50,14 @@ export class NatState {
     this.rangeMask = new Int32Array(0);
   }
 }
+
+/**
+ * The SNAT entry of conntrack flow i (its nat address/port: snat.natAddr/natPort), or -1 when
+ * the flow is not masqueraded. For tooling (ct listings), not the hot path.
+ */
+export function nat4SnatOf(ct: ConntrackMap, snat: SnatMap, i: number): number {
+  if (!ct.isLive(i) || snat.size === 0) return -1;
+  const e = snat.lookupFwd(ct.proto(i), ct.saddr(i), ct.sport(i), ct.baddr(i), ct.bport(i));
+  return e >= 0 && snat.ctIdx(e) === i ? e : -1;
+}
+
