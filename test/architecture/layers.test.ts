@@ -53,15 +53,14 @@ export const MAY_IMPORT: Record<string, readonly string[]> = {
   maps: ['wire'],
   sched: ['wire', 'maps'],
   model: ['wire'],
-  endpoints: [...LEAVES, 'model'],
-  rules: [...LEAVES, 'model', 'endpoints', 'manifests'],
+  rules: [...LEAVES, 'model', 'manifests'],
   'datapath/state': [...LEAVES, 'maps', 'sched'],
   'datapath/stages': [...LEAVES, 'maps', 'sched', 'datapath/state'],
   'datapath/program': [...LEAVES, 'maps', 'datapath/state', 'datapath/stages'],
   'datapath/tune': [],
-  loader: [...LEAVES, 'maps', 'sched', 'model', 'endpoints', 'datapath/state'],
+  loader: [...LEAVES, 'maps', 'sched', 'model', 'datapath/state'],
   housekeeping: [...LEAVES, 'datapath/state', 'datapath/stages', 'loader'],
-  control: [...LEAVES, 'model', 'endpoints', 'manifests', 'loader', 'datapath/state'],
+  control: [...LEAVES, 'model', 'manifests', 'loader', 'datapath/state'],
 };
 
 /** Files outside the datapath that may run the program (the packet loop, the pcap replayer). */
