@@ -168,8 +168,8 @@ async function runAgent(opts: AgentOptions): Promise<void> {
     agent = await NodeAgent.start(await withNodeFacts(opts, log), log);
   } catch (err) {
     if (err instanceof UserError) {
-      log.fatal({ err: err.message }, 'kubetun run cannot start');
-      throw err; // main.ts prints its one line (and hint), exit 2
+      log.fatal({ err: err.message }, 'kubetun run failed to start');
+      throw err; // a mistake to fix: main.ts prints its one line (and hint), exit 2
     }
     log.fatal({ err: (err as Error).message }, 'kubetun run failed to start');
     process.exitCode = 1;

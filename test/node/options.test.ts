@@ -85,7 +85,10 @@ describe('kubetun run with bad input', () => {
         '--tun',
         'ktbad0',
       ]);
-      expect(r.status).toBe(1);
+      // a user mistake: exit 2, one line on stderr (no stack), and the fatal line in the log
+      expect(r.status).toBe(2);
+      expect(r.stderr).toMatch(/^kubetun run: .*svc\.yaml.*spec\.ports\[0\]\.port/);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
       const line = JSON.parse(r.stdout.trim().split('\n').pop()!) as { msg: string; err: string };
       expect(line.msg).toBe('kubetun run failed to start');
       expect(line.err).toContain('svc.yaml');
@@ -107,7 +110,8 @@ describe('kubetun run with bad input', () => {
       '--pod-cidr',
       '10.244.1.0/24',
     ]);
-    expect(r.status).toBe(1);
+    expect(r.status).toBe(2);
     expect(r.stdout).toContain('--node-ip: ');
+    expect(r.stderr.trim().split('\n')[0]).toMatch(/^kubetun run: --node-ip: /);
   });
 });
