@@ -14,7 +14,10 @@ type Flags = Record<string, unknown>;
 function withSocket(c: Command): Command {
   return c
     .option('--socket <path>', "the agent's control socket")
-    .option('--node <name>', 'the agent of this node (/run/kubetun/<name>.sock)')
+    .option(
+      '--node <name>',
+      'the agent of this node: <dir>/<name>.sock, dir from KUBETUN_LAB_PREFIX (kt-: /run/kubetun)',
+    )
     .option('--json', 'print JSON instead of text');
 }
 

@@ -53,8 +53,13 @@ export function register(program: Command): void {
     .command('down')
     .description('remove everything lab up created (also after a crash)')
     .addOption(topo())
-    .action((o: { topology: string }) =>
-      guarded('down', async () => void (await labDown({ topology: o.topology, progress }))),
+    .option('--keep-logs', "keep the lab's logs (agents, pod servers, captures); says where")
+    .action((o: { topology: string; keepLogs?: boolean }) =>
+      guarded(
+        'down',
+        async () =>
+          void (await labDown({ topology: o.topology, keepLogs: o.keepLogs, progress })),
+      ),
     );
 
   lab

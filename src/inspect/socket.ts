@@ -3,9 +3,13 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { UsageError } from '../errors.ts';
+import { CTL_DIR } from '../lab/prefix.ts';
 
-/** The lab exports KUBETUN_CTL_DIR for labs beside the default one (src/lab/state.ts). */
-export const CTL_DIR_DEFAULT = process.env.KUBETUN_CTL_DIR || '/run/kubetun';
+/**
+ * The lab's control-socket directory follows KUBETUN_LAB_PREFIX (src/lab/prefix.ts): with the
+ * default prefix it is /run/kubetun, where `kubetun run` puts its socket outside a lab too.
+ */
+export const CTL_DIR_DEFAULT = CTL_DIR;
 
 export interface SocketChoice {
   socket?: string;

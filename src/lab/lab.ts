@@ -1,7 +1,15 @@
 // Lab lifecycle: up (namespaces, links, routes, pod servers, one data plane per node), down
 // (everything up made, also after a crash), and status. The host's root namespace is never
 // touched: the underlay bridge lives in its own namespace.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
@@ -22,7 +30,9 @@ import {
   type LabMode,
   type LabProcess,
   type LabState,
+  CTL_DIR,
   LAB_DIR,
+  LOG_DIR,
   readState,
   STATE_FILE,
   writeState,
@@ -91,13 +101,16 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
     await build(t, state, say);
   } catch (err) {
     say('lab up failed; removing what was built');
-    await downUnlocked({ topology: t.file });
+    await downUnlocked({ topology: t.file, keepLogs: true, progress: say });
     throw err;
   }
   state.phase = 'up';
   writeState(state);
   say(
     `lab is up: ${t.nodes.length} nodes, ${t.nodes.reduce((a, n) => a + n.pods.length, 0)} pods, mode ${mode}`,
+  );
+  say(
+    `next: kubetun lab demo curl-vs-ping (then: lab status, svc list --node ${t.nodes[0]?.name ?? 'node1'}, lab compare; lab down when done)`,
   );
   return state;
 }
@@ -150,13 +163,21 @@ export interface DownResult {
  * inside a lab namespace (only the lab puts processes there), then deletes the namespaces,
  * which takes every veth, bridge and TUN with them. Safe to run any number of times.
  */
-export function labDown(
-  opts: { topology?: string; progress?: Progress } = {},
-): Promise<DownResult> {
-  return withLabLock(() => downUnlocked(opts));
+export interface DownOptions {
+  topology?: string;
+  progress?: Progress;
+  /** keep LOG_DIR (the agents', servers' and captures' logs); everything else goes */
+  keepLogs?: boolean;
 }
 
-async function downUnlocked(opts: { topology?: string; progress?: Progress }): Promise<DownResult> {
+export async function labDown(opts: DownOptions = {}): Promise<DownResult> {
+  const r = await withLabLock(() => downUnlocked(opts));
+  // The lock lived in LAB_DIR; with it gone the directory is empty unless logs were kept.
+  rmEmptyDir(LAB_DIR);
+  return r;
+}
+
+async function downUnlocked(opts: DownOptions): Promise<DownResult> {
   const say = opts.progress ?? quiet;
   const state = readState();
   let t: Topology | undefined;
@@ -177,16 +198,46 @@ async function downUnlocked(opts: { topology?: string; progress?: Progress }): P
     const r = shTry(['ip', 'netns', 'del', ns]);
     if (!r.ok) throw new LabError(`ip netns del ${ns}: ${r.err.trim()}`);
   }
-  for (const p of state?.processes ?? []) {
-    if (!p.ctlSocket) continue;
-    // The socket, and the undo file `kubetun run` keeps beside it (node/failure.ts): the
-    // namespace it would undo is gone, so a later run must not find it.
-    rmSync(p.ctlSocket, { force: true });
-    rmSync(`${p.ctlSocket.replace(/\.sock$/, '')}.state.json`, { force: true });
+  removeLabFiles(state, t, opts.keepLogs === true);
+  say(present.length + stopped > 0 ? 'lab is down' : 'no lab to take down');
+  if (opts.keepLogs && existsSync(LOG_DIR)) say(`logs kept in ${LOG_DIR}`);
+  return { namespaces: present, processes: stopped };
+}
+
+/**
+ * Everything the lab wrote under its prefix's directories (src/lab/prefix.ts): each agent's
+ * socket and the undo file `kubetun run` keeps beside it (node/failure.ts: the namespace it
+ * would undo is gone, so a later run must not find it), the control-socket directory once
+ * empty, and the state directory but for the lock (its holder removes it) and, if asked, logs.
+ */
+function removeLabFiles(state: LabState | undefined, t: Topology | undefined, keepLogs: boolean) {
+  const sockets = new Set(state?.processes.flatMap((p) => (p.ctlSocket ? [p.ctlSocket] : [])));
+  for (const n of t?.nodes ?? []) sockets.add(ctlSocketFor(n));
+  for (const sock of sockets) {
+    rmSync(sock, { force: true });
+    rmSync(`${sock.replace(/\.sock$/, '')}.state.json`, { force: true });
+  }
+  rmEmptyDir(CTL_DIR);
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(LAB_DIR);
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    if (e === 'lock' || (keepLogs && e === 'logs')) continue;
+    rmSync(join(LAB_DIR, e), { recursive: true, force: true });
   }
   rmSync(STATE_FILE, { force: true });
-  say(present.length + stopped > 0 ? 'lab is down' : 'no lab to take down');
-  return { namespaces: present, processes: stopped };
+}
+
+/** rmdir that leaves a directory someone still uses (not empty, or never there) alone. */
+function rmEmptyDir(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // ENOTEMPTY: something else lives there (another `kubetun run`); ENOENT: already gone.
+  }
 }
 
 /** Stragglers (a tcpdump from a killed demo, an exec'd shell) keep a namespace alive. */

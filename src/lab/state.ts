@@ -3,23 +3,18 @@
 // Written before each thing is created, so `lab down` after a crash in the middle of `lab up`
 // still finds everything.
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+
 import { join } from 'node:path';
+import { LAB_DIR, STATE_FILE } from './prefix.ts';
 
-import { LAB_PREFIX } from './topology.ts';
-
-// The default lab (prefix kt-) keeps the historical paths; another prefix gets its own.
-const suffix = LAB_PREFIX === 'kt-' ? '' : `-${LAB_PREFIX.replace(/-+$/, '')}`;
-export const LAB_DIR = process.env.KUBETUN_LAB_DIR || `/run/kubetun-lab${suffix}`;
-export const STATE_FILE = join(LAB_DIR, 'state.json');
-export const LOG_DIR = join(LAB_DIR, 'logs');
+// The paths follow the lab prefix; src/lab/prefix.ts holds the rule.
+export { CTL_DIR, LAB_DIR, LOG_DIR, STATE_FILE } from './prefix.ts';
 /** What every node's data plane reads: the control plane's defaulted Services + EndpointSlices. */
 export const VIEW_DIR = join(LAB_DIR, 'view');
 /** The control plane's persisted objects and allocations (kept by `lab down`, as etcd is). */
 export const STORE_DIR = join(LAB_DIR, 'store');
 /** Pod namespaces the kubelets made: `lab down` removes them even after a crash. */
 export const SANDBOX_FILE = join(LAB_DIR, 'sandboxes.json');
-/** Where each node's kubetun listens for inspect commands (the name `kubetun run` is told). */
-export const CTL_DIR = process.env.KUBETUN_CTL_DIR || `/run/kubetun${suffix}`;
 
 /** kubetun on every node; the kernel with kube-proxy's iptables or nftables ruleset; or none. */
 export type LabMode = 'kubetun' | 'iptables' | 'nftables' | 'none';

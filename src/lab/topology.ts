@@ -7,13 +7,13 @@ import { dirname, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { UserError } from '../errors.ts';
 
-/** Every namespace the lab creates starts with this, so a sweep can never touch anything else. */
 /**
- * Namespace prefix of every lab object. KUBETUN_LAB_PREFIX lets a second lab (a benchmark, a
- * comparison run, a test) live beside the default one without touching it; the state and
- * control-socket directories follow the prefix unless set themselves (src/lab/state.ts).
+ * Every namespace the lab creates starts with LAB_PREFIX (KUBETUN_LAB_PREFIX), so a sweep can
+ * never touch anything else; src/lab/prefix.ts says what else follows from it.
  */
-export const LAB_PREFIX = process.env.KUBETUN_LAB_PREFIX || 'kt-';
+import { LAB_PREFIX } from './prefix.ts';
+
+export { LAB_PREFIX } from './prefix.ts';
 export const UNDERLAY_NS = `${LAB_PREFIX}underlay`;
 export const UNDERLAY_BRIDGE = 'br0';
 /** Linux interface names hold at most 15 bytes (IFNAMSIZ - 1). */

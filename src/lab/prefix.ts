@@ -1,0 +1,31 @@
+// One prefix governs everything a lab owns. KUBETUN_LAB_PREFIX (default `kt-`) names the lab's
+// network namespaces, and from it follow its state directory (state, lock, node records, logs)
+// and the directory of its agents' control sockets — so a second lab (a test, a benchmark, a
+// comparison run) lives beside the default one, every command finds its own lab's sockets,
+// and `lab down` knows exactly what to remove. Nothing else in the code spells these paths.
+//
+//   prefix   namespaces        state, logs                control sockets
+//   kt-      kt-node1 …        /run/kubetun-lab/          /run/kubetun/<node>.sock
+//   kg-      kg-node1 …        /run/kubetun-lab-kg/       /run/kubetun-kg/<node>.sock
+//
+// KUBETUN_LAB_DIR and KUBETUN_CTL_DIR still override the two directories (a VM keeps its own).
+import { join } from 'node:path';
+
+export const LAB_PREFIX = process.env.KUBETUN_LAB_PREFIX || 'kt-';
+
+/** A prefix must make safe namespace and path names (it is joined into both). */
+if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,15}$/.test(LAB_PREFIX)) {
+  process.stderr.write(
+    `kubetun: KUBETUN_LAB_PREFIX=${JSON.stringify(LAB_PREFIX)} is not a lab prefix (use e.g. kg-: lower-case letters, digits, dashes)\n`,
+  );
+  process.exit(2);
+}
+
+// The default lab (prefix kt-) keeps the historical paths; another prefix gets its own.
+const suffix = LAB_PREFIX === 'kt-' ? '' : `-${LAB_PREFIX.replace(/-+$/, '')}`;
+
+export const LAB_DIR = process.env.KUBETUN_LAB_DIR || `/run/kubetun-lab${suffix}`;
+export const STATE_FILE = join(LAB_DIR, 'state.json');
+export const LOG_DIR = join(LAB_DIR, 'logs');
+/** Where each node's kubetun listens for inspect commands (the path `kubetun run` is told). */
+export const CTL_DIR = process.env.KUBETUN_CTL_DIR || `/run/kubetun${suffix}`;
