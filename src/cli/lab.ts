@@ -57,8 +57,7 @@ export function register(program: Command): void {
     .action((o: { topology: string; keepLogs?: boolean }) =>
       guarded(
         'down',
-        async () =>
-          void (await labDown({ topology: o.topology, keepLogs: o.keepLogs, progress })),
+        async () => void (await labDown({ topology: o.topology, keepLogs: o.keepLogs, progress })),
       ),
     );
 

@@ -20,10 +20,9 @@ program
   .description('A userspace, eBPF-style Kubernetes Service data plane on a Linux TUN device')
   .version('0.1.0')
   .option('--debug', 'print the stack of an error too')
-  // Set before the subcommands are registered, so every subcommand inherits both: a usage
-  // mistake (unknown command or option, missing argument) is commander's one line, a pointer
-  // to --help, and exit status 2 — the status every user mistake ends with (src/errors.ts).
-  .showHelpAfterError('(add --help to see the commands and flags)')
+  // Set before the subcommands are registered, so every subcommand inherits it: a usage
+  // mistake (unknown command or option, missing argument) is commander's line, its "Did you
+  // mean" or our pointer to --help, and exit status 2, as every user mistake (src/errors.ts).
   .exitOverride();
 
 // The full name of the command running ("lab up", "ct list"), for error messages.
@@ -59,6 +58,8 @@ try {
   if (err instanceof CommanderError) {
     // commander printed its message (or the help) already.
     process.exitCode = err.exitCode === 0 ? 0 : 2;
+    if (err.exitCode !== 0 && err.code !== 'commander.help' && !/Did you mean/.test(err.message))
+      process.stderr.write('(add --help to see the commands and flags)\n');
   } else {
     process.exitCode = reportError(err, running, debug);
   }

@@ -2,7 +2,7 @@
 // and the lab create, <dir>/NAME.sock), or the only socket in <dir> when exactly one exists.
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { UsageError } from '../errors.ts';
+import { fromErrno, UsageError, UserError } from '../errors.ts';
 import { CTL_DIR } from '../lab/prefix.ts';
 
 /**
@@ -30,7 +30,9 @@ export function resolveSocket(o: SocketChoice, dir = CTL_DIR_DEFAULT): string {
   let names: string[];
   try {
     names = readdirSync(dir).filter((n) => n.endsWith('.sock'));
-  } catch {
+  } catch (err) {
+    const e = fromErrno(err, 'control sockets', dir);
+    if (e instanceof UserError) throw e;
     names = [];
   }
   if (names.length === 1) return join(dir, names[0]);

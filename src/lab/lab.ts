@@ -55,8 +55,13 @@ export interface UpOptions {
   progress?: Progress;
 }
 
-export function labUp(opts: UpOptions = {}): Promise<LabState> {
-  return withLabLock(() => upUnlocked(opts));
+export async function labUp(opts: UpOptions = {}): Promise<LabState> {
+  try {
+    return await withLabLock(() => upUnlocked(opts));
+  } finally {
+    // A lab up refused before it built anything (a bad manifest) leaves no empty directory.
+    rmEmptyDir(LAB_DIR);
+  }
 }
 
 async function upUnlocked(opts: UpOptions): Promise<LabState> {

@@ -109,7 +109,9 @@ export function startAgent(
 
 export async function waitAgent(a: LabProcess): Promise<void> {
   try {
-    await waitForCtl(a.ctlSocket!, 20_000, () => isAlive(a));
+    // 60 s: on a loaded 2-core machine tsx alone can take 20 s to start an agent; a dead agent
+    // ends the wait at once (isAlive), so only a slow start waits this long.
+    await waitForCtl(a.ctlSocket!, 60_000, () => isAlive(a));
   } catch (err) {
     throw new LabError(
       `kubetun on ${a.name}: ${(err as Error).message}; its log ${a.log}:\n${tail(a.log)}`,

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { UserError } from '../errors.ts';
+import { type ErrorOptions, UserError } from '../errors.ts';
 
 /**
  * Every namespace the lab creates starts with LAB_PREFIX (KUBETUN_LAB_PREFIX), so a sweep can
@@ -80,8 +80,11 @@ export class TopologyError extends UserError {
     readonly object: string,
     readonly field: string,
     problem: string,
+    options: ErrorOptions = {},
   ) {
-    super('TOPOLOGY', `${file}: ${object}: ${field}: ${problem}`);
+    // "file" / "-" mean the file as a whole: the message then names just the file.
+    const where = [file, object === 'file' ? '' : object, field === '-' ? '' : field];
+    super('TOPOLOGY', `${where.filter((w) => w !== '').join(': ')}: ${problem}`, options);
   }
 }
 
@@ -91,7 +94,10 @@ export function loadTopology(file: string): Topology {
   try {
     text = readFileSync(abs, 'utf8');
   } catch (err) {
-    throw new TopologyError(abs, 'file', '-', (err as Error).message);
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new TopologyError(abs, 'file', '-', `cannot read (${code})`, {
+      hint: '--topology names a lab topology YAML (default lab/topology.yaml; see lab/README.md)',
+    });
   }
   return parseTopology(text, abs);
 }
@@ -102,7 +108,11 @@ export function parseTopology(text: string, file: string): Topology {
   const docs = parseAllDocuments(text);
   if (docs.length !== 1) throw new TopologyError(file, 'file', '-', 'expected one YAML document');
   const doc = docs[0]!;
-  if (doc.errors.length > 0) throw new TopologyError(file, 'file', '-', doc.errors[0]!.message);
+  if (doc.errors.length > 0) {
+    // yaml's message starts "<what> at line L, column C:" and then quotes the source.
+    const first = doc.errors[0]!.message.split('\n')[0]!.replace(/:$/, '');
+    throw new TopologyError(file, 'file', '-', `YAML syntax error: ${first}`);
+  }
   const root = doc.toJS() as unknown;
   if (!isObj(root)) throw new TopologyError(file, 'file', '-', 'expected a mapping');
   const f = new Fields(file);
@@ -241,16 +251,28 @@ class Fields {
   }
   str(o: Obj, object: string, field: string): string {
     const v = o[field];
+    if (v === undefined) this.missing(o, object, field);
     if (typeof v !== 'string' || v === '') this.fail(object, field, 'expected a non-empty string');
     return v;
   }
+  /** A field that is not there, with the key the user probably meant it to be (podCIDR). */
+  missing(o: Obj, object: string, field: string): never {
+    const near = Object.keys(o).find((k) => k.toLowerCase() === field.toLowerCase());
+    this.fail(
+      object,
+      field,
+      near ? `missing (found "${near}": did you mean "${field}"?)` : 'missing',
+    );
+  }
   obj(o: Obj, object: string, field: string): Obj {
     const v = o[field];
+    if (v === undefined) this.missing(o, object, field);
     if (!isObj(v)) this.fail(object, field, 'expected a mapping');
     return v;
   }
   list(o: Obj, object: string, field: string): unknown[] {
     const v = o[field];
+    if (v === undefined) this.missing(o, object, field);
     if (!Array.isArray(v)) this.fail(object, field, 'expected a list');
     return v;
   }

@@ -18,6 +18,8 @@ const ROOT = join(import.meta.dirname, '../..');
 const A = process.env.KUBETUN_LAB_PREFIX || 'kt-';
 const B = process.env.KUBETUN_LAB_PREFIX_B || `${A.replace(/-+$/, '')}2-`;
 const WEB_URL = 'http://10.96.0.10:80/';
+/** Each test runs a dozen CLI commands; on a loaded 2-core machine one takes seconds. */
+const SLOW = 600_000;
 
 /** The lab paths the prefix implies (src/lab/prefix.ts), spelled out here as the oracle. */
 function paths(prefix: string): { labDir: string; ctlDir: string } {
@@ -78,7 +80,7 @@ describe.skipIf(process.getuid?.() !== 0)('two labs side by side', () => {
       expect(existsSync(join(ctlDir, 'node2.sock'))).toBe(true);
     }
     expect(paths(A).ctlDir).not.toBe(paths(B).ctlDir);
-  });
+  }, SLOW);
 
   it('ct list / count / flush answer from their own lab only', () => {
     for (const p of [A, B]) expect(kubetun(p, ['ct', 'flush', '--node', 'node1']).status).toBe(0);
@@ -97,7 +99,7 @@ describe.skipIf(process.getuid?.() !== 0)('two labs side by side', () => {
     expect(ctCount(A, 'node1')).toBeGreaterThanOrEqual(1);
     expect(kubetun(A, ['ct', 'flush', '--node', 'node1']).status).toBe(0);
     expect(ctCount(A, 'node1')).toBe(0);
-  });
+  }, SLOW);
 
   it('svc list (text and --json) answers on every node of each lab', () => {
     for (const p of [A, B]) {
@@ -110,7 +112,7 @@ describe.skipIf(process.getuid?.() !== 0)('two labs side by side', () => {
         expect(JSON.parse(json.out)).toBeTypeOf('object');
       }
     }
-  });
+  }, SLOW);
 
   it('lab status and lab exec see their own lab', () => {
     for (const p of [A, B]) {
@@ -125,7 +127,7 @@ describe.skipIf(process.getuid?.() !== 0)('two labs side by side', () => {
       expect(e.status).toBe(0);
       expect(e.out).toContain('eth0');
     }
-  });
+  }, SLOW);
 
   it('the curl-vs-ping demo runs in each lab and reads its own agent', () => {
     for (const p of [A, B]) {
@@ -133,7 +135,7 @@ describe.skipIf(process.getuid?.() !== 0)('two labs side by side', () => {
       expect(d.status, d.err).toBe(0);
       expect(d.out).toMatch(/curl .*10\.96\.0\.10/);
     }
-  }, 240_000);
+  }, SLOW);
 
   it('lab down of A leaves B working; of B too, and nothing of either is left', () => {
     expect(kubetun(A, ['lab', 'down']).status).toBe(0);
@@ -154,5 +156,5 @@ describe.skipIf(process.getuid?.() !== 0)('two labs side by side', () => {
     expect(existsSync(paths(B).ctlDir)).toBe(false);
     expect(kubetun(B, ['lab', 'down']).status).toBe(0);
     expect(existsSync(paths(B).labDir)).toBe(false);
-  }, 240_000);
+  }, SLOW);
 });
