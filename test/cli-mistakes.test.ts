@@ -4,7 +4,7 @@
 // absence of a stack. No lab is brought up: the rows that need "no lab" use a prefix of their
 // own that never has one; the non-root rows run as `nobody` (setpriv), so they need root to
 // set up and are skipped without it.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -133,7 +133,8 @@ const MISTAKES: Mistake[] = [
   },
 ];
 
-function kubetun(args: string[], asNobody = false): { err: string; status: number } {
+/** The CLI with this argv, asynchronously, so the rows run side by side (each starts tsx). */
+function kubetun(args: string[], asNobody = false): Promise<{ err: string; status: number }> {
   const env: NodeJS.ProcessEnv = { ...process.env, KUBETUN_LAB_PREFIX: NO_LAB };
   delete env.KUBETUN_DEBUG;
   const argv = [process.execPath, join(ROOT, 'bin/kubetun.mjs'), ...args];
@@ -142,17 +143,26 @@ function kubetun(args: string[], asNobody = false): { err: string; status: numbe
     : argv;
   // tsx keeps a cache under the temp directory per user; nobody gets one it may write.
   if (asNobody) env.TMPDIR = nobodyTmp;
-  const r = spawnSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8', env, cwd: dir, timeout: 60_000 });
-  return { err: r.stderr ?? '', status: r.status ?? -1 };
+  return new Promise((done) => {
+    const p = spawn(cmd[0]!, cmd.slice(1), { env, cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    p.stderr.setEncoding('utf8').on('data', (d: string) => {
+      err += d;
+    });
+    p.on('close', (status) => done({ err, status: status ?? -1 }));
+  });
 }
 
 /** A V8 stack frame ("    at fn (file.ts:12:3)") anywhere in the text. */
 const STACK = /^\s+at .+(:\d+:\d+\)?|\(native\))$/m;
 
-describe('every user mistake: one or two lines, exit status 2, no stack', () => {
+/** Each row starts a node process; on a loaded machine that alone takes seconds. */
+const SLOW = 180_000;
+
+describe.concurrent('every user mistake: one or two lines, exit status 2, no stack', () => {
   for (const m of MISTAKES) {
-    it.skipIf(m.asNobody === true && !isRoot)(m.what, () => {
-      const r = kubetun(m.args, m.asNobody);
+    it.skipIf(m.asNobody === true && !isRoot)(m.what, { timeout: SLOW }, async () => {
+      const r = await kubetun(m.args, m.asNobody);
       const lines = r.err.split('\n').filter((l) => l.trim() !== '');
       expect(r.err).not.toMatch(STACK);
       expect(r.err).toMatch(m.says);
@@ -162,8 +172,8 @@ describe('every user mistake: one or two lines, exit status 2, no stack', () => 
     });
   }
 
-  it('--debug adds the stack to the same message', () => {
-    const r = kubetun(['lab', 'status', '--topology', missingManifests, '--debug']);
+  it('--debug adds the stack to the same message', { timeout: SLOW }, async () => {
+    const r = await kubetun(['lab', 'status', '--topology', missingManifests, '--debug']);
     expect(r.status).toBe(2);
     expect(r.err).toMatch(/does-not-exist/);
     expect(r.err).toMatch(STACK);

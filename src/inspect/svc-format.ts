@@ -10,6 +10,9 @@
 // Destination columns are printf("%-28s %-7s %-6d %-10u %-10u") as in ipvsadm, trailing
 // padding included. ClientIP affinity prints as IPVS persistence ("persistent 10800"), as
 // kube-proxy's IPVS mode programs it. kubetun always rewrites addresses: forward is "Masq".
+// One column ipvsadm lacks, as `cilium service list` has it: the Service (ServicePortName)
+// each frontend belongs to, aligned after the flags; the external-scope entry of an
+// externalTrafficPolicy: Local service says "(local endpoints)" after its name.
 import type { SvcEntry, SvcReport } from './types.ts';
 
 export const IPVS_HEADER = [
@@ -33,7 +36,17 @@ export function formatSvcBackends(s: SvcEntry): string[] {
 
 /** The whole table, one string per line (no newlines). */
 export function formatSvcReport(r: SvcReport): string[] {
-  const out = [`IP Virtual Server version 1.2.1 (size=${r.connTableSize})`, ...IPVS_HEADER];
-  for (const s of r.services) out.push(formatSvcLine(s), ...formatSvcBackends(s));
+  const heads = r.services.map(formatSvcLine);
+  const width = Math.max(IPVS_HEADER[0]!.length, ...heads.map((h) => h.length)) + 2;
+  const out = [
+    `IP Virtual Server version 1.2.1 (size=${r.connTableSize})`,
+    `${IPVS_HEADER[0]!.padEnd(width)}Service`,
+    IPVS_HEADER[1]!,
+  ];
+  r.services.forEach((s, i) => {
+    const scope = s.flags.includes('local-scope') ? ' (local endpoints)' : '';
+    const name = s.name === undefined ? '' : `${s.name}${scope}`;
+    out.push(name ? `${heads[i]!.padEnd(width)}${name}` : heads[i]!, ...formatSvcBackends(s));
+  });
   return out;
 }

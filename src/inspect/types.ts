@@ -61,13 +61,17 @@ export interface SvcEntry {
   /** scheduler name of the service master entry ("random" unless the service asks) */
   scheduler: string;
   /** service flags by name: nodeport, external-ip, loadbalancer, etp-local, itp-local,
-   * affinity, source-range */
+   * affinity, source-range; local-scope for the external entry of an externalTrafficPolicy:
+   * Local service (local endpoints only) */
   flags: string[];
   /** ClientIP affinity timeout in seconds (0 without affinity) */
   affinityTimeoutSec: number;
   revNat: number;
   /** kube-proxy's ServicePortName ("ns/name:port") when the agent knows it */
   name?: string;
+  /** the Service's namespace and name, with `name` */
+  namespace?: string;
+  service?: string;
   /** in slot order */
   backends: SvcBackend[];
 }

@@ -18,6 +18,7 @@ import {
   SVC_F_NODEPORT,
   SVC_F_SOURCE_RANGE,
   SVC_F_WILDCARD,
+  SVC_SCOPE_LOCAL,
 } from '../maps/services.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { SCHED_NAMES } from '../sched/kinds.ts';
@@ -136,21 +137,42 @@ const BE_STATE_NAMES: Record<number, string> = {
   [BE_QUARANTINED]: 'quarantined',
 };
 
-/** "vip:port:protoNum" -> ServicePortName, for the ports the agent loaded. */
+/**
+ * Frontend -> ServicePortName, for the ports the agent loaded: "vip:port:protoNum" for the
+ * ClusterIPs, external and LoadBalancer IPs, "nodeport:port:protoNum" for the NodePort (its
+ * entries hold the node's addresses, which the manifests do not name).
+ */
 export function servicePortNames(ports: readonly ResolvedServicePort[]): Map<string, string> {
   const names = new Map<string, string>();
   const protos: Record<string, number> = { TCP: 6, UDP: 17, SCTP: 132 };
   for (const p of ports) {
-    for (const ip of p.service.clusterIPs ?? []) {
+    const proto = protos[p.port.protocol];
+    const ips = [
+      ...(p.service.clusterIPs ?? []),
+      ...(p.service.externalIPs ?? []),
+      ...(p.service.loadBalancerIPs ?? []),
+    ];
+    for (const ip of ips) {
       if (ip.includes(':')) continue;
       try {
-        names.set(`${ipv4ToU32(ip)}:${p.port.port}:${protos[p.port.protocol]}`, p.servicePortName);
+        names.set(`${ipv4ToU32(ip)}:${p.port.port}:${proto}`, p.servicePortName);
       } catch {
         // an address the loader refused never reached the maps: nothing to name
       }
     }
+    if (p.port.nodePort) names.set(`nodeport:${p.port.nodePort}:${proto}`, p.servicePortName);
   }
   return names;
+}
+
+/** "ns/name:port" (or "ns/name") -> its parts; Kubernetes names hold neither '/' nor ':'. */
+function splitServicePortName(spn: string): { namespace: string; service: string } {
+  const slash = spn.indexOf('/');
+  const colon = spn.indexOf(':', slash + 1);
+  return {
+    namespace: spn.slice(0, slash),
+    service: spn.slice(slash + 1, colon < 0 ? undefined : colon),
+  };
 }
 
 /** Active (TCP ESTABLISHED) and inactive live flows per (revNat, backend id). */
@@ -186,11 +208,14 @@ export function svcReport(
     if (svc.slotOf(i) !== 0 || svc.flags(i) & SVC_F_WILDCARD) continue;
     const vip = svc.vipOf(i) >>> 0; // int32 in the map; the names are keyed by the u32
     const port = svc.portOf(i);
-    const proto = svc.protoOf(i);
+    // The key's protocol byte carries SVC_SCOPE_LOCAL on the external-scope entry of an
+    // externalTrafficPolicy: Local service (maps/services.ts); the protocol is the rest.
+    const keyProto = svc.protoOf(i);
+    const proto = keyProto & ~SVC_SCOPE_LOCAL;
     const revNat = svc.revNat(i);
     const backends: SvcBackend[] = [];
     for (let s = 1; s <= svc.count(i); s++) {
-      const slot = svc.lookup(vip, port, proto, s);
+      const slot = svc.lookup(vip, port, keyProto, s);
       const b = slot < 0 ? -1 : dp.be.lookup(svc.backendId(slot));
       if (b < 0) continue; // a slot mid-update or a dangling id: nothing to show
       const id = dp.be.idOf(b);
@@ -214,16 +239,27 @@ export function svcReport(
       proto: protoName(proto),
       protoNum: proto,
       scheduler: SCHED_NAMES[svc.scheduler(i)] ?? `sched-${svc.scheduler(i)}`,
-      flags: FLAG_NAMES.filter(([bit]) => flags & bit).map(([, n]) => n),
+      flags: [
+        ...FLAG_NAMES.filter(([bit]) => flags & bit).map(([, n]) => n),
+        ...(keyProto & SVC_SCOPE_LOCAL ? ['local-scope'] : []),
+      ],
       affinityTimeoutSec: flags & SVC_F_AFFINITY ? svc.affinityTimeout(i) : 0,
       revNat,
       backends,
     };
-    const name = names.get(`${vip}:${port}:${proto}`);
-    if (name !== undefined) entry.name = name;
+    const name =
+      names.get(`${vip}:${port}:${proto}`) ??
+      (flags & SVC_F_NODEPORT ? names.get(`nodeport:${port}:${proto}`) : undefined);
+    if (name !== undefined) Object.assign(entry, { name }, splitServicePortName(name));
     services.push(entry);
   }
-  services.sort((a, b) => a.protoNum - b.protoNum || cmpAddr(a.vip, b.vip) || a.port - b.port);
+  services.sort(
+    (a, b) =>
+      a.protoNum - b.protoNum ||
+      cmpAddr(a.vip, b.vip) ||
+      a.port - b.port ||
+      a.flags.length - b.flags.length,
+  );
   return { connTableSize: dp.ct.capacity, services };
 }
 

@@ -10,6 +10,7 @@ import { formatCtEntry } from '../../src/inspect/ct-format.ts';
 import { formatSvcReport } from '../../src/inspect/svc-format.ts';
 import type { CtEntry, SvcReport } from '../../src/inspect/types.ts';
 import { inspectAnswer } from '../../src/node/inspect.ts';
+import { ipv4ToU32 } from '../../src/wire/addr.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
 import {
   ACK,
@@ -172,15 +173,16 @@ describe('svc', () => {
     expect(dns.backends).toEqual([
       expect.objectContaining({ addr: '10.244.2.7', port: 53, active: 0, inactive: 1 }),
     ]);
+    expect(web).toMatchObject({ namespace: 'default', service: 'web' });
     const text = formatSvcReport(r);
     expect(text.slice(3)).toEqual([
-      'TCP  10.96.0.10:80 random',
+      'TCP  10.96.0.10:80 random                   default/web:http',
       ...web.backends.map(
         (b) =>
           `  -> ${b.addr}:8080              Masq    1      ${b.active}          ${b.inactive}         `,
       ),
-      'TCP  10.96.0.20:80 random',
-      'UDP  10.96.0.53:53 random persistent 10800',
+      'TCP  10.96.0.20:80 random                   default/empty:http',
+      'UDP  10.96.0.53:53 random persistent 10800  default/dns:dns',
       '  -> 10.244.2.7:53                Masq    1      0          1         ',
     ]);
   });
@@ -217,5 +219,37 @@ describe('svc', () => {
     ask({ cmd: 'ct-flush', filter: { proto: 'tcp' } });
     const web = ask<SvcReport>({ cmd: 'svc' }).services[0];
     for (const b of web.backends) expect(b).toMatchObject({ active: 0, inactive: 0 });
+  });
+});
+
+describe('svc on an externalTrafficPolicy: Local NodePort (regression: protocol printed as 134)', () => {
+  it('names the protocol TCP, marks the local-scope entry and names its Service', () => {
+    const node = '172.30.0.11';
+    const d = createDatapath({
+      nodeIp: ipv4ToU32(node),
+      podGateway: ipv4ToU32('10.244.1.1'),
+      podCidr: '10.244.1.0/24',
+      clusterCidr: '10.244.0.0/16',
+    });
+    const svc = service('web-local', '10.96.0.81', {
+      type: 'NodePort',
+      externalTrafficPolicy: 'Local',
+    });
+    const rsp = servicePort(svc, 80, 'TCP', [endpoint('10.244.1.2:8080', { nodeName: 'n1' })], '');
+    rsp.port.nodePort = 30081;
+    dpLoadServices(d, [rsp], { nodeName: 'n1' });
+    const r = inspectAnswer(d, { cmd: 'svc' }, NOW, [rsp]) as SvcReport;
+    const np = r.services.filter((s) => s.vip === node && s.port === 30081);
+    expect(np.map((s) => [s.proto, s.protoNum])).toEqual([
+      ['TCP', 6],
+      ['TCP', 6],
+    ]);
+    expect(np.map((s) => s.flags.includes('local-scope'))).toEqual([false, true]);
+    for (const s of np) expect(s).toMatchObject({ namespace: 'default', service: 'web-local' });
+    const text = formatSvcReport(r).join('\n');
+    expect(text).not.toMatch(/^134 /m);
+    expect(text).toMatch(
+      /^TCP {2}172\.30\.0\.11:30081 random +default\/web-local \(local endpoints\)$/m,
+    );
   });
 });

@@ -124,13 +124,28 @@ describe('formatSvcReport (ipvsadm -Ln)', () => {
   it('prints the header, each service, and its backends with ipvsadm column widths', () => {
     expect(formatSvcReport(report)).toEqual([
       'IP Virtual Server version 1.2.1 (size=4096)',
-      'Prot LocalAddress:Port Scheduler Flags',
+      'Prot LocalAddress:Port Scheduler Flags  Service',
       '  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn',
-      'TCP  10.96.0.10:80 random',
+      'TCP  10.96.0.10:80 random               default/web:http',
       '  -> 10.244.1.2:8080              Masq    1      2          13        ',
       '  -> 10.244.2.3:8080              Masq    0      0          0         ',
       // no endpoints: no destination lines; ClientIP affinity shows as IPVS persistence
       'UDP  10.96.0.20:53 rr persistent 10800',
     ]);
+  });
+
+  it('names the Service of each frontend, the local-scope entry of an ETP Local one too', () => {
+    const np = {
+      ...report.services[0]!,
+      vip: '172.30.0.11',
+      port: 30081,
+      flags: ['nodeport', 'etp-local', 'local-scope'],
+      name: 'default/web-local',
+    };
+    const lines = formatSvcReport({ ...report, services: [np] });
+    expect(lines[3]).toBe(
+      'TCP  172.30.0.11:30081 random           default/web-local (local endpoints)',
+    );
+    expect(lines[1]!.indexOf('Service')).toBe(lines[3]!.indexOf('default/'));
   });
 });
