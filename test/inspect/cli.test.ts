@@ -97,19 +97,25 @@ describe('kubetun ct / svc on a running agent', () => {
         ? `  -> ${ip}:8080             Masq    1      ${a}          ${i}         `
         : `  -> ${ip}:8080             Masq    1      0          0         `;
     expect(r.out.split('\n').slice(1)).toEqual([
-      'Prot LocalAddress:Port Scheduler Flags',
+      'Prot LocalAddress:Port Scheduler Flags  Service',
       '  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn',
-      'TCP  10.96.0.10:80 random',
+      'TCP  10.96.0.10:80 random               default/web:http',
       be(PODS[1].ip),
       be(PODS[2].ip),
-      'TCP  10.96.0.20:80 random',
-      'TCP  10.96.0.30:80 random',
+      'TCP  10.96.0.20:80 random               default/empty:http',
+      'TCP  10.96.0.30:80 random               default/far:http',
       `  -> ${REMOTE_POD_IP}:8080             Masq    1      0          0         `,
       '',
     ]);
     expect(r.out).toMatch(/^IP Virtual Server version 1\.2\.1 \(size=\d+\)\n/);
     const json = JSON.parse(kubetun('svc', 'list', '--json').out);
-    expect(json.services[0]).toMatchObject({ name: 'default/web:http', vip: VIP, port: 80 });
+    expect(json.services[0]).toMatchObject({
+      name: 'default/web:http',
+      namespace: 'default',
+      service: 'web',
+      vip: VIP,
+      port: 80,
+    });
   });
 
   it('ct flush with a filter that matches nothing keeps the flow; ct flush empties the table', () => {
