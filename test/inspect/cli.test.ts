@@ -22,7 +22,7 @@ let flow: CtEntry;
 function kubetun(...args: string[]) {
   const r = spawnSync(process.execPath, ['--import', 'tsx', MAIN, ...args, '--socket', t.socket], {
     encoding: 'utf8',
-    timeout: 30_000,
+    timeout: 120_000, // a CLI start takes seconds on a loaded 2-core machine
   });
   return { status: r.status, out: r.stdout, err: r.stderr };
 }
