@@ -213,7 +213,8 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
  * Everything the lab wrote under its prefix's directories (src/lab/prefix.ts): each agent's
  * socket and the undo file `kubetun run` keeps beside it (node/failure.ts: the namespace it
  * would undo is gone, so a later run must not find it), the control-socket directory once
- * empty, and the state directory but for the lock (its holder removes it) and, if asked, logs.
+ * empty, and the state directory but for the lock (its holder removes it), the control
+ * plane's store (kept like etcd) and, if asked, the logs.
  */
 function removeLabFiles(state: LabState | undefined, t: Topology | undefined, keepLogs: boolean) {
   const sockets = new Set(state?.processes.flatMap((p) => (p.ctlSocket ? [p.ctlSocket] : [])));
@@ -230,7 +231,8 @@ function removeLabFiles(state: LabState | undefined, t: Topology | undefined, ke
     return;
   }
   for (const e of entries) {
-    if (e === 'lock' || (keepLogs && e === 'logs')) continue;
+    // The control plane's store outlives the lab, as etcd does (src/lab/control-plane.ts).
+    if (e === 'lock' || e === 'store' || (keepLogs && e === 'logs')) continue;
     rmSync(join(LAB_DIR, e), { recursive: true, force: true });
   }
   rmSync(STATE_FILE, { force: true });

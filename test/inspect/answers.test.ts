@@ -237,7 +237,7 @@ describe('svc on an externalTrafficPolicy: Local NodePort (regression: protocol 
     });
     const rsp = servicePort(svc, 80, 'TCP', [endpoint('10.244.1.2:8080', { nodeName: 'n1' })], '');
     rsp.port.nodePort = 30081;
-    dpLoadServices(d, [rsp], { nodeName: 'n1' });
+    loaderOf(d).load([rsp], { nodeName: 'n1' });
     const r = inspectAnswer(d, { cmd: 'svc' }, NOW, [rsp]) as SvcReport;
     const np = r.services.filter((s) => s.vip === node && s.port === 30081);
     expect(np.map((s) => [s.proto, s.protoNum])).toEqual([

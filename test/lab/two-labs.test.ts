@@ -9,9 +9,10 @@
 //
 // Run beside other labs: KUBETUN_LAB_PREFIX=kg- KUBETUN_LAB_PREFIX_B=kh- npx vitest run
 // test/lab/two-labs.test.ts
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -69,92 +70,128 @@ describe.skipIf(process.getuid?.() !== 0)('two labs side by side', () => {
     for (const p of [A, B]) kubetun(p, ['lab', 'down']);
   }, 300_000);
 
-  it('each lab has its own namespaces, state directory and control sockets', () => {
-    for (const p of [A, B]) {
-      const ns = netns(p);
-      expect(ns).toContain(`${p}node1`);
-      expect(ns).toContain(`${p}pod-a`);
-      const { labDir, ctlDir } = paths(p);
-      expect(existsSync(join(labDir, 'state.json'))).toBe(true);
-      expect(existsSync(join(ctlDir, 'node1.sock'))).toBe(true);
-      expect(existsSync(join(ctlDir, 'node2.sock'))).toBe(true);
-    }
-    expect(paths(A).ctlDir).not.toBe(paths(B).ctlDir);
-  }, SLOW);
-
-  it('ct list / count / flush answer from their own lab only', () => {
-    for (const p of [A, B]) expect(kubetun(p, ['ct', 'flush', '--node', 'node1']).status).toBe(0);
-    const curl = kubetun(A, ['lab', 'exec', 'pod-a', '--', 'curl', '-sS', '-m', '3', WEB_URL]);
-    expect(curl.status, curl.err).toBe(0);
-    expect(curl.out).toMatch(/^pod-[abc] /);
-    // The flow went through lab A's node1 only: B's node1 (same name, same VIP) saw nothing.
-    expect(ctCount(A, 'node1')).toBeGreaterThanOrEqual(1);
-    expect(ctCount(B, 'node1')).toBe(0);
-    const list = kubetun(A, ['ct', 'list', '--node', 'node1', '--dst', '10.96.0.10']);
-    expect(list.status).toBe(0);
-    expect(list.out).toMatch(/dst=10\.96\.0\.10 .*dport=80/);
-    expect(kubetun(B, ['ct', 'list', '--node', 'node1', '--dst', '10.96.0.10']).out).toBe('');
-    // Flushing B leaves A's flow; flushing A removes it.
-    expect(kubetun(B, ['ct', 'flush', '--node', 'node1']).status).toBe(0);
-    expect(ctCount(A, 'node1')).toBeGreaterThanOrEqual(1);
-    expect(kubetun(A, ['ct', 'flush', '--node', 'node1']).status).toBe(0);
-    expect(ctCount(A, 'node1')).toBe(0);
-  }, SLOW);
-
-  it('svc list (text and --json) answers on every node of each lab', () => {
-    for (const p of [A, B]) {
-      for (const node of ['node1', 'node2']) {
-        const text = kubetun(p, ['svc', 'list', '--node', node]);
-        expect(text.status, text.err).toBe(0);
-        expect(text.out).toContain('10.96.0.10:80');
-        const json = kubetun(p, ['svc', 'list', '--node', node, '--json']);
-        expect(json.status).toBe(0);
-        expect(JSON.parse(json.out)).toBeTypeOf('object');
+  it(
+    'each lab has its own namespaces, state directory and control sockets',
+    () => {
+      for (const p of [A, B]) {
+        const ns = netns(p);
+        expect(ns).toContain(`${p}node1`);
+        expect(ns).toContain(`${p}pod-a`);
+        const { labDir, ctlDir } = paths(p);
+        expect(existsSync(join(labDir, 'state.json'))).toBe(true);
+        expect(existsSync(join(ctlDir, 'node1.sock'))).toBe(true);
+        expect(existsSync(join(ctlDir, 'node2.sock'))).toBe(true);
       }
-    }
-  }, SLOW);
+      expect(paths(A).ctlDir).not.toBe(paths(B).ctlDir);
+    },
+    SLOW,
+  );
 
-  it('lab status and lab exec see their own lab', () => {
-    for (const p of [A, B]) {
-      const s = kubetun(p, ['lab', 'status']);
-      expect(s.status, s.err).toBe(0);
-      expect(s.out).toContain(`${p}node1`);
-      const other = p === A ? B : A;
-      expect(s.out).not.toContain(`${other}node1`);
-      const j = JSON.parse(kubetun(p, ['lab', 'status', '--json']).out) as { up: boolean };
-      expect(j.up).toBe(true);
-      const e = kubetun(p, ['lab', 'exec', 'pod-c', '--', 'cat', '/proc/self/net/dev']);
-      expect(e.status).toBe(0);
-      expect(e.out).toContain('eth0');
-    }
-  }, SLOW);
+  it(
+    'ct list / count / flush answer from their own lab only',
+    async () => {
+      for (const p of [A, B]) expect(kubetun(p, ['ct', 'flush', '--node', 'node1']).status).toBe(0);
+      // A slow download keeps one flow ESTABLISHED through lab A's node1 for the whole test (a
+      // closed curl's TIME_WAIT entry can expire while a loaded machine runs the commands).
+      const url = 'http://10.96.0.10:80/bytes?n=1000000000';
+      const dl = spawn(
+        'ip',
+        ['netns', 'exec', `${A}pod-a`, 'curl', '-sS', '--limit-rate', '1k', '-o', '/dev/null', url],
+        { stdio: 'ignore' },
+      );
+      try {
+        for (let i = 0; i < 60 && ctCount(A, 'node1') < 1; i++) await sleep(1000);
+        // The flow went through lab A's node1 only: B's node1 (same name, same VIP) saw nothing.
+        expect(ctCount(A, 'node1')).toBeGreaterThanOrEqual(1);
+        expect(ctCount(B, 'node1')).toBe(0);
+        const list = kubetun(A, ['ct', 'list', '--node', 'node1', '--dst', '10.96.0.10']);
+        expect(list.status).toBe(0);
+        expect(list.out).toMatch(/ESTABLISHED .*dst=10\.96\.0\.10 .*dport=80/);
+        expect(kubetun(B, ['ct', 'list', '--node', 'node1', '--dst', '10.96.0.10']).out).toBe('');
+        // Flushing B leaves A's flow; flushing A removes it.
+        expect(kubetun(B, ['ct', 'flush', '--node', 'node1']).status).toBe(0);
+        expect(ctCount(A, 'node1')).toBeGreaterThanOrEqual(1);
+        dl.kill();
+        await sleep(500);
+        expect(kubetun(A, ['ct', 'flush', '--node', 'node1']).status).toBe(0);
+        expect(ctCount(A, 'node1')).toBe(0);
+      } finally {
+        dl.kill();
+      }
+    },
+    SLOW,
+  );
 
-  it('the curl-vs-ping demo runs in each lab and reads its own agent', () => {
-    for (const p of [A, B]) {
-      const d = kubetun(p, ['lab', 'demo', 'curl-vs-ping']);
-      expect(d.status, d.err).toBe(0);
-      expect(d.out).toMatch(/curl .*10\.96\.0\.10/);
-    }
-  }, SLOW);
+  it(
+    'svc list (text and --json) answers on every node of each lab',
+    () => {
+      for (const p of [A, B]) {
+        for (const node of ['node1', 'node2']) {
+          const text = kubetun(p, ['svc', 'list', '--node', node]);
+          expect(text.status, text.err).toBe(0);
+          expect(text.out).toContain('10.96.0.10:80');
+          const json = kubetun(p, ['svc', 'list', '--node', node, '--json']);
+          expect(json.status).toBe(0);
+          expect(JSON.parse(json.out)).toBeTypeOf('object');
+        }
+      }
+    },
+    SLOW,
+  );
 
-  it('lab down of A leaves B working; of B too, and nothing of either is left', () => {
-    expect(kubetun(A, ['lab', 'down']).status).toBe(0);
-    expect(netns(A)).toEqual([]);
-    expect(existsSync(paths(A).labDir)).toBe(false);
-    expect(existsSync(paths(A).ctlDir)).toBe(false);
-    expect(kubetun(B, ['svc', 'list', '--node', 'node1']).status).toBe(0);
-    const gone = kubetun(A, ['svc', 'list', '--node', 'node1']);
-    expect(gone.status).toBe(2);
-    expect(gone.err).toContain(paths(A).ctlDir);
+  it(
+    'lab status and lab exec see their own lab',
+    () => {
+      for (const p of [A, B]) {
+        const s = kubetun(p, ['lab', 'status']);
+        expect(s.status, s.err).toBe(0);
+        expect(s.out).toContain(`${p}node1`);
+        const other = p === A ? B : A;
+        expect(s.out).not.toContain(`${other}node1`);
+        const j = JSON.parse(kubetun(p, ['lab', 'status', '--json']).out) as { up: boolean };
+        expect(j.up).toBe(true);
+        const e = kubetun(p, ['lab', 'exec', 'pod-c', '--', 'cat', '/proc/self/net/dev']);
+        expect(e.status).toBe(0);
+        expect(e.out).toContain('eth0');
+      }
+    },
+    SLOW,
+  );
 
-    const down = kubetun(B, ['lab', 'down', '--keep-logs']);
-    expect(down.status).toBe(0);
-    expect(down.err).toContain(`logs kept in ${paths(B).labDir}/logs`);
-    expect(netns(B)).toEqual([]);
-    expect(existsSync(join(paths(B).labDir, 'logs'))).toBe(true);
-    expect(existsSync(join(paths(B).labDir, 'state.json'))).toBe(false);
-    expect(existsSync(paths(B).ctlDir)).toBe(false);
-    expect(kubetun(B, ['lab', 'down']).status).toBe(0);
-    expect(existsSync(paths(B).labDir)).toBe(false);
-  }, SLOW);
+  it(
+    'the curl-vs-ping demo runs in each lab and reads its own agent',
+    () => {
+      for (const p of [A, B]) {
+        const d = kubetun(p, ['lab', 'demo', 'curl-vs-ping']);
+        expect(d.status, d.err).toBe(0);
+        expect(d.out).toMatch(/curl .*10\.96\.0\.10/);
+      }
+    },
+    SLOW,
+  );
+
+  it(
+    'lab down of A leaves B working; of B too, and nothing of either is left',
+    () => {
+      expect(kubetun(A, ['lab', 'down']).status).toBe(0);
+      expect(netns(A)).toEqual([]);
+      expect(existsSync(paths(A).labDir)).toBe(false);
+      expect(existsSync(paths(A).ctlDir)).toBe(false);
+      expect(kubetun(B, ['svc', 'list', '--node', 'node1']).status).toBe(0);
+      const gone = kubetun(A, ['svc', 'list', '--node', 'node1']);
+      expect(gone.status).toBe(2);
+      expect(gone.err).toContain(paths(A).ctlDir);
+
+      const down = kubetun(B, ['lab', 'down', '--keep-logs']);
+      expect(down.status).toBe(0);
+      expect(down.err).toContain(`logs kept in ${paths(B).labDir}/logs`);
+      expect(netns(B)).toEqual([]);
+      expect(existsSync(join(paths(B).labDir, 'logs'))).toBe(true);
+      expect(existsSync(join(paths(B).labDir, 'state.json'))).toBe(false);
+      expect(existsSync(paths(B).ctlDir)).toBe(false);
+      expect(kubetun(B, ['lab', 'down']).status).toBe(0);
+      expect(existsSync(paths(B).labDir)).toBe(false);
+    },
+    SLOW,
+  );
 });
