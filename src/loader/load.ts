@@ -30,6 +30,7 @@ import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../model.ts
 import { SCHED_ANNOTATION, SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
+import { eligibleEndpoints } from '../endpoints/select.ts';
 import { checkExternal, type ExtFrontend, ExternalWriter } from './nodeport.ts';
 
 /** Service annotation: per-endpoint weights, "ip-or-pod=weight,..." (0..65535, default 1). */
@@ -322,55 +323,6 @@ function planBackend(
   const flags = opts.nodeName !== undefined && ep.nodeName === opts.nodeName ? BE_F_LOCAL : 0;
   const state = terminating || (!ep.ready && ep.terminating) ? BE_TERMINATING : BE_ACTIVE;
   return { key, id: ids.assign(key, fnv1a(key)), addr, port: ep.port, proto, state, flags };
-}
-
-export interface EligibleOptions {
-  /** internalTrafficPolicy Local: only this node's endpoints */
-  node?: string;
-  /** this node's zone: topology hints apply when usable */
-  zone?: string;
-  /** trafficDistribution PreferClose: endpoint zones stand in for missing hints */
-  preferClose?: boolean;
-}
-
-/**
- * kube-proxy's choice (pkg/proxy/topology.go CategorizeEndpoints): Ready endpoints; when none
- * is Ready, the serving and terminating ones (so connections drain gracefully during a
- * rollout). internalTrafficPolicy Local restricts to this node first; otherwise topology
- * hints restrict to this zone when every ready endpoint has hints and one is for this zone.
- * Without an EndpointSlice controller (manifest files), PreferClose takes each endpoint's own
- * zone as its hint, which is what the controller writes when every zone has endpoints.
- */
-export function eligibleEndpoints(
-  eps: readonly ResolvedEndpoint[],
-  o: string | EligibleOptions = {},
-): { list: ResolvedEndpoint[]; terminating: boolean } {
-  const opt = typeof o === 'string' ? { node: o } : o;
-  let mine: readonly ResolvedEndpoint[] = eps;
-  if (opt.node !== undefined) mine = eps.filter((e) => e.nodeName === opt.node);
-  else if (opt.zone !== undefined) mine = topologyFilter(eps, opt.zone, opt.preferClose === true);
-  const ready = mine.filter((e) => e.ready);
-  if (ready.length > 0) return { list: ready, terminating: false };
-  return { list: mine.filter((e) => e.serving && e.terminating), terminating: true };
-}
-
-function hintsOf(e: ResolvedEndpoint, preferClose: boolean): readonly string[] {
-  if (e.hintsForZones && e.hintsForZones.length > 0) return e.hintsForZones;
-  return preferClose && e.zone ? [e.zone] : [];
-}
-
-function topologyFilter(
-  eps: readonly ResolvedEndpoint[],
-  zone: string,
-  preferClose: boolean,
-): readonly ResolvedEndpoint[] {
-  const ready = eps.filter((e) => e.ready);
-  if (ready.length === 0) return eps;
-  const explicit = ready.some((e) => e.hintsForZones && e.hintsForZones.length > 0);
-  const pc = preferClose && !explicit;
-  if (ready.some((e) => hintsOf(e, pc).length === 0)) return eps; // hints incomplete: ignore
-  if (!ready.some((e) => hintsOf(e, pc).includes(zone))) return eps; // none for us: ignore
-  return eps.filter((e) => hintsOf(e, pc).includes(zone));
 }
 
 // ---- apply -----------------------------------------------------------------------------------

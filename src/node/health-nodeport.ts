@@ -6,12 +6,12 @@
 //        X-Load-Balancing-Endpoint-Weight: N
 //   503  the same body with localEndpoints 0 (the load balancer then skips this node)
 //
-// kube-proxy counts the service's local endpoints (ready ones; serving+terminating when none is
-// ready), once per endpoint whatever the number of ports. Servers follow the manifests on every
+// kube-proxy counts the service's ready local endpoints (src/endpoints/select.ts; terminating
+// ones never count), once per endpoint whatever the number of ports. Servers follow the manifests on every
 // sync: new ports are opened, gone ones closed, counts updated in place.
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
-import { eligibleEndpoints } from '../loader/load.ts';
+import { localReadyAddresses } from '../endpoints/select.ts';
 import type { ResolvedServicePort } from '../model.ts';
 
 export interface HealthService {
@@ -36,7 +36,7 @@ export function healthServices(
       h = { namespace, name, port: svc.healthCheckNodePort, localEndpoints: 0, ips: new Set() };
       byPort.set(h.port, h);
     }
-    for (const ep of eligibleEndpoints(rsp.endpoints, nodeName).list) h.ips.add(ep.ip);
+    for (const ip of localReadyAddresses(rsp.endpoints, nodeName)) h.ips.add(ip);
   }
   return [...byPort.values()].map(({ ips, ...h }) => ({ ...h, localEndpoints: ips.size }));
 }

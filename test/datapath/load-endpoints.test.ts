@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { eligibleEndpoints } from '../../src/loader/load.ts';
+import { eligibleEndpoints } from '../../src/endpoints/select.ts';
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
 import {
   ACK,

@@ -7,7 +7,7 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { eligibleEndpoints } from '../../src/loader/load.ts';
+import { eligibleEndpoints } from '../../src/endpoints/select.ts';
 import { BE_ACTIVE, BE_F_LOCAL, BE_TERMINATING } from '../../src/maps/backends.ts';
 import { SVC_F_WILDCARD } from '../../src/maps/services.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';

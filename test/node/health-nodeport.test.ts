@@ -3,7 +3,8 @@
 import { createServer } from 'node:net';
 import type { Logger } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HealthNodePorts } from '../../src/node/health-nodeport.ts';
+import { HealthNodePorts, healthServices } from '../../src/node/health-nodeport.ts';
+import { endpoint, service, servicePort } from '../datapath/harness.ts';
 
 /** A port the kernel just handed out on loopback (free again when this returns). */
 async function freePort(): Promise<number> {
@@ -42,5 +43,41 @@ describe('health-check node ports', () => {
     expect(() => server.emit('error', new Error('accept EMFILE'))).not.toThrow();
     expect(warnings).toContain('health-check node port error');
     expect((await fetch(`http://127.0.0.1:${port}/`)).status).toBe(200);
+  });
+});
+
+// Kubernetes e2e "should fail health check node port if there are only terminating endpoints":
+// kube-proxy counts ready local endpoints only, so a node whose local endpoint is terminating
+// answers 503 (localEndpoints 0) even though the datapath may still fall back to it.
+describe('healthServices', () => {
+  const svc = service('web', '10.96.0.10', {
+    type: 'LoadBalancer',
+    externalTrafficPolicy: 'Local',
+    healthCheckNodePort: 32000,
+  });
+  const local = (ip: string, ready: boolean) => ({
+    ...endpoint(`${ip}:8080`),
+    nodeName: 'node1',
+    ready,
+    serving: true,
+    terminating: !ready,
+  });
+
+  it('counts a terminating local endpoint as none (503)', () => {
+    const elsewhere = { ...endpoint('10.244.2.5:8080'), nodeName: 'node2' };
+    const h = healthServices(
+      [servicePort(svc, 80, 'TCP', [local('10.244.1.5', false), elsewhere])],
+      'node1',
+    );
+    expect(h).toEqual([{ namespace: 'default', name: 'web', port: 32000, localEndpoints: 0 }]);
+  });
+
+  it('counts ready local endpoints once each', () => {
+    const eps = [local('10.244.1.5', true), local('10.244.1.6', false)];
+    const h = healthServices(
+      [servicePort(svc, 80, 'TCP', eps), servicePort(svc, 443, 'TCP', eps)],
+      'node1',
+    );
+    expect(h[0]?.localEndpoints).toBe(1);
   });
 });
