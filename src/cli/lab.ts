@@ -70,6 +70,8 @@ export function register(program: Command): void {
       guarded('status', async () => {
         const s = await labStatus(o.topology);
         process.stdout.write(o.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
+        // Like kubectl's readiness checks: a script can ask `lab status` whether the lab works.
+        if (!s.up) process.exitCode = 1;
       }),
     );
 

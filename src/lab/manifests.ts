@@ -19,6 +19,8 @@ export interface LabServicePort {
   protocol: string;
   port: number;
   targetPort: number | string;
+  /** 0 unless the Service is NodePort or LoadBalancer */
+  nodePort: number;
   endpoints: LabEndpoint[];
 }
 
@@ -26,6 +28,10 @@ export interface LabService {
   namespace: string;
   name: string;
   clusterIP: string;
+  /** spec.type: ClusterIP, NodePort, LoadBalancer */
+  type: string;
+  /** spec.externalIPs and the LoadBalancer ingress IPs, as kubectl's EXTERNAL-IP shows them */
+  externalIPs: string[];
   ports: LabServicePort[];
 }
 
@@ -39,6 +45,8 @@ export function readLabServices(dir: string): LabService[] {
         namespace: r.service.namespace,
         name: r.service.name,
         clusterIP: r.service.clusterIPs[0] ?? '',
+        type: r.service.type ?? 'ClusterIP',
+        externalIPs: [...(r.service.loadBalancerIPs ?? []), ...(r.service.externalIPs ?? [])],
         ports: [],
       };
       byName.set(key, svc);
@@ -48,6 +56,7 @@ export function readLabServices(dir: string): LabService[] {
       protocol: r.port.protocol,
       port: r.port.port,
       targetPort: r.port.targetPort,
+      nodePort: r.port.nodePort ?? 0,
       endpoints: r.endpoints.map((e) => ({
         ip: e.ip,
         port: e.port,

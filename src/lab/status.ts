@@ -1,4 +1,5 @@
 // `lab status`: what the lab is made of and whether each part is alive, as text or JSON.
+import { formatTable } from '../inspect/table.ts';
 import { labCtl } from './ctl.ts';
 import { DEFAULT_TOPOLOGY } from './lab.ts';
 import { type LabService, readLabServices } from './manifests.ts';
@@ -44,12 +45,15 @@ export interface LabStatus {
   services: {
     namespace: string;
     name: string;
+    type: string;
     clusterIP: string;
+    externalIPs: string[];
     ports: {
       name: string;
       protocol: string;
       port: number;
       targetPort: number | string;
+      nodePort: number;
       endpoints: { ip: string; port: number; pod: string | null; node: string | null }[];
     }[];
   }[];
@@ -116,7 +120,9 @@ export function labStatusOffline(topologyFile?: string): LabStatus {
   const services = readLabServices(t.manifests).map((s: LabService) => ({
     namespace: s.namespace,
     name: s.name,
+    type: s.type,
     clusterIP: s.clusterIP,
+    externalIPs: s.externalIPs,
     ports: s.ports.map((p) => ({
       ...p,
       endpoints: p.endpoints.map((e) => ({
@@ -143,43 +149,79 @@ export function labStatusOffline(topologyFile?: string): LabStatus {
   };
 }
 
+/** `lab status` as text: the lab's health line, then one kubectl-style table per kind. */
 export function formatStatus(s: LabStatus): string {
   // A namespace that is gone only matters when the lab is supposed to be there.
   const missing = (present: boolean) =>
     present || s.phase === 'down' ? '' : '  (namespace missing)';
-  const lines = [
-    `lab: ${s.up ? 'up' : s.phase === 'down' ? 'down' : `${s.phase}, not healthy (run: kubetun lab down)`}   mode: ${s.mode ?? '-'}   topology: ${s.topology}`,
-    '',
-  ];
-  lines.push('NODE      NAMESPACE    IP             POD CIDR         KUBETUN');
-  for (const n of s.nodes) {
-    const k = n.kubetun
-      ? `pid ${n.kubetun.pid} ${n.kubetun.alive ? 'running' : 'DEAD'}${agentLine(n.kubetun.agent)}`
-      : '-';
-    lines.push(
-      `${pad(n.name, 9)} ${pad(n.ns, 12)} ${pad(n.ip, 14)} ${pad(n.podCidr, 16)} ${k}${missing(n.present)}`,
-    );
-  }
-  lines.push('', 'POD       NODE      NAMESPACE    IP             VETH          SERVER');
-  for (const p of s.pods) {
-    const srv = p.server ? `pid ${p.server.pid} ${p.server.alive ? 'running' : 'DEAD'}` : '-';
-    lines.push(
-      `${pad(p.name, 9)} ${pad(p.node, 9)} ${pad(p.ns, 12)} ${pad(p.ip, 14)} ${pad(p.hostIf, 13)} ${srv}${missing(p.present)}`,
-    );
-  }
-  lines.push('', 'CLIENT    NAMESPACE    IP');
-  for (const c of s.clients)
-    lines.push(`${pad(c.name, 9)} ${pad(c.ns, 12)} ${pad(c.ip, 14)} ${missing(c.present)}`);
-  lines.push('', 'SERVICE            CLUSTER-IP     PORT         ENDPOINTS');
-  for (const v of s.services) {
-    for (const p of v.ports) {
-      const eps = p.endpoints.map((e) => `${e.pod ?? e.ip}@${e.node ?? '?'}`).join(' ') || '<none>';
-      lines.push(
-        `${pad(`${v.namespace}/${v.name}`, 18)} ${pad(v.clusterIP, 14)} ${pad(`${p.port}/${p.protocol}->${p.targetPort}`, 12)} ${eps}`,
-      );
-    }
-  }
+  const proc = (p: { pid: number; alive: boolean } | null) =>
+    p ? `pid ${p.pid} ${p.alive ? 'running' : 'DEAD'}` : '-';
+  const health = s.up
+    ? 'up'
+    : s.phase === 'down'
+      ? 'down (run: kubetun lab up)'
+      : `${s.phase}, not healthy (run: kubetun lab up to repair, or lab down)`;
+  const lines = [`lab: ${health}   mode: ${s.mode ?? '-'}   topology: ${s.topology}`, ''];
+  const nodes = s.nodes.map((n) => [
+    n.name,
+    n.ns,
+    n.ip,
+    n.podCidr,
+    n.kubetun
+      ? `${proc(n.kubetun)}${agentLine(n.kubetun.agent)}${missing(n.present)}`
+      : `-${missing(n.present)}`,
+  ]);
+  lines.push(...formatTable(['node', 'namespace', 'ip', 'pod cidr', 'kubetun'], nodes), '');
+  const pods = s.pods.map((p) => [
+    p.name,
+    p.node,
+    p.ns,
+    p.ip,
+    p.hostIf,
+    `${proc(p.server)}${missing(p.present)}`,
+  ]);
+  lines.push(...formatTable(['pod', 'node', 'namespace', 'ip', 'veth', 'server'], pods), '');
+  const clients = s.clients.map((c) => [
+    c.name,
+    c.ns,
+    c.ip,
+    missing(c.present).trim() || 'present',
+  ]);
+  lines.push(...formatTable(['client', 'namespace', 'ip', 'status'], clients), '');
+  lines.push(...formatServices(s.services));
   return lines.join('\n');
+}
+
+/**
+ * The Services as `kubectl get svc` prints them (NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S)),
+ * with the endpoints each port reaches as pod@node.
+ */
+export function formatServices(services: LabStatus['services']): string[] {
+  const rows = services.map((v) => {
+    const ports = v.ports.map(
+      (p) => `${p.port}${p.nodePort ? `:${p.nodePort}` : ''}/${p.protocol}`,
+    );
+    const external =
+      v.externalIPs.length > 0
+        ? v.externalIPs.join(',')
+        : v.type === 'LoadBalancer'
+          ? '<pending>'
+          : '<none>';
+    const eps = [
+      ...new Set(
+        v.ports.flatMap((p) => p.endpoints.map((e) => `${e.pod ?? e.ip}@${e.node ?? '?'}`)),
+      ),
+    ];
+    return [
+      `${v.namespace}/${v.name}`,
+      v.type,
+      v.clusterIP,
+      external,
+      ports.join(','),
+      eps.join(' '),
+    ];
+  });
+  return formatTable(['name', 'type', 'cluster-ip', 'external-ip', 'port(s)', 'endpoints'], rows);
 }
 
 function agentLine(a: AgentStatus | null): string {
@@ -187,8 +229,4 @@ function agentLine(a: AgentStatus | null): string {
   if (a.error) return ` (control socket: ${a.error})`;
   const ifaces = Array.isArray(a.podIfaces) ? a.podIfaces.join(',') : '?';
   return `, ${a.packets ?? '?'} packets, ${a.servicePorts ?? '?'} service ports, TUN ${a.tun ?? '?'}, hooks on ${ifaces}`;
-}
-
-function pad(s: string, n: number): string {
-  return s.length >= n ? s : s + ' '.repeat(n - s.length);
 }
