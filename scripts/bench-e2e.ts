@@ -69,7 +69,6 @@ const { values: args } = parseArgs({
 process.env.KUBETUN_LAB_PREFIX = args.prefix;
 const lab = await import('../src/lab/lab.ts');
 const { readState } = await import('../src/lab/state.ts');
-const { stopProcess } = await import('../src/lab/procs.ts');
 const { labCtl } = await import('../src/lab/ctl.ts');
 const { LAB_PREFIX, loadTopology } = await import('../src/lab/topology.ts');
 const { nodeIptablesRules } = await import('../src/lab/kube-proxy.ts');
@@ -149,10 +148,8 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-/** pod-x serves the benchmark: its echo server gives way to iperf3 on the HTTP port. */
+/** pod-x serves the benchmark: a kubetun/pause Pod (no server of its own), iperf3 on the HTTP port. */
 async function prepareBenchPod(): Promise<void> {
-  const echo = readState()?.processes.find((p) => p.role === 'server' && p.name === BENCH_POD.name);
-  if (echo) await stopProcess(echo);
   const server = new NsProcess(ns(BENCH_POD.name), [
     'iperf3',
     '-s',

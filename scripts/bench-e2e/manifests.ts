@@ -53,7 +53,7 @@ nodes:
     pods:
       - { name: pod-c, ip: 10.244.2.2 }
       - { name: pod-d, ip: 10.244.2.3 }
-      - { name: ${BENCH_POD.name}, ip: ${BENCH_POD.ip} }
+      - { name: ${BENCH_POD.name}, ip: ${BENCH_POD.ip}, image: kubetun/pause } # iperf3 runs here
 clients:
   - { name: client, ip: 172.30.0.100 }
 servers: { http: ${HTTP_PORT}, udp: ${UDP_PORT} }

@@ -4,6 +4,8 @@
 //   image                        server                                           ready when
 //   *coredns*, kubetun/dns       the cluster DNS server (src/cluster/dns/) on      it listens
 //                                <podIP>:53 UDP+TCP, reading the view directory
+//   kubetun/pause                nothing (a process that sleeps): the Pod's           at once
+//                                namespace is there for what you run in it
 //   kubetun/slow-start           lab/servers/echo.mjs, /ready 503 for the first    /ready says so
 //                                READY_AFTER_SECONDS (env, default 10) seconds
 //   anything else (nginx, ...)   lab/servers/echo.mjs: HTTP on every declared TCP  it listens
@@ -23,7 +25,7 @@ const DNS_SERVER = join(REPO, 'src/cluster/dns/server.ts');
 /** tsx's loader by absolute URL: a Pod's server does not run from the repository's directory. */
 const TSX = import.meta.resolve('tsx');
 
-export type ServerKind = 'echo' | 'dns';
+export type ServerKind = 'echo' | 'dns' | 'pause';
 
 export interface ServerPlan {
   kind: ServerKind;
@@ -60,6 +62,8 @@ export function serverFor(pod: Pod, c: ServerContext): ServerPlan {
     ];
     return { kind: 'dns', argv, readyLine: /^cluster-dns: serving /m };
   }
+  if (/^kubetun\/pause(:|$)/.test(container.image ?? ''))
+    return { kind: 'pause', argv: ['sleep', 'infinity'] };
   const argv = [node, ECHO_SERVER, '--name', pod.metadata.name, '--ip', c.podIP];
   for (const p of declaredPorts(pod))
     argv.push(p.protocol === 'UDP' ? '--udp' : '--http', String(p.containerPort));

@@ -382,7 +382,7 @@ function topologyPod(t: Topology, node: string, p: Topology['nodes'][number]['po
       containers: [
         {
           name: 'echo',
-          image: 'kubetun/echo',
+          image: p.image ?? 'kubetun/echo',
           ports: [
             { name: 'http', containerPort: t.httpPort, protocol: 'TCP' },
             { name: 'udp', containerPort: t.udpPort, protocol: 'UDP' },

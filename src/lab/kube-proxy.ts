@@ -14,6 +14,7 @@ import { renderIptables } from '../rules/iptables.ts';
 import { renderJumpCommands } from '../rules/jumps.ts';
 import { renderNftables } from '../rules/nftables.ts';
 import { inNs, sh, shTry } from './sh.ts';
+import { VIEW_DIR } from './state.ts';
 import type { LabNode, Topology } from './topology.ts';
 
 export type KernelMode = 'iptables' | 'nftables';
@@ -23,13 +24,13 @@ export function isKernelMode(m: string): m is KernelMode {
   return (KERNEL_MODES as readonly string[]).includes(m);
 }
 
-function nodePorts(t: Topology, dir: string | undefined, n: LabNode) {
-  return resolveServicePorts(loadManifests(dir ?? t.manifests), { nodeName: n.name });
+function nodePorts(dir: string, n: LabNode) {
+  return resolveServicePorts(loadManifests(dir), { nodeName: n.name });
 }
 
-/** The iptables-restore input for one node, from a manifests directory (default the topology's). */
-export function nodeIptablesRules(t: Topology, n: LabNode, dir?: string): string {
-  return renderIptables(nodePorts(t, dir, n), {
+/** The iptables-restore input for one node, from the view directory (or another manifests dir). */
+export function nodeIptablesRules(t: Topology, n: LabNode, dir = VIEW_DIR): string {
+  return renderIptables(nodePorts(dir, n), {
     nodeName: n.name,
     nodeIPs: [n.ip],
     clusterCIDR: t.clusterCidr,
@@ -39,8 +40,8 @@ export function nodeIptablesRules(t: Topology, n: LabNode, dir?: string): string
 }
 
 /** The `nft -f` input for one node: table ip kube-proxy. */
-export function nodeNftablesRules(t: Topology, n: LabNode, dir?: string): string {
-  return renderNftables(nodePorts(t, dir, n), {
+export function nodeNftablesRules(t: Topology, n: LabNode, dir = VIEW_DIR): string {
+  return renderNftables(nodePorts(dir, n), {
     nodeName: n.name,
     nodeIPs: [n.ip],
     clusterCIDR: t.clusterCidr,
@@ -49,7 +50,7 @@ export function nodeNftablesRules(t: Topology, n: LabNode, dir?: string): string
 }
 
 /** Installs kube-proxy's iptables ruleset on one node; returns the number of rules. */
-export function installKubeProxyRules(t: Topology, n: LabNode, dir?: string): number {
+export function installKubeProxyRules(t: Topology, n: LabNode, dir = VIEW_DIR): number {
   addServiceRoute(t, n);
   sh(inNs(n.ns, ['sh', '-c', renderJumpCommands('iptables')]));
   const rules = nodeIptablesRules(t, n, dir);
@@ -58,7 +59,7 @@ export function installKubeProxyRules(t: Topology, n: LabNode, dir?: string): nu
 }
 
 /** Installs kube-proxy's nftables table on one node; returns the number of rules. */
-export function installKubeProxyNftables(t: Topology, n: LabNode, dir?: string): number {
+export function installKubeProxyNftables(t: Topology, n: LabNode, dir = VIEW_DIR): number {
   addServiceRoute(t, n);
   const rules = nodeNftablesRules(t, n, dir);
   // A re-sync (the view changed) replaces the table in the same nft transaction, so no stale
@@ -82,7 +83,7 @@ export function installKernelDataplane(
   t: Topology,
   mode: KernelMode,
   say: (msg: string) => void,
-  dir?: string,
+  dir = VIEW_DIR,
 ): void {
   for (const n of t.nodes) {
     for (const line of setConntrackSysctls(n.ns)) say(`${n.name}: ${line}`);

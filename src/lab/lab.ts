@@ -3,6 +3,7 @@
 // touched: the underlay bridge lives in its own namespace.
 import {
   existsSync,
+  mkdtempSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -10,19 +11,23 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
+import { API_SOCKET } from './api.ts';
+import { removeResolvConf } from '../cluster/dns/resolv-conf.ts';
+import { recordedSandboxes, renderStaticView } from './control-plane.ts';
 import { checkManifestEndpoints, readLabServices } from './manifests.ts';
-import { labTarget, planLab, planLinks } from './plan.ts';
-import { isAlive, procStartTime, stopProcess } from './procs.ts';
+import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
+import { labTarget, planLab, planLinks, planNode } from './plan.ts';
+import { isAlive, procStartTime, stopProcess, tail, waitForLog } from './procs.ts';
 import {
   ctlSocketFor,
+  freshLog,
   NODE_TUN,
-  provisionNetwork,
   runPhases,
   startAgent,
-  startPodServers,
+  startOnHost,
   waitAgent,
 } from './provision.ts';
 import { inNs, LabError, listNetns, shTry } from './sh.ts';
@@ -34,10 +39,17 @@ import {
   LAB_DIR,
   LOG_DIR,
   readState,
+  SANDBOX_FILE,
   STATE_FILE,
+  STORE_DIR,
+  VIEW_DIR,
   writeState,
 } from './state.ts';
-import { LAB_PREFIX, labNamespaces, loadTopology, type Topology } from './topology.ts';
+import { allPods, LAB_PREFIX, labNamespaces, loadTopology, type Topology } from './topology.ts';
+
+function podNamespaces(t: Topology): Set<string> {
+  return new Set(allPods(t).map((p) => p.ns));
+}
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const DEFAULT_TOPOLOGY = join(REPO_ROOT, 'lab', 'topology.yaml');
@@ -68,9 +80,7 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
   const say = opts.progress ?? quiet;
   const mode = opts.mode ?? 'kubetun';
   const t = loadTopology(opts.topology ?? DEFAULT_TOPOLOGY);
-  const problems = checkManifestEndpoints(t, readLabServices(t.manifests));
-  if (problems.length > 0)
-    throw new LabError(`manifests do not match the topology:\n  ${problems.join('\n  ')}`);
+  await checkView(t);
   const prev = readState();
   if (
     prev &&
@@ -97,7 +107,8 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
     noOffload: opts.noOffload,
     phase: 'building',
     createdAt: new Date().toISOString(),
-    namespaces: labNamespaces(t),
+    // the pods' namespaces are the kubelets' (recorded in SANDBOX_FILE as they make them)
+    namespaces: labNamespaces(t).filter((ns) => !podNamespaces(t).has(ns)),
     links: planLinks(t),
     processes: [],
   };
@@ -122,19 +133,52 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
 
 async function build(t: Topology, state: LabState, say: Progress): Promise<void> {
   // The machines and the wire between them are lab-only; each node is then provisioned by the
-  // same code `kubetun lab provision-node` runs in a Vagrant VM (src/lab/provision.ts).
+  // same code `kubetun lab provision-node` runs in a Vagrant VM (src/lab/provision.ts), and its
+  // Pods by the kubelets of the control plane, with that code's per-pod plan (plan.ts planPod).
   runPhases(planLab(t), say);
-  for (const n of t.nodes) provisionNetwork(t, n, labTarget(n), say);
-  say(`pod servers (HTTP ${t.httpPort}, UDP ${t.udpPort})`);
-  await Promise.all(t.nodes.map((n) => startPodServers(t, n, (p) => remember(state, p))));
+  for (const n of t.nodes) runPhases(planNode(t, n, labTarget(n), { pods: false }), say);
+  await startControlPlane(t, state, say);
   if (state.mode === 'kubetun') await startKubetun(t, state, say);
   if (isKernelMode(state.mode)) installKernelDataplane(t, state.mode, say);
 }
 
+/**
+ * The view this topology and its manifests give, computed before anything is touched: an
+ * object the apiserver would refuse, or a hand-written endpoint that is no pod of the topology
+ * (a typo that would otherwise be a mysterious timeout much later), stops `lab up` here.
+ */
+async function checkView(t: Topology): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'kubetun-view-'));
+  try {
+    const refused: string[] = [];
+    await renderStaticView(t, dir, (m) => refused.push(m));
+    const problems = [...refused, ...checkManifestEndpoints(t, readLabServices(dir))];
+    if (problems.length > 0)
+      throw new LabError(`manifests do not match the topology:\n  ${problems.join('\n  ')}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The control plane runs on the machine that runs the lab (on node1 in the VM lab): a process
+ * of its own, so `lab apply` and the controllers outlive the command that started them.
+ */
+async function startControlPlane(t: Topology, state: LabState, say: Progress): Promise<void> {
+  const argv = [process.execPath, join(REPO_ROOT, 'bin/kubetun.mjs'), 'lab', 'control-plane'];
+  argv.push('--topology', t.file);
+  const p = remember(
+    state,
+    startOnHost('control-plane', 'control-plane', argv, freshLog('control-plane.log')),
+  );
+  say(`control plane: store ${STORE_DIR}, view ${VIEW_DIR}, API ${API_SOCKET}`);
+  await waitForLog(p, /^synced /m, 90_000);
+  say(`control plane synced: ${tail(p.log, 1).trim()}`);
+}
 export async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {
   const agents = t.nodes.map((n) => {
     const extra = state.noOffload ? ['--no-offload'] : [];
-    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n), extra);
+    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n), extra, VIEW_DIR);
     say(`kubetun on ${n.name}: ${p.argv.slice(1).join(' ')}`);
     return remember(state, p);
   });
@@ -195,11 +239,16 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
   if (procs.length > 0) say(`stopping ${procs.length} processes`);
   await Promise.all(procs.map((p) => stopProcess(p)));
   let stopped = procs.length;
-  const wanted = new Set([...(state?.namespaces ?? []), ...(t ? labNamespaces(t) : [])]);
+  const wanted = new Set([
+    ...(state?.namespaces ?? []),
+    ...(t ? labNamespaces(t) : []),
+    ...recordedSandboxes(),
+  ]);
   const present = listNetns().filter((ns) => wanted.has(ns) && ns.startsWith(LAB_PREFIX));
   for (const ns of present) stopped += await stopNsProcesses(ns);
   if (present.length > 0) say(`deleting ${present.length} namespaces`);
   for (const ns of present) {
+    removeResolvConf(ns);
     const r = shTry(['ip', 'netns', 'del', ns]);
     if (!r.ok) throw new LabError(`ip netns del ${ns}: ${r.err.trim()}`);
   }

@@ -12,11 +12,12 @@ import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { renderStaticView } from './control-plane.ts';
 import { waitForCtl } from './ctl.ts';
 import { type NodeTarget, type Phase, planNode, planNodeUndo } from './plan.ts';
 import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
 import { LabError, listNetns, sh, shTry } from './sh.ts';
-import { CTL_DIR, LAB_DIR, type LabProcess, LOG_DIR } from './state.ts';
+import { CTL_DIR, LAB_DIR, type LabProcess, LOG_DIR, VIEW_DIR } from './state.ts';
 import { LAB_PREFIX, type LabNode, type Topology } from './topology.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -35,15 +36,16 @@ export function serverArgv(t: Topology, p: LabNode['pods'][number], node = proce
   ]);
 }
 
-/** `kubetun run` for one node, reading the shared manifests. */
+/** `kubetun run` for one node, reading the view the control plane writes (state.ts VIEW_DIR). */
 export function kubetunArgv(
   t: Topology,
   n: LabNode,
   uplink: string,
   ctlSocket: string,
   node = process.execPath,
+  manifests = VIEW_DIR,
 ): string[] {
-  return [node, join(REPO, 'bin/kubetun.mjs'), 'run', '--manifests', t.manifests]
+  return [node, join(REPO, 'bin/kubetun.mjs'), 'run', '--manifests', manifests]
     .concat(['--node-name', n.name, '--node-ip', n.ip, '--pod-cidr', n.podCidr])
     .concat(['--cluster-cidr', t.clusterCidr, '--service-cidr', t.serviceCidr])
     .concat(['--uplink', uplink, '--tun', NODE_TUN, '--ctl-socket', ctlSocket]);
@@ -94,14 +96,15 @@ export function startAgent(
   at: NodeTarget,
   ctlSocket: string,
   extra: string[] = [],
+  manifests = VIEW_DIR,
 ): LabProcess {
   mkdirSync(dirname(ctlSocket), { recursive: true });
   rmSync(ctlSocket, { force: true });
-  const argv = kubetunArgv(t, n, at.uplink, ctlSocket).concat(extra);
+  const argv = kubetunArgv(t, n, at.uplink, ctlSocket, process.execPath, manifests).concat(extra);
   const log = freshLog(`kubetun-${n.name}.log`);
   const p =
     at.ns === undefined
-      ? startHere('kubetun', n.name, argv, log)
+      ? startOnHost('kubetun', n.name, argv, log)
       : startInNs('kubetun', n.name, at.ns, argv, log);
   p.ctlSocket = ctlSocket;
   return p;
@@ -119,8 +122,8 @@ export async function waitAgent(a: LabProcess): Promise<void> {
   }
 }
 
-/** Like procs.ts startInNs, for this process's own network namespace (a VM). */
-function startHere(role: LabProcess['role'], name: string, argv: string[], log: string) {
+/** Like procs.ts startInNs, for this process's own network namespace (a VM, the control plane). */
+export function startOnHost(role: LabProcess['role'], name: string, argv: string[], log: string) {
   const fd = openSync(log, 'a');
   try {
     const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', fd, fd] });
@@ -203,6 +206,10 @@ export async function provisionNode(
 ): Promise<NodeRecord> {
   await unprovisionNode(t, n, o.at, o.say);
   provisionNetwork(t, n, o.at, o.say);
+  // No control plane runs beside a VM node (yet): the view its kubetun reads is what the
+  // topology's Pods and the manifests give, computed here by the same store and controllers.
+  await renderStaticView(t, VIEW_DIR);
+  o.say(`view of the cluster in ${VIEW_DIR}`);
   const rec: NodeRecord = { version: 1, node: n.name, topologyFile: t.file, processes: [] };
   if (o.networkOnly) return rec;
   const remember = (p: LabProcess) => {

@@ -5,7 +5,7 @@ import { DEFAULT_TOPOLOGY } from './lab.ts';
 import { type LabService, readLabServices } from './manifests.ts';
 import { isAlive } from './procs.ts';
 import { listNetns } from './sh.ts';
-import { type LabMode, type LabProcess, readState } from './state.ts';
+import { type LabMode, type LabProcess, readState, VIEW_DIR } from './state.ts';
 import { loadTopology } from './topology.ts';
 
 export interface ProcStatus {
@@ -117,7 +117,7 @@ export function labStatusOffline(topologyFile?: string): LabStatus {
     present: present.has(c.ns),
   }));
   const podOf = new Map(pods.map((p) => [p.ip, p]));
-  const services = readLabServices(t.manifests).map((s: LabService) => ({
+  const services = readLabServices(VIEW_DIR).map((s: LabService) => ({
     namespace: s.namespace,
     name: s.name,
     type: s.type,

@@ -30,6 +30,8 @@ export interface LabPod {
   podIf: string;
   /** the Pod's labels (what Service selectors match) */
   labels?: Record<string, string>;
+  /** the Pod's image (src/cluster/images.ts; default kubetun/echo) */
+  image?: string;
 }
 
 export interface LabNode {
@@ -173,6 +175,7 @@ function parsePod(f: Fields, raw: unknown, j: number, node: LabNode): LabPod {
     hostIf: `veth-${name}`,
     podIf: 'eth0',
     labels: f.labels(raw, `pod ${name}`),
+    image: raw.image === undefined ? undefined : f.str(raw, `pod ${name}`, 'image'),
   };
 }
 

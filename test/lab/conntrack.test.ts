@@ -3,7 +3,7 @@
 //   KUBETUN_LAB_PREFIX=kk- npx vitest run test/lab/conntrack.test.ts
 //
 //   client pod-c (node2) ──▶ web 10.96.0.10:80 (pod-a, pod-b on node1; pod-c on node2)
-//                        ──▶ dns 10.96.0.53:53/UDP (pod-b on node1, pod-d on node2)
+//                        ──▶ udp-echo 10.96.0.54:53/UDP (pod-b on node1, pod-d on node2)
 //
 // - `kubetun ct list` shows a curl's flow with its tuples and TIME_WAIT after the close;
 // - a 4000-byte UDP datagram through the VIP is echoed back whole (fragments both ways);
@@ -29,7 +29,7 @@ const ROOT = join(import.meta.dirname, '../..');
 const TOPOLOGY = join(ROOT, 'lab/topology.yaml');
 const MAIN = join(ROOT, 'src/cli/main.ts');
 const WEB = '10.96.0.10';
-const DNS = '10.96.0.53';
+const DNS = '10.96.0.54'; // udp-echo
 const t = loadTopology(TOPOLOGY);
 const node1 = t.nodes[0]!;
 const pod = (name: string) => allPods(t).find((p) => p.name === name)!;

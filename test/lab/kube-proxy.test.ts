@@ -2,6 +2,8 @@
 // (iptables and nftables), the conntrack sysctls it computes, and (root) that nft accepts the
 // nftables table and the sysctls land — or say why not — in a throwaway namespace.
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -10,10 +12,14 @@ import {
   nodeNftablesRules,
   setConntrackSysctls,
 } from '../../src/lab/kube-proxy.ts';
+import { renderStaticView } from '../../src/lab/control-plane.ts';
 import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
 
 const t = loadTopology(join(import.meta.dirname, '../../lab/topology.yaml'));
 const node2 = t.nodes.find((n) => n.name === 'node2')!;
+// What the control plane would write for the lab's manifests (the data planes' input).
+const view = mkdtempSync(join(tmpdir(), 'kubetun-view-'));
+beforeAll(() => renderStaticView(t, view));
 
 describe('kube-proxy rules for the lab', () => {
   it('computes nf_conntrack_max as max(32768 x nCPU, 131072) and the TCP timeouts', () => {
@@ -25,7 +31,7 @@ describe('kube-proxy rules for the lab', () => {
   });
 
   it("writes nftables dispatch for every lab ClusterIP, affinity for sticky, and rejects the rest of a ClusterIP's ports", () => {
-    const nft = nodeNftablesRules(t, node2);
+    const nft = nodeNftablesRules(t, node2, view);
     for (const e of ['10.96.0.10 . tcp . 80', '10.96.0.53 . udp . 53', '10.96.0.40 . tcp . 80'])
       expect(nft).toContain(e);
     expect(nft).toContain('10.96.0.30 . tcp . 80'); // no endpoints: in @no-endpoint-services
@@ -35,7 +41,7 @@ describe('kube-proxy rules for the lab', () => {
   });
 
   it('writes iptables rules with the node as local-endpoint owner and recent-match affinity', () => {
-    const ipt = nodeIptablesRules(t, node2);
+    const ipt = nodeIptablesRules(t, node2, view);
     expect(ipt).toContain('--to-destination 10.244.2.2:8080');
     expect(ipt).toMatch(/-m recent --name KUBE-SEP-\w+ --rcheck --seconds 10800 --reap/);
     expect(ipt).toContain('"default/empty:http has no endpoints"');
@@ -54,12 +60,16 @@ describe('kernel data plane in a namespace (root)', () => {
 
   it('loads the nftables table with nft -f', () => {
     const r = spawnSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], {
-      input: nodeNftablesRules(t, node2),
+      input: nodeNftablesRules(t, node2, view),
       encoding: 'utf8',
     });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    const list = spawnSync('ip', ['netns', 'exec', ns, 'nft', 'list', 'map', 'ip', 'kube-proxy', 'service-ips'], { encoding: 'utf8' });
+    const list = spawnSync(
+      'ip',
+      ['netns', 'exec', ns, 'nft', 'list', 'map', 'ip', 'kube-proxy', 'service-ips'],
+      { encoding: 'utf8' },
+    );
     expect(list.stdout).toContain('10.96.0.10 . tcp . 80 : goto service-');
   });
 

@@ -8,7 +8,7 @@
 //
 //   kt-underlay br0 ── kt-node1 (pod-a, pod-b) ── kt-node2 (pod-c, pod-d) ── kt-client
 //   web   10.96.0.10:80/TCP  -> pod-a, pod-b (node1), pod-c (node2)  :8080
-//   dns   10.96.0.53:53/UDP  -> pod-b (node1), pod-d (node2)         :5353
+//   udp-echo 10.96.0.54:53/UDP -> pod-b (node1), pod-d (node2)       :5353
 //   empty 10.96.0.30:80/TCP  -> no endpoints
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -23,7 +23,14 @@ import { LOCK_FILE, labDown, labUp } from '../../src/lab/lab.ts';
 import { isAlive, procStartTime } from '../../src/lab/procs.ts';
 import { type LabState, readState, STATE_FILE } from '../../src/lab/state.ts';
 import type { LabStatus } from '../../src/lab/status.ts';
-import { allPods, type LabPod, labNamespaces, loadTopology } from '../../src/lab/topology.ts';
+import type { Pod } from '../../src/cluster/types.ts';
+import {
+  allPods,
+  LAB_PREFIX,
+  type LabPod,
+  labNamespaces,
+  loadTopology,
+} from '../../src/lab/topology.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const TOPOLOGY = join(ROOT, 'lab/topology.yaml');
@@ -52,13 +59,15 @@ function labNetns(): string[] {
   return execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })
     .split('\n')
     .map((l) => l.split(' ')[0]!)
-    .filter((n) => n.startsWith('kt-'));
+    .filter((n) => n.startsWith(LAB_PREFIX));
 }
 
+const POD_A = `${LAB_PREFIX}pod-a`;
+const POD_D = `${LAB_PREFIX}pod-d`;
 const WEB_VIP = '10.96.0.10';
 const WEB_URL = `http://${WEB_VIP}:80/`;
-const DNS_VIP = '10.96.0.53';
-const DNS_PORT = 53;
+const UDP_VIP = '10.96.0.54';
+const UDP_PORT = 53;
 const EMPTY_URL = 'http://10.96.0.30:80/';
 /** New flows per client and service: the chance that uniform selection misses one of 3
  * backends in 40 tries is 3 * (2/3)^40 ≈ 3e-7. */
@@ -98,9 +107,9 @@ const SERVICES = [
     query: (ns: string) => curlMany(ns, WEB_URL, TRIES),
   },
   {
-    name: 'dns',
+    name: 'udp-echo',
     backends: ['pod-b', 'pod-d'],
-    query: (ns: string) => udpMany(ns, DNS_VIP, DNS_PORT, TRIES),
+    query: (ns: string) => udpMany(ns, UDP_VIP, UDP_PORT, TRIES),
   },
 ];
 
@@ -145,7 +154,7 @@ function expect100MbIntact(): void {
   const h = createHash('sha256');
   for (const chunk of patternChunks(n)) h.update(chunk);
   const script = `curl -sS -m 100 '${WEB_URL}bytes?n=${n}' | sha256sum`;
-  const r = spawnSync('ip', ['netns', 'exec', 'kt-pod-d', 'sh', '-c', script], {
+  const r = spawnSync('ip', ['netns', 'exec', POD_D, 'sh', '-c', script], {
     encoding: 'utf8',
     timeout: 120_000,
   });
@@ -166,11 +175,11 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
 
   it('without a data plane (mode none) routes pods but has no ClusterIP', () => {
     expect(state.processes.filter((p) => p.role === 'kubetun')).toEqual([]);
-    expect(inNs('kt-pod-d', ['curl', '-sS', '-m', '3', 'http://10.244.1.2:8080/']).out).toBe(
+    expect(inNs(POD_D, ['curl', '-sS', '-m', '3', 'http://10.244.1.2:8080/']).out).toBe(
       'pod-a 10.244.1.2\n',
     );
     // No route to the service CIDR on the node: the pod's SYN is answered "unreachable" (exit 7).
-    expect(inNs('kt-pod-d', ['curl', '-sS', '-m', '3', WEB_URL]).status).toBe(7);
+    expect(inNs(POD_D, ['curl', '-sS', '-m', '3', WEB_URL]).status).toBe(7);
   });
 
   it('rebuilds a mode-none lab with kubetun on every node when asked for mode kubetun', async () => {
@@ -180,10 +189,34 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(state.processes.filter((p) => before.includes(p.pid))).toEqual([]);
   });
 
-  it('creates every namespace of the topology and records a live server per pod and kubetun per node', () => {
-    expect(labNetns().sort()).toEqual(labNamespaces(t).sort());
-    const servers = state.processes.filter((p) => p.role === 'server');
-    expect(servers.map((s) => s.name).sort()).toEqual(pods.map((p) => p.name).sort());
+  it('creates every namespace of the topology, runs a server in every Pod and records kubetun per node', () => {
+    // the topology's namespaces, and the sandboxes of the two kube-dns Pods (coredns Deployment)
+    const extra = labNetns().filter((n) => !labNamespaces(t).includes(n));
+    expect(
+      labNetns()
+        .filter((n) => labNamespaces(t).includes(n))
+        .sort(),
+    ).toEqual(labNamespaces(t).sort());
+    expect(extra).toHaveLength(2);
+    for (const n of extra) expect(n).toMatch(new RegExp(`^${LAB_PREFIX}kube-system\\.coredns-`));
+    const got = JSON.parse(kubetun(['lab', 'get', 'pods', '-A', '-o', 'json']).out) as {
+      items: Pod[];
+    };
+    expect(
+      got.items
+        .map((p) => [p.metadata.name.replace(/-[a-z0-9]+-[a-z0-9]+$/, ''), p.status?.phase])
+        .sort(),
+    ).toEqual(
+      [
+        ...pods.map((p) => [p.name, 'Running']),
+        ['coredns', 'Running'],
+        ['coredns', 'Running'],
+      ].sort(),
+    );
+    for (const p of pods) expect(inNs(p.ns, ['true']).status).toBe(0);
+    for (const p of pods)
+      expect(execFileSync('ip', ['netns', 'pids', p.ns], { encoding: 'utf8' }).trim()).not.toBe('');
+    expect(state.processes.filter((p) => p.role === 'control-plane')).toHaveLength(1);
     const agents = state.processes.filter((p) => p.role === 'kubetun');
     expect(agents.map((s) => s.name)).toEqual(t.nodes.map((n) => n.name));
     for (const p of state.processes) expect(isAlive(p)).toBe(true);
@@ -289,9 +322,12 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(s.mode).toBe('kubetun');
     expect(s.nodes.map((n) => n.kubetun?.alive)).toEqual([true, true]);
     // Each agent found its node's pod veths by the <pod ip>/32 routes lab up installs.
-    expect(s.nodes.map((n) => n.kubetun?.agent?.podIfaces)).toEqual(
-      t.nodes.map((n) => n.pods.map((p) => p.hostIf)),
-    );
+    // (and one kube-dns Pod's veth on each node)
+    for (const [i, n] of t.nodes.entries()) {
+      const found = s.nodes[i]!.kubetun?.agent?.podIfaces ?? [];
+      expect(found).toEqual(expect.arrayContaining(n.pods.map((p) => p.hostIf)));
+      expect(found).toHaveLength(n.pods.length + 1);
+    }
     expect(s.pods.map((p) => [p.name, p.node, p.ns, p.ip])).toEqual(
       pods.map((p) => [p.name, p.node, p.ns, p.ip]),
     );
@@ -323,23 +359,38 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(kubetun(['lab', 'exec', 'nosuchpod', '--', 'true']).err).toContain(
       'no pod, node or client named "nosuchpod"',
     );
-  });
+  }, 180_000);
 
   it('does nothing on a second lab up of a healthy lab', async () => {
     const again = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
     expect(again.processes.map((p) => p.pid)).toEqual(state.processes.map((p) => p.pid));
   });
 
-  it('rebuilds the lab on lab up when a pod server died', async () => {
-    const victim = state.processes.find((p) => p.name === 'pod-c')!;
-    process.kill(victim.pid, 'SIGKILL');
-    while (isAlive(victim)) await new Promise((r) => setTimeout(r, 20));
-    state = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
-    const fresh = state.processes.find((p) => p.name === 'pod-c')!;
-    expect(fresh.pid).not.toBe(victim.pid);
-    expect(
-      inNs('kt-pod-a', ['curl', '-sS', '-m', '3', `http://10.244.2.2:${t.httpPort}/`]).out,
-    ).toBe('pod-c 10.244.2.2\n');
+  it("restarts a Pod's server that died (restartPolicy Always), and a later lab up keeps the lab", async () => {
+    const pids = () =>
+      execFileSync('ip', ['netns', 'pids', `${LAB_PREFIX}pod-c`], { encoding: 'utf8' })
+        .trim()
+        .split('\n')
+        .map(Number);
+    const [victim] = pids();
+    process.kill(victim!, 'SIGKILL');
+    let restarts = 0;
+    for (let i = 0; i < 100 && restarts === 0; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      const pod = JSON.parse(kubetun(['lab', 'get', 'pod', 'pod-c', '-o', 'json']).out) as Pod;
+      const cs = (pod.status?.containerStatuses ?? []) as {
+        restartCount?: number;
+        ready?: boolean;
+      }[];
+      if (cs[0]?.ready) restarts = cs[0]?.restartCount ?? 0;
+    }
+    expect(restarts).toBe(1);
+    expect(pids()).not.toContain(victim);
+    expect(inNs(POD_A, ['curl', '-sS', '-m', '3', `http://10.244.2.2:${t.httpPort}/`]).out).toBe(
+      'pod-c 10.244.2.2\n',
+    );
+    const again = await labUp({ topology: TOPOLOGY, mode: 'kubetun' });
+    expect(again.processes.map((p) => p.pid)).toEqual(state.processes.map((p) => p.pid));
   });
 
   it('refuses a topology that does not match the manifests, before touching the running lab', async () => {
@@ -347,11 +398,12 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     const file = join(dir, 'topology.yaml');
     const text = readFileSync(TOPOLOGY, 'utf8')
       .replace('manifests: manifests', `manifests: ${join(ROOT, 'lab/manifests')}`)
-      .replace('{ name: pod-c, ip: 10.244.2.2 }', '{ name: pod-c, ip: 10.244.2.9 }');
+      .replace('name: pod-d, ip: 10.244.2.3', 'name: pod-d, ip: 10.244.2.9');
     writeFileSync(file, text);
     const pids = readState()!.processes.map((p) => p.pid);
+    // web-local's hand-written slice still names pod-d's old address
     await expect(labUp({ topology: file, mode: 'kubetun' })).rejects.toThrow(
-      /default\/web port TCP\/80: endpoint 10\.244\.2\.2: no pod/,
+      /default\/web-local port TCP\/80: endpoint 10\.244\.2\.3: no pod/,
     );
     rmSync(dir, { recursive: true });
     expect(readState()!.processes.map((p) => p.pid)).toEqual(pids);
@@ -372,7 +424,7 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
 
   it('lab down after a crash removes namespaces, links, recorded and stray processes, and state', async () => {
     // A crash: a server killed, the state left behind, and a process nobody recorded in a pod.
-    const stray = spawn('ip', ['netns', 'exec', 'kt-pod-d', 'sleep', '600'], {
+    const stray = spawn('ip', ['netns', 'exec', POD_D, 'sleep', '600'], {
       stdio: 'ignore',
       detached: true,
     });
@@ -394,7 +446,7 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(links).not.toMatch(/\b(veth-pod-[a-d]|u-node\d|u-client)\b/);
     expect(kubetun(['lab', 'down']).err).toContain('no lab to take down');
     expect(kubetun(['lab', 'exec', 'pod-a', '--', 'true']).err).toContain('the lab is not up');
-  });
+  }, 180_000);
 });
 
 // The reference: the same topology and checks with the kernel as the data plane, programmed

@@ -1,15 +1,22 @@
 // Offline tests of the lab's plan: topology parsing and validation, the commands lab up would
 // run, and the check that manifests only name pods the topology creates.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { patternChunks } from '../../lab/servers/pattern.mjs';
-import { checkManifestEndpoints, readLabServices } from '../../src/lab/manifests.ts';
+import { renderStaticView } from '../../src/lab/control-plane.ts';
+import {
+  checkManifestEndpoints,
+  type LabService,
+  readLabServices,
+} from '../../src/lab/manifests.ts';
 import { planUp } from '../../src/lab/plan.ts';
 import {
   labNamespaces,
   loadTopology,
   parseTopology,
+  type Topology,
   TopologyError,
 } from '../../src/lab/topology.ts';
 
@@ -46,9 +53,7 @@ describe('lab topology', () => {
   it('names file, object and field when a pod IP is outside its node CIDR', () => {
     const err = (() => {
       try {
-        parseWith((s) =>
-          s.replace('{ name: pod-c, ip: 10.244.2.2 }', '{ name: pod-c, ip: 10.244.1.9 }'),
-        );
+        parseWith((s) => s.replace('name: pod-c, ip: 10.244.2.2', 'name: pod-c, ip: 10.244.1.9'));
       } catch (e) {
         return e as TopologyError;
       }
@@ -105,28 +110,41 @@ describe('lab up plan', () => {
 
 describe('lab manifests', () => {
   const t = loadTopology(DEFAULT);
+  const view = (topo: Topology) =>
+    renderStaticView(topo, mkdtempSync(join(tmpdir(), 'kubetun-view-'))).then(readLabServices);
+  const endpointPods = (services: LabService[], name: string) =>
+    services
+      .find((s) => s.name === name)!
+      .ports[0]!.endpoints.map((e) => e.targetName)
+      .sort();
 
-  it('match the default topology, with web endpoints on both nodes', () => {
-    const services = readLabServices(t.manifests);
+  it('give, through the selectors and the hand-written slice, the endpoint sets the lab always had', async () => {
+    const services = await view(t);
     expect(checkManifestEndpoints(t, services)).toEqual([]);
     const web = services.find((s) => s.name === 'web')!;
     expect(new Set(web.ports[0]!.endpoints.map((e) => e.nodeName))).toEqual(
       new Set(['node1', 'node2']),
     );
+    expect(endpointPods(services, 'web')).toEqual(['pod-a', 'pod-b', 'pod-c']);
+    expect(endpointPods(services, 'web-rr')).toEqual(['pod-a', 'pod-b', 'pod-c']);
+    expect(endpointPods(services, 'sticky')).toEqual(['pod-a', 'pod-b']);
+    expect(endpointPods(services, 'udp-echo')).toEqual(['pod-b', 'pod-d']);
+    expect(endpointPods(services, 'web-np')).toEqual(['pod-a', 'pod-d']);
+    expect(endpointPods(services, 'web-local')).toEqual(['pod-d']);
     expect(services.find((s) => s.name === 'empty')!.ports[0]!.endpoints).toEqual([]);
+    // the named targetPort "http" resolved to the Pods' container port
+    expect(web.ports[0]!.endpoints.map((e) => e.port)).toEqual([8080, 8080, 8080]);
   });
 
-  it('flag an endpoint IP that no pod of the topology has', () => {
+  it('flag a hand-written endpoint IP that no pod of the topology has', async () => {
     const moved = parseWith((s) =>
-      s.replace('{ name: pod-c, ip: 10.244.2.2 }', '{ name: pod-c, ip: 10.244.2.9 }'),
+      s.replace('name: pod-d, ip: 10.244.2.3', 'name: pod-d, ip: 10.244.2.9'),
     );
-    const problems = checkManifestEndpoints(moved, readLabServices(moved.manifests));
-    // Every service with pod-c as an endpoint is flagged, and nothing else is.
-    expect(problems.length).toBeGreaterThan(0);
-    for (const p of problems) expect(p).toMatch(/endpoint 10\.244\.2\.2: no pod/);
-    expect(
-      problems.some((p) => /default\/web port TCP\/80: endpoint 10.244.2.2: no pod/.test(p)),
-    ).toBe(true);
+    const problems = checkManifestEndpoints(moved, await view(moved));
+    // The selector-backed services follow pod-d to its new address; the hand-written slice does not.
+    expect(problems).toEqual([
+      expect.stringMatching(/default\/web-local port TCP\/80: endpoint 10\.244\.2\.3: no pod/),
+    ]);
   });
 });
 

@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ctlSocketFor, kubetunArgv, systemdUnits } from '../../src/lab/provision.ts';
+import { VIEW_DIR } from '../../src/lab/state.ts';
 import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -49,16 +50,11 @@ describe('systemd units for a node VM', () => {
     expect(line('kubetun-pod-pod-d.service', 'Requires')).toEqual(['kubetun-node.service']);
   });
 
-  it('run kubetun for this node on the shared manifests, reloadable with SIGHUP', () => {
+  it('run kubetun for this node on the view of the shared manifests, reloadable with SIGHUP', () => {
     const argv = kubetunArgv(t, node2, 'eth1', ctlSocketFor(node2), '/usr/bin/node');
     expect(line('kubetun.service', 'ExecStart')).toEqual([argv.join(' ')]);
     expect(argv).toEqual(
-      expect.arrayContaining([
-        '--manifests',
-        join(ROOT, 'lab/manifests'),
-        '--node-ip',
-        '192.168.56.12',
-      ]),
+      expect.arrayContaining(['--manifests', VIEW_DIR, '--node-ip', '192.168.56.12']),
     );
     expect(line('kubetun.service', 'ExecReload')).toEqual(['/bin/kill -HUP $MAINPID']);
   });

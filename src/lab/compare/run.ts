@@ -5,7 +5,7 @@ import { type Progress, labUp } from '../lab.ts';
 import type { KernelMode } from '../kube-proxy.ts';
 import { readLabServices } from '../manifests.ts';
 import { LabError } from '../sh.ts';
-import { type LabMode, readState } from '../state.ts';
+import { type LabMode, readState, VIEW_DIR } from '../state.ts';
 import { allPods, loadTopology, type Topology } from '../topology.ts';
 import { type CapturePoint, capturePoints, startCaptures, stopCaptures } from './capture.ts';
 import { diffRuns, type PointDiff } from './diff.ts';
@@ -171,8 +171,8 @@ async function runScenario(
 /** The endpoint IPs of a lab service (every port), from the manifests the data planes load. */
 function serviceBackends(t: Topology, name: string | undefined): string[] {
   if (!name) return [];
-  const svc = readLabServices(t.manifests).find((x) => x.name === name);
-  if (!svc) throw new LabError(`the lab manifests in ${t.manifests} have no service ${name}`);
+  const svc = readLabServices(VIEW_DIR).find((x) => x.name === name);
+  if (!svc) throw new LabError(`the lab view in ${VIEW_DIR} has no service ${name}`);
   return [...new Set(svc.ports.flatMap((p) => p.endpoints.map((e) => e.ip)))];
 }
 

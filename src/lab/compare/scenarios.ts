@@ -107,12 +107,12 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: 'udp',
-    title: 'UDP request/reply through a ClusterIP (dns 10.96.0.53:53/UDP) from pod-c',
+    title: 'UDP request/reply through a ClusterIP (udp-echo 10.96.0.54:53/UDP) from pod-c',
     client: 'pod-c',
-    service: 'dns',
+    service: 'udp-echo',
     choice: 'same-backend',
     count: 1,
-    run: (t, c) => udpOnce(t, c, '10.96.0.53', 53),
+    run: (t, c) => udpOnce(t, c, '10.96.0.54', 53),
   },
   {
     name: 'ping-vip',

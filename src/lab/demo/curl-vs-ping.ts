@@ -13,7 +13,7 @@ import type { Progress } from '../lab.ts';
 import { type LabService, readLabServices } from '../manifests.ts';
 import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { inNs, LabError, shTry } from '../sh.ts';
-import { LOG_DIR, type LabProcess } from '../state.ts';
+import { LOG_DIR, type LabProcess, VIEW_DIR } from '../state.ts';
 import { allPods, type LabPod, loadTopology, type Topology } from '../topology.ts';
 import { ensureLab } from './ensure-lab.ts';
 import { kernelEvidence, printKernelEvidence } from './kernel-evidence.ts';
@@ -82,7 +82,7 @@ export async function curlVsPing(opts: CurlVsPingOptions = {}): Promise<CurlVsPi
   const mode = opts.mode ?? 'kubetun';
   const state = await ensureLab(opts.topology, mode, opts.progress);
   const t = loadTopology(state.topologyFile);
-  const svc = pickService(readLabServices(t.manifests));
+  const svc = pickService(readLabServices(VIEW_DIR));
   const port = svc.ports.find((p) => p.protocol === 'TCP')!;
   const backendIps = new Set(port.endpoints.map((e) => e.ip));
   const client = allPods(t).find((p) => !backendIps.has(p.ip)) ?? allPods(t)[0]!;

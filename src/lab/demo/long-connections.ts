@@ -9,6 +9,7 @@
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
 import type { Progress } from '../lab.ts';
 import { inNs, LabError, sh } from '../sh.ts';
+import { VIEW_DIR } from '../state.ts';
 import { allPods, loadTopology } from '../topology.ts';
 import { ensureLab } from './ensure-lab.ts';
 
@@ -67,7 +68,7 @@ export async function longConnectionsDemo(
   const state = await ensureLab(opts.topology, 'kubetun', opts.progress);
   const t = loadTopology(state.topologyFile);
   const want = opts.service ?? 'default/web';
-  const rsp = resolveServicePorts(loadManifests(t.manifests)).find(
+  const rsp = resolveServicePorts(loadManifests(VIEW_DIR)).find(
     (p) =>
       `${p.service.namespace}/${p.service.name}` === want &&
       p.port.protocol === 'TCP' &&

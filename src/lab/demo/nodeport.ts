@@ -14,7 +14,7 @@ import type { ResolvedServicePort } from '../../model.ts';
 import type { Progress } from '../lab.ts';
 import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { inNs, LabError, shTry } from '../sh.ts';
-import { LOG_DIR, type LabProcess } from '../state.ts';
+import { LOG_DIR, type LabProcess, VIEW_DIR } from '../state.ts';
 import { allPods, type LabNode, type LabPod, loadTopology, type Topology } from '../topology.ts';
 import { ensureLab } from './ensure-lab.ts';
 
@@ -53,7 +53,7 @@ export async function nodePortDemo(opts: NodePortDemoOptions = {}): Promise<Node
   const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
   const state = await ensureLab(opts.topology, 'kubetun', opts.progress);
   const t = loadTopology(state.topologyFile);
-  const ports = resolveServicePorts(loadManifests(t.manifests));
+  const ports = resolveServicePorts(loadManifests(VIEW_DIR));
   const cl = findNodePort(ports, 'Cluster');
   const lo = findNodePort(ports, 'Local');
   const homes = (r: ResolvedServicePort) => new Set(r.endpoints.map((e) => e.nodeName));
@@ -81,14 +81,17 @@ function findNodePort(
   ports: ResolvedServicePort[],
   policy: 'Cluster' | 'Local',
 ): ResolvedServicePort {
-  const r = ports.find(
+  // NodePort services first; a LoadBalancer's node ports serve the same way (web-local is one:
+  // the apiserver gives healthCheckNodePort only to LoadBalancers with policy Local)
+  const candidates = ports.filter(
     (p) =>
       p.port.protocol === 'TCP' &&
       p.port.nodePort > 0 &&
-      p.service.type === 'NodePort' &&
+      (p.service.type === 'NodePort' || p.service.type === 'LoadBalancer') &&
       p.service.externalTrafficPolicy === policy &&
       p.endpoints.length > 0,
   );
+  const r = candidates.find((p) => p.service.type === 'NodePort') ?? candidates[0];
   if (!r)
     throw new LabError(`the lab manifests have no TCP NodePort service with policy ${policy}`);
   return r;
