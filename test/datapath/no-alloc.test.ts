@@ -57,9 +57,18 @@ interface Growth {
 }
 
 /** Warm up with `warm` packets, then measure packets [warm, warm + n). */
-async function measure(dp: Datapath, addrs: ExtAddrs, warm: number, n: number): Promise<Growth> {
+function measure(dp: Datapath, addrs: ExtAddrs, warm: number, n: number): Promise<Growth> {
   const t = new MixedTraffic(addrs);
-  drive(dp, t, 0, warm);
+  return measureRun((k0, k1) => drive(dp, t, k0, k1), warm, n);
+}
+
+/** run(0, warm) untimed, then run(warm, warm + n) with the GC observed. */
+async function measureRun(
+  run: (k0: number, k1: number) => void,
+  warm: number,
+  n: number,
+): Promise<Growth> {
+  run(0, warm);
   gc();
   gc();
   let minorGcs = 0;
@@ -74,7 +83,7 @@ async function measure(dp: Datapath, addrs: ExtAddrs, warm: number, n: number): 
   });
   obs.observe({ entryTypes: ['gc'] });
   const before = process.memoryUsage().heapUsed;
-  drive(dp, t, warm, warm + n);
+  run(warm, warm + n);
   // entries are delivered asynchronously: let them arrive before the forced GCs below
   await new Promise((r) => setTimeout(r, 50));
   obs.disconnect();
@@ -182,27 +191,7 @@ async function measureLoop(
       t.after(written > w ? V_TX : V_DROP);
     }
   };
-  drive(0, warm);
-  gc();
-  gc();
-  let minorGcs = 0;
-  const obs = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) {
-      if (
-        (e as unknown as { detail?: { kind?: number } }).detail?.kind ===
-        constants.NODE_PERFORMANCE_GC_MINOR
-      )
-        minorGcs++;
-    }
-  });
-  obs.observe({ entryTypes: ['gc'] });
-  const before = process.memoryUsage().heapUsed;
-  drive(warm, warm + n);
-  await new Promise((r) => setTimeout(r, 50));
-  obs.disconnect();
-  gc();
-  gc();
-  return { retained: process.memoryUsage().heapUsed - before, minorGcs, written };
+  return { ...(await measureRun(drive, warm, n)), written };
 }
 
 const VOFF = 5;
