@@ -91,6 +91,15 @@ export class LabControlPlane {
     this.store.watch(() => this.schedule());
   }
 
+  /** A static view: the topology and the manifests applied, reconciled until settled. */
+  startOffline(): void {
+    this.applyBootstrap();
+    this.applyManifests(true);
+    this.reconcile();
+    this.reconcile();
+    this.reconcile();
+  }
+
   /** Applies the topology and the manifests, reconciles once, serves the API if asked to. */
   async start(api?: string): Promise<void> {
     this.applyBootstrap();
@@ -413,11 +422,18 @@ export async function renderStaticView(
   viewDir: string,
   refused?: (msg: string) => void,
 ): Promise<string> {
+  return renderStaticViewSync(t, viewDir, refused);
+}
+
+/** The same, synchronously (the store and controllers never wait; only the API would). */
+export function renderStaticViewSync(
+  t: Topology,
+  viewDir: string,
+  refused?: (msg: string) => void,
+): string {
   rmSync(join(viewDir, 'cluster.json'), { force: true });
   const cp = new LabControlPlane(t, { viewDir, kubelets: false, refused });
-  await cp.start();
-  cp.reconcile();
-  cp.reconcile();
+  cp.startOffline();
   if (!existsSync(viewDir)) throw new Error(`no view written to ${viewDir}`);
   return viewDir;
 }

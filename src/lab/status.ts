@@ -1,12 +1,16 @@
 // `lab status`: what the lab is made of and whether each part is alive, as text or JSON.
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { formatTable } from '../inspect/table.ts';
+import { renderStaticViewSync } from './control-plane.ts';
 import { labCtl } from './ctl.ts';
 import { DEFAULT_TOPOLOGY } from './lab.ts';
 import { type LabService, readLabServices } from './manifests.ts';
 import { isAlive } from './procs.ts';
 import { listNetns } from './sh.ts';
 import { type LabMode, type LabProcess, readState, VIEW_DIR } from './state.ts';
-import { loadTopology } from './topology.ts';
+import { loadTopology, type Topology } from './topology.ts';
 
 export interface ProcStatus {
   pid: number;
@@ -75,6 +79,12 @@ export async function labStatus(topologyFile?: string): Promise<LabStatus> {
   return s;
 }
 
+/** The view the data planes read; with no lab up, the one the topology and manifests give. */
+function servedView(t: Topology): string {
+  if (existsSync(VIEW_DIR)) return VIEW_DIR;
+  return renderStaticViewSync(t, mkdtempSync(join(tmpdir(), 'kubetun-view-')));
+}
+
 /** The lab as recorded and as found, without talking to any process. */
 export function labStatusOffline(topologyFile?: string): LabStatus {
   const state = readState();
@@ -117,7 +127,7 @@ export function labStatusOffline(topologyFile?: string): LabStatus {
     present: present.has(c.ns),
   }));
   const podOf = new Map(pods.map((p) => [p.ip, p]));
-  const services = readLabServices(VIEW_DIR).map((s: LabService) => ({
+  const services = readLabServices(servedView(t)).map((s: LabService) => ({
     namespace: s.namespace,
     name: s.name,
     type: s.type,
