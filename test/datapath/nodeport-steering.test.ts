@@ -67,12 +67,13 @@ describe('health-check node ports', () => {
     ];
   }
 
-  it('counts local endpoints once per endpoint (ready first, else serving+terminating)', () => {
+  it('counts ready local endpoints once per endpoint; terminating ones never', () => {
     expect(healthServices(ports(), 'node2')).toEqual([
       { namespace: 'default', name: 'web-local', port: 32081, localEndpoints: 1 },
     ]);
-    // node1 has only a terminating endpoint: it serves (kube-proxy's fallback), so it counts
-    expect(healthServices(ports(), 'node1')[0]!.localEndpoints).toBe(1);
+    // node1 has only a terminating endpoint: kube-proxy's LocalReadyEndpoints is 0, so 503
+    // (Kubernetes e2e "should fail health check node port if there are only terminating endpoints")
+    expect(healthServices(ports(), 'node1')[0]!.localEndpoints).toBe(0);
     expect(healthServices(ports(), 'node3')[0]!.localEndpoints).toBe(0);
   });
 
