@@ -1,5 +1,6 @@
 // Datapath configuration: map sizes, the RNG seed, and the knobs of generated ICMP errors.
 
+import { randomInt } from 'node:crypto';
 import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from './ct-state.ts';
 import { checkNatConfig } from './nat-config.ts';
 
@@ -26,7 +27,7 @@ export interface DatapathConfig extends CtTimeouts {
   ctGcBatch: number;
   /** back the maps with SharedArrayBuffer so worker threads can share them */
   shared: boolean;
-  /** seed of the backend-selection PRNG (same seed + same packets = same choices) */
+  /** seed of the backend-selection PRNG (same seed + same packets = same choices); default PROCESS_SEED */
   seed: number;
   /** source of generated ICMP errors (u32); 0 = the offending packet's destination (the VIP) */
   icmpErrorSrc: number;
@@ -51,6 +52,13 @@ export interface DatapathConfig extends CtTimeouts {
   snatCapacity: number;
 }
 
+/**
+ * The backend-selection seed of this process when none is configured: drawn once per process,
+ * so nodes and restarts do not all draw the same "random" backend sequence (a fixed seed made
+ * every node send its first flows to the same slots). Set DatapathConfig.seed to replay or test.
+ */
+export const PROCESS_SEED = randomInt(0x7fffffff);
+
 export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   svcCapacity: 65536,
   beCapacity: 65536,
@@ -62,7 +70,7 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   ctDropInvalid: false,
   fragCapacity: 4096,
   shared: false,
-  seed: 0x6b756265, // "kube"
+  seed: PROCESS_SEED,
   icmpErrorSrc: 0,
   icmpTtl: 64,
   icmpRatePerSec: 1000,
