@@ -9,6 +9,7 @@ import { listNetns } from '../lab/sh.ts';
 import { LAB_MODES, type LabMode, readState } from '../lab/state.ts';
 import { formatStatus, labStatus } from '../lab/status.ts';
 import { loadTopology, targetNamespace } from '../lab/topology.ts';
+import { registerExercise } from './exercise.ts';
 
 const progress = (msg: string) => process.stderr.write(`lab: ${msg}\n`);
 
@@ -174,6 +175,8 @@ export function register(program: Command): void {
           if (r.differences > 0) process.exitCode = 1;
         }),
     );
+
+  registerExercise(lab, guarded);
 
   lab
     .command('demo <name>')

@@ -34,6 +34,7 @@ interface RunFlags {
   watchdog: boolean;
   cleanupKubeProxy?: boolean;
   offload: boolean;
+  vipEcho?: boolean;
   logLevel: string;
   ctMax?: string;
   ctDropInvalid?: boolean;
@@ -79,6 +80,7 @@ export function register(program: Command): void {
       '--no-offload',
       'no TUN offloads: every packet read and written at MTU size, checksums complete',
     )
+    .option('--vip-echo', 'answer ping to a ClusterIP, as IPVS mode does (kube-ipvs0); default: no answer, as iptables')
     .option('--no-watchdog', 'no fail-open watchdog: if the agent dies, pod traffic is dropped')
     .option(
       '--cleanup-kube-proxy',
@@ -148,6 +150,7 @@ export function toOptions(f: RunFlags): AgentOptions {
     cleanupKubeProxy: f.cleanupKubeProxy === true,
     offload: f.offload,
     logLevel: f.logLevel,
+    vipEcho: f.vipEcho === true,
     ctFlags: {
       ctMax: f.ctMax,
       ctDropInvalid: f.ctDropInvalid,

@@ -11,7 +11,8 @@
 //      │                   count 0 ─▶ reject ──────────────────────────▶ REJECT_NO_ENDPOINTS
 //      │                              (internalTrafficPolicy Local: DROP_NO_LOCAL_ENDPOINTS)
 //      │                   lb4SelectBackend ─▶ ct4Create (full: DROP_CT_FULL) ─▶ TX_DNAT_NEW
-//      ├──▶ ICMP to a VIP: echo ─▶ DROP_ECHO_TO_VIP, other ─▶ DROP_ICMP_TO_VIP
+//      ├──▶ ICMP to a VIP: echo ─▶ DROP_ECHO_TO_VIP (--vip-echo: REPLY_ECHO_FROM_VIP),
+//      │                   other ─▶ DROP_ICMP_TO_VIP
 //      └──▶ other protocol to a VIP ─▶ reject ─▶ REJECT_UNKNOWN_PROTO; not a VIP ─▶ PASS
 
 import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
@@ -54,6 +55,7 @@ import {
 } from './state/reasons.ts';
 import { lb4Reject } from './stages/reject.ts';
 import { V_TX } from './state/verdict.ts';
+import { lb4EchoReply } from './stages/vip-echo.ts';
 
 /**
  * Process the IPv4 packet at buf[off..off+len) at time nowMs; returns V_PASS/TX/REPLY/DROP.
@@ -168,6 +170,6 @@ function lb4Icmp(dp: Datapath, buf: Uint8Array): number {
   }
   if (!lb4IsVip(dp, dp.daddr)) return PASS_NOT_SERVICE;
   if (!whole) return DROP_TRUNCATED_L4;
-  if (type === ICMP_ECHO) return DROP_ECHO_TO_VIP;
+  if (type === ICMP_ECHO) return dp.cfg.vipEcho ? lb4EchoReply(dp, buf) : DROP_ECHO_TO_VIP;
   return DROP_ICMP_TO_VIP;
 }

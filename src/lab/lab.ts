@@ -177,8 +177,7 @@ async function startControlPlane(t: Topology, state: LabState, say: Progress): P
 }
 export async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {
   const agents = t.nodes.map((n) => {
-    const extra = state.noOffload ? ['--no-offload'] : [];
-    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n), extra, VIEW_DIR);
+    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n), agentExtra(state, n.name), VIEW_DIR);
     say(`kubetun on ${n.name}: ${p.argv.slice(1).join(' ')}`);
     return remember(state, p);
   });
@@ -188,6 +187,11 @@ export async function startKubetun(t: Topology, state: LabState, say: Progress):
       say(`kubetun on ${a.name} answers on ${a.ctlSocket}`);
     }),
   );
+}
+
+/** The node's extra `kubetun run` flags: the lab's --no-offload, then its `lab agent` flags. */
+export function agentExtra(state: LabState, node: string): string[] {
+  return [...(state.noOffload ? ['--no-offload'] : []), ...(state.agentFlags?.[node] ?? [])];
 }
 
 export function remember(state: LabState, p: LabProcess): LabProcess {

@@ -89,7 +89,10 @@ export async function startPodServers(
   return procs;
 }
 
-/** Starts `kubetun run` on the node: in its namespace, or in this process's own. */
+/**
+ * Starts `kubetun run` on the node: in its namespace, or in this process's own. `extra` are
+ * further `kubetun run` flags (the node's kube-proxy configuration, `lab agent`).
+ */
 export function startAgent(
   t: Topology,
   n: LabNode,

@@ -21,7 +21,8 @@ export type LabMode = 'kubetun' | 'iptables' | 'nftables' | 'none';
 export const LAB_MODES: readonly LabMode[] = ['kubetun', 'iptables', 'nftables', 'none'];
 
 export interface LabProcess {
-  role: 'server' | 'kubetun' | 'capture' | 'control-plane';
+  /** workload: a process an exercise runs in a pod (a client, a connection pool) */
+  role: 'server' | 'kubetun' | 'capture' | 'control-plane' | 'workload';
   /** the pod or node it serves */
   name: string;
   ns: string;
@@ -49,6 +50,11 @@ export interface LabState {
   /** veth pairs and bridges, as "ns:ifname", for the record (they die with their namespaces) */
   links: string[];
   processes: LabProcess[];
+  /**
+   * Extra `kubetun run` flags per node (`lab agent NODE --restart -- FLAGS`): the node's
+   * kube-proxy configuration. A rebuild (`lab up`) starts from none.
+   */
+  agentFlags?: Record<string, string[]>;
 }
 
 export function readState(): LabState | undefined {

@@ -223,7 +223,8 @@ export class NodeAgent {
     dpTuneV8(); // before the first packet: raises V8's inlining budget for dpProcess
     const net = validateOptions(opts);
     const ct = parseCtRunFlags(opts.ctFlags ?? {}, availableParallelism()); // --ct-* (ct-flags.ts)
-    const dp = createDatapath({ ...natDatapathConfig(opts), ...ct.datapath }); // node addresses for NAT (nat.ts)
+    const vipEcho = opts.vipEcho === true; // --vip-echo (datapath/stages/vip-echo.ts)
+    const dp = createDatapath({ ...natDatapathConfig(opts), ...ct.datapath, vipEcho }); // node addresses for NAT (nat.ts)
     const loader = new DpLoader(dp); // the one writer of dp's service maps
     const cp = await startControl(opts, net, dp, loader, log);
     let tun: TunDevice;
@@ -279,6 +280,7 @@ export class NodeAgent {
       uplink: this.opts.uplink,
       podIfaces: [...this.steering.hooked].sort(),
       watchdogPid: this.watchdog?.pid ?? 0,
+      vipEcho: this.dp.cfg.vipEcho,
     };
   }
 

@@ -52,6 +52,8 @@ export interface AgentOptions {
   logLevel: string;
   /** --ct-max, --ct-timeout, --ct-drop-invalid, --ct-gc-* (parsed by ct-flags.ts parseCtRunFlags) */
   ctFlags?: CtRunFlags;
+  /** --vip-echo: answer ping to a VIP, as IPVS mode does (datapath/vip-echo.ts) */
+  vipEcho?: boolean;
 }
 
 /** The parsed numeric forms the agent works with. */

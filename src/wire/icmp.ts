@@ -225,6 +225,46 @@ export function icmpBuildError(
   return total;
 }
 
+/**
+ * Write the IPv4 echo reply to the echo request at req[ipOff, end) (ICMP header at l4Off) into
+ * `out` at `outOff`, as a host answers a ping to one of its own addresses: a fresh 20-byte IPv4
+ * header (the request's TOS, id 0, DF clear, the given TTL; IP options are not echoed), source
+ * the address that was pinged, destination the pinger; ICMP type 0 with the request's code,
+ * identifier, sequence and data; both checksums filled. Returns the bytes written, or 0 when
+ * `outCap` cannot hold it. `out` and `req` must not overlap.
+ */
+export function icmpBuildEchoReply(
+  out: Uint8Array,
+  outOff: number,
+  outCap: number,
+  req: Uint8Array,
+  ipOff: number,
+  l4Off: number,
+  end: number,
+  ttl: number,
+): number {
+  const icmpLen = end - l4Off;
+  const total = IP_HDR + icmpLen;
+  if (outOff < 0 || icmpLen < ICMP_HEADER_LEN || total > Math.min(outCap, out.length - outOff))
+    return 0;
+  const o = outOff;
+  out[o] = 0x45;
+  out[o + 1] = req[ipOff + 1];
+  write16(out, o + 2, total);
+  write32(out, o + 4, 0);
+  out[o + 8] = ttl;
+  out[o + 9] = 1;
+  write32(out, o + 12, read32s(req, ipOff + 16));
+  write32(out, o + 16, read32s(req, ipOff + 12));
+  write16(out, o + 10, ipv4HeaderChecksum(out, o));
+  const ic = o + IP_HDR;
+  // A byte loop, not set(subarray): subarray would allocate a view per packet.
+  for (let i = 0; i < icmpLen; i++) out[ic + i] = req[l4Off + i];
+  out[ic] = ICMP_ECHO_REPLY;
+  icmpFillCsum(out, ic, ic + icmpLen);
+  return total;
+}
+
 /** Destination unreachable (type 3) with `code`; see icmpBuildError. */
 export function icmpBuildDestUnreach(
   out: Uint8Array,

@@ -20,6 +20,11 @@ describe('run options', () => {
     expect(toOptions(flags).podIfaces).toBeUndefined();
   });
 
+  it('--vip-echo is off unless given (then the datapath answers ping to a VIP)', () => {
+    expect(toOptions(flags).vipEcho).toBe(false);
+    expect(toOptions({ ...flags, vipEcho: true }).vipEcho).toBe(true);
+  });
+
   it('parses addresses and CIDRs', () => {
     const net = validateOptions(toOptions(flags));
     expect(net.nodeIp).toBe(0x0afa0002);

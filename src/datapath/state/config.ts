@@ -50,6 +50,11 @@ export interface DatapathConfig extends CtTimeouts {
   snatPortMax: number;
   /** NAT: masqueraded flows at once */
   snatCapacity: number;
+  /**
+   * answer ICMP echo to a VIP (vip-echo.ts), as IPVS mode does by binding every ClusterIP to
+   * kube-ipvs0; false = iptables/nftables behaviour, the ping goes unanswered
+   */
+  vipEcho: boolean;
 }
 
 /**
@@ -82,6 +87,7 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   snatPortMin: 0xf000,
   snatPortMax: 0xf3ff,
   snatCapacity: 65536,
+  vipEcho: false,
 };
 
 /** Merge and validate (slow world: throws with the offending field named). */

@@ -19,8 +19,11 @@ import { NatState } from './nat-state.ts';
 import { REASON_COUNT } from './reasons.ts';
 import { Rng } from './rng.ts';
 
-/** Linux icmp_send never builds an error larger than 576 bytes (RFC 1812 4.3.2.3). */
-export const DP_OUT_CAPACITY = 576;
+/**
+ * Room for one generated packet: an ICMP error is at most 576 bytes (Linux icmp_send, RFC 1812
+ * 4.3.2.3), but a --vip-echo reply is as large as the ping it answers (any IPv4 packet).
+ */
+export const DP_OUT_CAPACITY = 65535;
 
 export class Datapath {
   readonly cfg: DatapathConfig;

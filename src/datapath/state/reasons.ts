@@ -50,6 +50,7 @@ export const DROP_NAT_NO_PORT = 31;
 export const DROP_SNAT_FULL = 32;
 export const DROP_SOURCE_RANGE = 33;
 export const DROP_ETP_NO_LOCAL_ENDPOINTS = 34;
+export const REPLY_ECHO_FROM_VIP = 35;
 
 export interface ReasonInfo {
   readonly name: string;
@@ -205,6 +206,11 @@ export const REASONS: readonly ReasonInfo[] = [
     'DROP_ETP_NO_LOCAL_ENDPOINTS',
     V_DROP,
     'externalTrafficPolicy: Local, external client, no endpoint on this node: kube-proxy DROPs.',
+  ),
+  row(
+    'REPLY_ECHO_FROM_VIP',
+    V_REPLY,
+    '--vip-echo (off by default): a ping to a VIP answered from the VIP, as IPVS mode answers for every ClusterIP bound to kube-ipvs0.',
   ),
 ];
 

@@ -1,0 +1,86 @@
+// How `exercise start` breaks the lab: each setup step is something that happens to real
+// clusters — a node's proxy crashes, its configuration changes, an object is edited, a client
+// opens connections — done with the lab's own tools. Nothing here touches kubetun's code.
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { NoLabError } from '../../errors.ts';
+import { crashAgent, restartAgent } from '../agent.ts';
+import { labCtl } from '../ctl.ts';
+import { type Progress, REPO_ROOT, remember } from '../lab.ts';
+import { isKernelMode } from '../kube-proxy.ts';
+import { freshLog } from '../provision.ts';
+import { startInNs, waitForLog } from '../procs.ts';
+import { inNs, sh } from '../sh.ts';
+import { readState } from '../state.ts';
+import { loadTopology, targetNamespace, type Topology } from '../topology.ts';
+import { EX_MANIFESTS } from './lab.ts';
+import { type Action, ExerciseError } from './spec.ts';
+
+export function nsOf(t: Topology, target: string): string {
+  const ns = targetNamespace(t, target);
+  if (!ns) throw new ExerciseError(`${target}: no pod, node or client of that name in the lab`);
+  return ns;
+}
+
+/** `node` and repository-relative script paths in an exercise's argv, made absolute. */
+export function resolveArgv(argv: string[]): string[] {
+  return argv.map((a, i) =>
+    i === 0 && a === 'node' ? process.execPath : /^lab\//.test(a) ? join(REPO_ROOT, a) : a,
+  );
+}
+
+/**
+ * After the objects changed: every node's data plane applies them now (kubetun watches the
+ * directory too; this makes the change take effect before the next step), or the kernel's
+ * kube-proxy rules are rendered and installed afresh.
+ */
+export async function syncDataplanes(say: Progress): Promise<void> {
+  const s = readState();
+  if (!s) return;
+  if (s.mode === 'kubetun') {
+    for (const p of s.processes.filter((x) => x.role === 'kubetun' && x.ctlSocket))
+      await labCtl(p.ctlSocket!, { cmd: 'reload' }, 10_000).catch(() => undefined);
+  } else if (isKernelMode(s.mode)) {
+    const { labSwitchMode } = await import('../compare/mode.ts');
+    await labSwitchMode(s.mode, say, { reinstall: true });
+  }
+}
+
+export async function runAction(a: Action, say: Progress): Promise<void> {
+  const s = readState();
+  if (!s) throw new NoLabError();
+  const t = loadTopology(s.topologyFile);
+  switch (a.kind) {
+    case 'crash-agent':
+      return crashAgent(a.node);
+    case 'agent':
+      await restartAgent(a.node, a.flags, () => {});
+      return;
+    case 'manifest':
+      writeFileSync(join(EX_MANIFESTS, a.file), a.text.endsWith('\n') ? a.text : `${a.text}\n`);
+      return syncDataplanes(say);
+    case 'remove-manifest':
+      rmSync(join(EX_MANIFESTS, a.file), { force: true });
+      return syncDataplanes(say);
+    case 'workload': {
+      const argv = resolveArgv(a.argv);
+      const p = startInNs(
+        'workload',
+        a.name,
+        nsOf(t, a.pod),
+        argv,
+        freshLog(`workload-${a.name}.log`),
+      );
+      remember(s, p);
+      await waitForLog(p, /^ready\b/m, 15_000);
+      return;
+    }
+    case 'exec':
+      sh(inNs(nsOf(t, a.in), resolveArgv(a.cmd)), { timeoutMs: 60_000 });
+      return;
+    case 'sleep':
+      await sleep(a.ms);
+      return;
+  }
+}

@@ -1,0 +1,231 @@
+// What `exercise check` judges. Two kinds of evidence, as a reviewer of a real fix would want:
+// the lab's state (an agent's flags, its conntrack headroom, a Service field) and behaviour —
+// traffic sent from every pod, through the Service, right now. Each check yields one line that
+// says what holds or what does not yet, with what was seen.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { loadManifests } from '../../manifests/index.ts';
+import { agentOf } from '../agent.ts';
+import { labCtl } from '../ctl.ts';
+import { REPO_ROOT } from '../lab.ts';
+import { isAlive } from '../procs.ts';
+import { inNs } from '../sh.ts';
+import type { LabState } from '../state.ts';
+import { allPods, type Topology } from '../topology.ts';
+import { nsOf } from './actions.ts';
+import { EX_MANIFESTS } from './lab.ts';
+import type { Check } from './spec.ts';
+
+export interface CheckItem {
+  title: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface Ran {
+  status: number;
+  out: string;
+  err: string;
+}
+
+/** Runs argv without a shell, in parallel with others; never rejects. */
+export function run(argv: string[], timeoutMs = 15_000): Promise<Ran> {
+  return new Promise((resolve) => {
+    const c = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    c.stdout.on('data', (d) => {
+      out += d;
+    });
+    c.stderr.on('data', (d) => {
+      err += d;
+    });
+    const timer = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
+    c.on('error', (e) => {
+      clearTimeout(timer);
+      resolve({ status: -1, out, err: e.message });
+    });
+    c.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ status: code ?? -1, out, err });
+    });
+  });
+}
+
+/** "pods" = every pod; "pods@node1" = that node's pods; anything else is a lab target name. */
+export function expandFrom(t: Topology, from: string[]): string[] {
+  return from.flatMap((f) => {
+    if (f === 'pods') return allPods(t).map((p) => p.name);
+    const m = /^pods@(.+)$/.exec(f);
+    if (m)
+      return allPods(t)
+        .filter((p) => p.node === m[1])
+        .map((p) => p.name);
+    return [f];
+  });
+}
+
+export interface CheckContext {
+  t: Topology;
+  state: LabState;
+  /** counters read before the behaviour checks (counter-still) */
+  before: Map<string, number>;
+}
+
+async function httpFrom(t: Topology, who: string, url: string, times: number) {
+  const backends = new Set<string>();
+  const fails: string[] = [];
+  for (let i = 0; i < times; i++) {
+    const argv = ['curl', '-sS', '-m', '3', '-o', '-', '-w', '\n%{http_code}', url];
+    const r = await run(inNs(nsOf(t, who), argv), 10_000);
+    const lines = r.out.trimEnd().split('\n');
+    const code = lines.pop();
+    if (r.status === 0 && code === '200') backends.add((lines[0] ?? '').split(' ')[0] ?? '?');
+    else fails.push(r.err.trim().split('\n').pop() || `HTTP ${code}`);
+  }
+  return { backends, fails };
+}
+
+async function checkHttp(c: Extract<Check, { kind: 'http' }>, x: CheckContext): Promise<CheckItem> {
+  const who = expandFrom(x.t, c.from);
+  const res = await Promise.all(who.map((w) => httpFrom(x.t, w, c.url, c.times)));
+  const all = new Set(res.flatMap((r) => [...r.backends]));
+  const bad = who.filter((_, i) => res[i]!.fails.length > 0);
+  const parts = who.map((w, i) => {
+    const r = res[i]!;
+    const n = c.times - r.fails.length;
+    return `${w} ${n}/${c.times}${r.fails.length ? ` (${r.fails[0]})` : ` -> ${[...r.backends].join(',')}`}`;
+  });
+  let ok = bad.length === 0;
+  let detail = parts.join('; ');
+  if (ok && all.size < c.minBackends) {
+    ok = false;
+    detail += `; only ${all.size} backend(s) answered, ${c.minBackends} expected`;
+  }
+  return { title: c.title, ok, detail };
+}
+
+async function checkUdp(c: Extract<Check, { kind: 'udp' }>, x: CheckContext): Promise<CheckItem> {
+  const who = expandFrom(x.t, c.from);
+  const udpq = join(REPO_ROOT, 'lab/servers/udpq.mjs');
+  const res = await Promise.all(
+    who.map((w) =>
+      run(
+        inNs(nsOf(x.t, w), [process.execPath, udpq, c.ip, String(c.port), String(c.times), '1500']),
+      ),
+    ),
+  );
+  const parts = who.map((w, i) => {
+    const lines = res[i]!.out.trim().split('\n');
+    const n = lines.filter((l) => l && l !== 'timeout').length;
+    return `${w} ${n}/${c.times}`;
+  });
+  return { title: c.title, ok: res.every((r) => r.status === 0), detail: parts.join('; ') };
+}
+
+async function checkPing(c: Extract<Check, { kind: 'ping' }>, x: CheckContext): Promise<CheckItem> {
+  const who = expandFrom(x.t, c.from);
+  const res = await Promise.all(
+    who.map((w) =>
+      run(inNs(nsOf(x.t, w), ['ping', '-n', '-c', '2', '-i', '0.2', '-W', '1', c.ip])),
+    ),
+  );
+  const got = res.map((r) => r.status === 0);
+  const want = c.expect === 'reply';
+  const parts = who.map((w, i) => `${w}: ${got[i] ? 'reply' : 'no reply'}`);
+  return { title: c.title, ok: got.every((g) => g === want), detail: parts.join('; ') };
+}
+
+async function ctOf(
+  x: CheckContext,
+  node: string,
+): Promise<{ count: number; max: number } | string> {
+  const a = agentOf(x.state, node);
+  if (!a || !isAlive(a)) return `kubetun on ${node} is not running`;
+  try {
+    return await labCtl<{ count: number; max: number }>(a.ctlSocket!, { cmd: 'ct-count' });
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+export async function counterOf(x: Pick<CheckContext, 'state'>, node: string, reason: string) {
+  const a = agentOf(x.state, node);
+  if (!a || !isAlive(a)) return undefined;
+  try {
+    const r = await labCtl<{ counters: Record<string, number> }>(a.ctlSocket!, { cmd: 'counters' });
+    return r.counters[reason];
+  } catch {
+    return undefined;
+  }
+}
+
+function field(o: unknown, path: string): unknown {
+  return path.split('.').reduce<unknown>((v, k) => (v as Record<string, unknown>)?.[k], o);
+}
+
+export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
+  switch (c.kind) {
+    case 'http':
+      return checkHttp(c, x);
+    case 'udp':
+      return checkUdp(c, x);
+    case 'ping':
+      return checkPing(c, x);
+    case 'ct-headroom': {
+      const r = await ctOf(x, c.node);
+      if (typeof r === 'string') return { title: c.title, ok: false, detail: r };
+      const free = r.max - r.count;
+      return {
+        title: c.title,
+        ok: free >= c.atLeast,
+        detail: `${r.count} of ${r.max} entries in use, ${free} free`,
+      };
+    }
+    case 'counter-still': {
+      const now = await counterOf(x, c.node, c.reason);
+      const was = x.before.get(`${c.node}/${c.reason}`);
+      if (now === undefined || was === undefined)
+        return {
+          title: c.title,
+          ok: false,
+          detail: `no ${c.reason} counter from kubetun on ${c.node}`,
+        };
+      return {
+        title: c.title,
+        ok: now === was,
+        detail: `${c.reason} on ${c.node}: ${was} -> ${now} while the traffic checks ran`,
+      };
+    }
+    case 'agent-flag': {
+      const flags = x.state.agentFlags?.[c.node] ?? [];
+      const has = flags.includes(c.flag);
+      return {
+        title: c.title,
+        ok: has === c.present,
+        detail: `kubetun on ${c.node} runs with ${flags.length ? flags.join(' ') : 'no extra flags'}`,
+      };
+    }
+    case 'workload': {
+      const w = x.state.processes.find((p) => p.role === 'workload' && p.name === c.name);
+      const alive = w !== undefined && isAlive(w);
+      return {
+        title: c.title,
+        ok: alive,
+        detail: alive
+          ? `${c.name} runs in ${w.ns} (pid ${w.pid})`
+          : `${c.name} is not running: it is part of the application, not the fault`,
+      };
+    }
+    case 'service': {
+      const svc = loadManifests(EX_MANIFESTS).services.find((s) => s.name === c.name);
+      const v = svc ? field(svc, c.field) : undefined;
+      const ok = JSON.stringify(v) === JSON.stringify(c.equals);
+      return {
+        title: c.title,
+        ok,
+        detail: svc ? `${c.name} ${c.field} = ${JSON.stringify(v)}` : `no Service ${c.name}`,
+      };
+    }
+  }
+}

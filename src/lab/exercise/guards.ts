@@ -1,0 +1,147 @@
+// The shortcuts `exercise check` refuses, whatever the exercise: traffic that flows because the
+// fault was routed around is not a fix. Each guard is one check line like any other.
+//
+//   the lab was not rebuilt        `lab up` wipes the fault instead of finding it
+//   the data plane is on           the mode the exercise started in, every node's proxy running
+//                                  and healthy (kubetun: /healthz 200; kernel: its chains there)
+//   the Services are the same      none deleted, none added (a new Service pointed at a pod IP),
+//                                  type, IPs, ports and selector as at start except the fields
+//                                  the exercise's fix may change; endpoints are the pods' own
+import type { Service } from '../../model.ts';
+import { loadManifests } from '../../manifests/index.ts';
+import { labCtl } from '../ctl.ts';
+import { isAlive } from '../procs.ts';
+import { inNs } from '../sh.ts';
+import type { LabState } from '../state.ts';
+import { allPods, type Topology } from '../topology.ts';
+import { type CheckItem, run } from './checks.ts';
+import { type ActiveExercise, EX_MANIFESTS, type ServiceSnapshot } from './lab.ts';
+
+export const GUARDED_FIELDS = [
+  'type',
+  'clusterIPs',
+  'ports',
+  'selector',
+  'sessionAffinity',
+  'externalTrafficPolicy',
+  'internalTrafficPolicy',
+] as const;
+
+function snap(s: Service): ServiceSnapshot {
+  const fields: Record<string, unknown> = {};
+  for (const f of GUARDED_FIELDS) fields[f] = s[f] ?? null;
+  return { key: `${s.namespace}/${s.name}`, fields };
+}
+
+/** The lab's Services now, as the guard compares them. */
+export function serviceSnapshots(): ServiceSnapshot[] {
+  return loadManifests(EX_MANIFESTS).services.map(snap);
+}
+
+export function servicesGuard(a: ActiveExercise, mayChange: string[], t: Topology): CheckItem {
+  const title = 'the Services are the ones the exercise started with';
+  let now: ServiceSnapshot[];
+  let slices: ReturnType<typeof loadManifests>['slices'];
+  try {
+    const st = loadManifests(EX_MANIFESTS);
+    now = st.services.map(snap);
+    slices = st.slices;
+  } catch (err) {
+    return { title, ok: false, detail: `the lab's objects do not load: ${(err as Error).message}` };
+  }
+  const was = new Map(a.baseline.map((s) => [s.key, s]));
+  const problems: string[] = [];
+  for (const s of now) {
+    const b = was.get(s.key);
+    if (!b) {
+      problems.push(
+        `${s.key} was not there at start: repair the original Service, do not route around it`,
+      );
+      continue;
+    }
+    for (const f of GUARDED_FIELDS) {
+      if (mayChange.includes(f)) continue;
+      if (JSON.stringify(s.fields[f]) !== JSON.stringify(b.fields[f]))
+        problems.push(
+          `${s.key} ${f} changed from ${JSON.stringify(b.fields[f])} to ${JSON.stringify(s.fields[f])}`,
+        );
+    }
+  }
+  for (const k of was.keys()) if (!now.some((s) => s.key === k)) problems.push(`${k} was deleted`);
+  const podIp = new Map(allPods(t).map((p) => [p.ip, p.name]));
+  for (const sl of slices)
+    for (const e of sl.endpoints)
+      for (const ip of e.addresses)
+        if (!podIp.has(ip) || (e.targetName && podIp.get(ip) !== e.targetName))
+          problems.push(
+            `EndpointSlice ${sl.name}: ${ip} is not the address of pod ${e.targetName ?? '(none named)'}`,
+          );
+  return {
+    title,
+    ok: problems.length === 0,
+    detail: problems.length ? problems.join('; ') : `${now.length} Services as at start`,
+  };
+}
+
+export async function dataplaneGuard(
+  a: ActiveExercise,
+  s: LabState,
+  t: Topology,
+): Promise<CheckItem> {
+  const title = `the data plane (${a.mode}) runs on every node`;
+  if (s.mode !== a.mode)
+    return {
+      title,
+      ok: false,
+      detail: `the lab now runs mode ${s.mode}; the exercise is about ${a.mode} — switch back with: kubetun lab mode ${a.mode}`,
+    };
+  const problems: string[] = [];
+  await Promise.all(
+    t.nodes.map(async (n) => {
+      if (s.mode === 'kubetun') {
+        const p = s.processes.find((x) => x.role === 'kubetun' && x.name === n.name);
+        if (!p || !isAlive(p)) return void problems.push(`kubetun on ${n.name} is not running`);
+        const ok = await labCtl(p.ctlSocket!, { cmd: 'status' }).then(
+          () => true,
+          () => false,
+        );
+        if (!ok)
+          return void problems.push(`kubetun on ${n.name} does not answer on ${p.ctlSocket}`);
+        const h = await run(
+          inNs(n.ns, [
+            'curl',
+            '-s',
+            '-m',
+            '2',
+            '-o',
+            '/dev/null',
+            '-w',
+            '%{http_code}',
+            `http://${n.ip}:10256/healthz`,
+          ]),
+        );
+        if (h.out !== '200') problems.push(`${n.name} /healthz answers ${h.out || 'nothing'}`);
+      } else {
+        const r = await run(inNs(n.ns, ['nft', 'list', 'ruleset']));
+        if (!/KUBE-SERVICES|services/.test(r.out))
+          problems.push(`${n.name} has no kube-proxy rules`);
+      }
+    }),
+  );
+  return {
+    title,
+    ok: problems.length === 0,
+    detail: problems.length ? problems.join('; ') : `${t.nodes.length} nodes`,
+  };
+}
+
+export function rebuiltGuard(a: ActiveExercise, s: LabState): CheckItem {
+  const ok = s.createdAt === a.labCreatedAt && s.topologyFile !== undefined;
+  return {
+    title: 'the lab is the one the exercise broke',
+    ok,
+    detail: ok
+      ? `built ${s.createdAt}`
+      : `the lab was rebuilt at ${s.createdAt} (lab up): that wipes the fault instead of finding it; start the exercise again`,
+  };
+}

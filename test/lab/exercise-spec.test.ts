@@ -1,0 +1,146 @@
+// Exercises as data (lab/exercises/*.yaml, src/lab/exercise/spec.ts), offline: every shipped
+// exercise loads and is complete; a broken file is refused naming the file and the field; the
+// answer rules and the KUBE-SEP walk the kube-proxy-chains exercise grades with.
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { sepFor } from '../../src/lab/exercise/answers.ts';
+import { answerMatches, availableFeatures, parseAnswers } from '../../src/lab/exercise/run.ts';
+import { loadExercises, parseExercise } from '../../src/lab/exercise/spec.ts';
+import { renderIptables } from '../../src/rules/iptables.ts';
+import { loadManifests, resolveServicePorts } from '../../src/manifests/index.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+
+const MINIMAL = `
+name: x
+order: 1
+title: T
+minutes: 5
+teaches: t
+symptom: s
+hints: [h]
+checks:
+  - { kind: http, title: web, url: http://10.96.0.10/ }
+solution:
+  cause: c
+  evidence: [{ run: r, saw: s }]
+  fix: [kubetun lab agent restart node1]
+`;
+
+describe('the shipped exercises', () => {
+  const all = loadExercises();
+
+  it('at least the point-2 set, each complete, in a stable order with unique names', () => {
+    expect(all.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(all.map((e) => e.name)).size).toBe(all.length);
+    expect(new Set(all.map((e) => e.order)).size).toBe(all.length);
+    for (const e of all) {
+      expect(e.hints.length, e.name).toBeGreaterThan(0);
+      expect(e.solution.evidence.length, e.name).toBeGreaterThan(0);
+      expect(e.checks.length + e.questions.length, e.name).toBeGreaterThan(0);
+    }
+  });
+
+  it("fixes are a learner's commands: kubetun and shell tools, never an edit of kubetun's code", () => {
+    for (const e of all)
+      for (const c of e.solution.fix) {
+        expect(c, e.name).toMatch(/\bkubetun\b/);
+        expect(c, e.name).not.toMatch(/\bsrc\/|\.ts\b|git /);
+      }
+  });
+
+  it('setup never touches the repository: manifests are written by name into the lab copy', () => {
+    for (const e of all)
+      for (const a of e.setup) if (a.kind === 'manifest') expect(a.file).not.toContain('/');
+  });
+});
+
+describe('parseExercise refuses a broken file naming file and field', () => {
+  const bad = (text: string) => () => parseExercise(text, '/ex/x.yaml');
+  it('accepts the minimal exercise', () => {
+    expect(parseExercise(MINIMAL, '/ex/x.yaml').checks[0]).toMatchObject({
+      kind: 'http',
+      times: 3,
+      from: ['pods'],
+    });
+  });
+  it.each([
+    ['name: y', /^\/ex\/x\.yaml: name: must be the file's name \(x\)/],
+    ['modes: [none]', /modes: "none" is not a lab data plane/],
+    ['needs: [ipv6]', /needs: "ipv6" is not a lab feature/],
+    ['hints: []', /hints: at least one hint/],
+    ['setup: [{ reboot: node1 }]', /setup\[0\]\.reboot: unknown action/],
+    ['setup: [{ crash-agent: node1, sleep: 5 }]', /setup\[0\]: one action per step/],
+    [
+      'setup: [{ manifest: { file: ../web.yaml, text: x } }]',
+      /setup\[0\]\.manifest\.file: a plain file name/,
+    ],
+    ['checks: [{ kind: magic, title: t }]', /checks\[0\]\.kind: unknown check "magic"/],
+    ['checks: [{ kind: http, title: t }]', /checks\[0\]\.url: a non-empty string/],
+    ['questions: [{ id: q, ask: a }]', /questions\[0\]\.accept: at least one/],
+  ])('%s', (line, re) => {
+    const key = line.split(':')[0]!;
+    const text = MINIMAL.split('\n')
+      .filter(
+        (l) => !l.startsWith(`${key}:`) && !(key === 'checks' && l.startsWith('  - { kind: http')),
+      )
+      .join('\n');
+    expect(bad(`${text}\n${line}\n`)).toThrow(re);
+  });
+  it('not YAML', () => {
+    expect(bad('name: [')).toThrow(/^\/ex\/x\.yaml: not YAML/);
+  });
+});
+
+describe('answers', () => {
+  it('case, spaces and quotes do not matter; numbers compare as numbers', () => {
+    expect(answerMatches(' ExternalTrafficPolicy ', ['externalTrafficPolicy'])).toBe(true);
+    expect(answerMatches('0.50000', ['1/2'])).toBe(true);
+    expect(answerMatches('1/3', ['0.3333'])).toBe(true);
+    expect(answerMatches('33.33%', ['1/3'])).toBe(true);
+    expect(answerMatches('0.5', ['1/3'])).toBe(false);
+    expect(answerMatches('node1', ['node2'])).toBe(false);
+  });
+  it('--answer ID=VALUE, the ID may be left out when there is one question', () => {
+    const e = parseExercise(
+      `${MINIMAL}questions: [{ id: q, ask: a, accept: [x] }]\n`,
+      '/ex/x.yaml',
+    );
+    expect(parseAnswers(['q=1', 'y'], e)).toEqual({ q: 'y' });
+    expect(() => parseAnswers(['z=1'], e)).toThrow(/asks q; write ID=VALUE/);
+  });
+});
+
+describe('sepFor: from the VIP through KUBE-SVC to the KUBE-SEP that DNATs to the backend', () => {
+  const text = renderIptables(
+    resolveServicePorts(loadManifests(join(ROOT, 'lab/manifests')), { nodeName: 'node2' }),
+    {
+      nodeName: 'node2',
+      nodeIPs: ['172.30.0.12'],
+      clusterCIDR: '10.244.0.0/16',
+      nfacct: false,
+    },
+  );
+  it("web's SEP for pod-b, not web-rr's or web-lc's (they DNAT to the same pod)", () => {
+    const sep = sepFor(text, '10.96.0.10', 80, '10.244.1.3:8080');
+    expect(sep).toMatch(/^KUBE-SEP-/);
+    const svcLine = text.split('\n').find((l) => l.includes(`-j ${sep}`))!;
+    expect(svcLine).toContain('default/web:http -> 10.244.1.3:8080');
+    expect(sepFor(text, '10.96.0.50', 80, '10.244.1.3:8080')).not.toBe(sep);
+    expect(sepFor(text, '10.96.0.10', 80, '10.244.2.3:8080')).toBeUndefined();
+  });
+});
+
+describe('availableFeatures', () => {
+  let dir = '';
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  it('follows what the checkout has', () => {
+    dir = mkdtempSync(join(tmpdir(), 'ke-feat-'));
+    expect([...availableFeatures(dir)]).toEqual([]);
+    mkdirSync(join(dir, 'src/cluster/dns'), { recursive: true });
+    writeFileSync(join(dir, 'src/cluster/store.ts'), '');
+    expect([...availableFeatures(dir)].sort()).toEqual(['cluster', 'dns']);
+  });
+});
