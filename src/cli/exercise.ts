@@ -132,6 +132,17 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
       }),
     );
 
+  ex.command('objects')
+    .description(
+      "the directory of the exercise lab's Service/EndpointSlice files (edit them there)",
+    )
+    .action(() =>
+      guarded('exercise objects', async () => {
+        const { EX_MANIFESTS } = await import('../lab/exercise/lab.ts');
+        out(EX_MANIFESTS);
+      }),
+    );
+
   ex.command('reset')
     .description('undo the exercise: the lab as lab up made it')
     .action(() =>

@@ -73,6 +73,19 @@ function fingerprint() {
     alive: s.processes.every((p) => isAlive(p)),
     flags: Object.values(s.agentFlags ?? {}).flat(),
     web: allPods(t).map((p) => curl(p.ns, 'http://10.96.0.10/').startsWith('pod-')),
+    // --vip-echo is off again: the VIP does not answer ping
+    ping:
+      spawnSync('ip', [
+        'netns',
+        'exec',
+        allPods(t)[0]!.ns,
+        'ping',
+        '-c',
+        '1',
+        '-W',
+        '1',
+        '10.96.0.10',
+      ]).status === 0,
   };
 }
 
@@ -88,6 +101,7 @@ describe('the solution bot: start, check fails, the printed fix, check passes, r
     expect(r.status, r.err).toBe(0);
     before = fingerprint();
     expect(before.web.every(Boolean), 'the normal lab serves web from every pod').toBe(true);
+    expect(before.ping, 'a VIP does not answer ping by default').toBe(false);
   }, 300_000);
 
   it.each(runnable.map((e) => [e.name, e] as const))(

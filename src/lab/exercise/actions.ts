@@ -8,13 +8,13 @@ import { NoLabError } from '../../errors.ts';
 import { crashAgent, restartAgent } from '../agent.ts';
 import { labCtl } from '../ctl.ts';
 import { type Progress, REPO_ROOT, remember } from '../lab.ts';
-import { isKernelMode } from '../kube-proxy.ts';
+import { installKubeProxyRules, isKernelMode } from '../kube-proxy.ts';
 import { freshLog } from '../provision.ts';
 import { startInNs, waitForLog } from '../procs.ts';
 import { inNs, sh } from '../sh.ts';
 import { readState } from '../state.ts';
 import { loadTopology, targetNamespace, type Topology } from '../topology.ts';
-import { EX_MANIFESTS } from './lab.ts';
+import { EX_MANIFESTS, pushUndo } from './lab.ts';
 import { type Action, ExerciseError } from './spec.ts';
 
 export function nsOf(t: Topology, target: string): string {
@@ -41,6 +41,11 @@ export async function syncDataplanes(say: Progress): Promise<void> {
   if (s.mode === 'kubetun') {
     for (const p of s.processes.filter((x) => x.role === 'kubetun' && x.ctlSocket))
       await labCtl(p.ctlSocket!, { cmd: 'reload' }, 10_000).catch(() => undefined);
+  } else if (s.mode === 'iptables') {
+    // kube-proxy's sync: iptables-restore --noflush of its full ruleset rewrites its chains and
+    // leaves conntrack alone (the UDP cleanup after it is kube-proxy's `conntrack -D`).
+    const t = loadTopology(s.topologyFile);
+    for (const n of t.nodes) installKubeProxyRules(t, n);
   } else if (isKernelMode(s.mode)) {
     const { labSwitchMode } = await import('../compare/mode.ts');
     await labSwitchMode(s.mode, say, { reinstall: true });
@@ -77,6 +82,7 @@ export async function runAction(a: Action, say: Progress): Promise<void> {
       return;
     }
     case 'exec':
+      if (a.undo) pushUndo({ in: a.in, cmd: a.undo });
       sh(inNs(nsOf(t, a.in), resolveArgv(a.cmd)), { timeoutMs: 60_000 });
       return;
     case 'sleep':

@@ -8,7 +8,7 @@ import { loadManifests } from '../../manifests/index.ts';
 import { agentOf } from '../agent.ts';
 import { labCtl } from '../ctl.ts';
 import { REPO_ROOT } from '../lab.ts';
-import { isAlive } from '../procs.ts';
+import { isAlive, readLog } from '../procs.ts';
 import { inNs } from '../sh.ts';
 import type { LabState } from '../state.ts';
 import { allPods, type Topology } from '../topology.ts';
@@ -89,7 +89,6 @@ async function httpFrom(t: Topology, who: string, url: string, times: number) {
 async function checkHttp(c: Extract<Check, { kind: 'http' }>, x: CheckContext): Promise<CheckItem> {
   const who = expandFrom(x.t, c.from);
   const res = await Promise.all(who.map((w) => httpFrom(x.t, w, c.url, c.times)));
-  const all = new Set(res.flatMap((r) => [...r.backends]));
   const bad = who.filter((_, i) => res[i]!.fails.length > 0);
   const parts = who.map((w, i) => {
     const r = res[i]!;
@@ -98,9 +97,12 @@ async function checkHttp(c: Extract<Check, { kind: 'http' }>, x: CheckContext): 
   });
   let ok = bad.length === 0;
   let detail = parts.join('; ');
-  if (ok && all.size < c.minBackends) {
+  // minBackends is per client: affinity pins each client to one backend, all clients together
+  // may still reach several.
+  const narrow = who.filter((_, i) => res[i]!.backends.size < c.minBackends);
+  if (ok && narrow.length > 0) {
     ok = false;
-    detail += `; only ${all.size} backend(s) answered, ${c.minBackends} expected`;
+    detail += `; ${narrow.join(', ')} reached fewer than ${c.minBackends} backends`;
   }
   return { title: c.title, ok, detail };
 }
@@ -204,6 +206,17 @@ export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
         title: c.title,
         ok: has === c.present,
         detail: `kubetun on ${c.node} runs with ${flags.length ? flags.join(' ') : 'no extra flags'}`,
+      };
+    }
+    case 'workload-log': {
+      const w = x.state.processes.find((p) => p.role === 'workload' && p.name === c.name);
+      const lines = w ? readLog(w.log).trimEnd().split('\n').slice(-c.last) : [];
+      const re = new RegExp(c.match);
+      const ok = lines.length === c.last && lines.every((l) => re.test(l));
+      return {
+        title: c.title,
+        ok,
+        detail: w ? `${c.name}'s last lines: ${lines.join(' | ')}` : `${c.name} is not running`,
       };
     }
     case 'workload': {

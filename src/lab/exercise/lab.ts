@@ -25,6 +25,25 @@ export const EX_TOPOLOGY = join(EX_DIR, 'topology.yaml');
 /** The lab's objects while an exercise lab runs: what every node's data plane reads. */
 export const EX_MANIFESTS = join(EX_DIR, 'manifests');
 export const PROGRESS_FILE = join(EX_DIR, 'progress.json');
+/** Commands that take back what an exercise's exec steps changed (run by normaliseLab). */
+export const UNDO_FILE = join(EX_DIR, 'undo.json');
+
+export interface UndoStep {
+  in: string;
+  cmd: string[];
+}
+
+export function pushUndo(step: UndoStep): void {
+  writeFileSync(UNDO_FILE, JSON.stringify([...readUndo(), step]));
+}
+
+export function readUndo(): UndoStep[] {
+  try {
+    return JSON.parse(readFileSync(UNDO_FILE, 'utf8')) as UndoStep[];
+  } catch {
+    return [];
+  }
+}
 
 /** The manifests the exercise lab starts from (the default lab's). */
 export function pristineManifestsDir(): string {

@@ -4,15 +4,16 @@
 // guards (guards.ts); solution shows the cause, the evidence and the fix commands, and runs them;
 // reset puts the lab back as `lab up` made it.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { agentOf, restartAgent } from '../agent.ts';
 import { type Progress, REPO_ROOT } from '../lab.ts';
 import { isAlive, stopProcess } from '../procs.ts';
+import { inNs, shTry } from '../sh.ts';
 import { type LabMode, type LabState, readState, writeState } from '../state.ts';
 import { loadTopology, type Topology } from '../topology.ts';
 import { decideAnswer } from './answers.ts';
-import { runAction, syncDataplanes } from './actions.ts';
+import { nsOf, runAction, syncDataplanes } from './actions.ts';
 import { type CheckItem, counterOf, runCheck } from './checks.ts';
 import { dataplaneGuard, rebuiltGuard, serviceSnapshots, servicesGuard } from './guards.ts';
 import {
@@ -20,7 +21,9 @@ import {
   EX_TOPOLOGY,
   ensureExerciseLab,
   readProgress,
+  readUndo,
   restoreManifests,
+  UNDO_FILE,
   writeProgress,
 } from './lab.ts';
 import {
@@ -91,6 +94,13 @@ export function exerciseList(all = loadExercises()): ListEntry[] {
 /** Back to what `lab up` made: default objects, no workloads, every agent with no extra flags. */
 export async function normaliseLab(say: Progress): Promise<string[]> {
   const did: string[] = [];
+  const undo = readUndo();
+  if (undo.length) {
+    const t = loadTopology(readState()!.topologyFile);
+    for (const u of undo.reverse()) shTry(inNs(nsOf(t, u.in), u.cmd));
+    rmSync(UNDO_FILE, { force: true });
+    did.push(`undid ${undo.length} change(s) inside the lab`);
+  }
   const changed = restoreManifests();
   if (changed.length) {
     did.push(`restored ${changed.join(', ')}`);
@@ -255,6 +265,8 @@ export async function exerciseCheck(answers: string[] = []): Promise<CheckReport
       ],
     };
   const t = loadTopology(s.topologyFile);
+  // kubetun watches the objects; this makes an edit made just now count without a race.
+  if (s.mode === 'kubetun') await syncDataplanes(() => {});
   const items: CheckItem[] = [
     rebuiltGuard(a, s),
     await dataplaneGuard(a, s, t),

@@ -34,7 +34,8 @@ export type Action =
   | { kind: 'manifest'; file: string; text: string }
   | { kind: 'remove-manifest'; file: string }
   | { kind: 'workload'; name: string; pod: string; argv: string[] }
-  | { kind: 'exec'; in: string; cmd: string[] }
+  /** undo: run by reset (and by the next start) to take the change back */
+  | { kind: 'exec'; in: string; cmd: string[]; undo?: string[] }
   | { kind: 'sleep'; ms: number };
 
 export type Check =
@@ -45,6 +46,7 @@ export type Check =
   | { kind: 'counter-still'; title: string; node: string; reason: string }
   | { kind: 'agent-flag'; title: string; node: string; flag: string; present: boolean }
   | { kind: 'workload'; title: string; name: string }
+  | { kind: 'workload-log'; title: string; name: string; match: string; last: number }
   | { kind: 'service'; title: string; name: string; field: string; equals: unknown };
 
 /**
@@ -156,7 +158,12 @@ function readAction(r: Reader): Action {
     case 'workload':
       return { kind, name: b.str('name'), pod: b.str('pod'), argv: b.strs('argv') };
     case 'exec':
-      return { kind, in: b.str('in'), cmd: b.strs('cmd') };
+      return {
+        kind,
+        in: b.str('in'),
+        cmd: b.strs('cmd'),
+        ...(b.o.undo === undefined ? {} : { undo: b.strs('undo') }),
+      };
     default:
       return r.fail(
         kind,
@@ -209,13 +216,22 @@ function readCheck(r: Reader): Check {
     }
     case 'workload':
       return { kind, title, name: r.str('name') };
+    case 'workload-log': {
+      const match = r.str('match');
+      try {
+        new RegExp(match);
+      } catch {
+        r.fail('match', 'a regular expression');
+      }
+      return { kind, title, name: r.str('name'), match, last: r.num('last', 3) };
+    }
     case 'service':
       if (!('equals' in r.o)) r.fail('equals', 'required');
       return { kind, title, name: r.str('name'), field: r.str('field'), equals: r.o.equals };
     default:
       return r.fail(
         'kind',
-        `unknown check "${kind}" (known: http, udp, ping, ct-headroom, counter-still, agent-flag, workload, service)`,
+        `unknown check "${kind}" (known: http, udp, ping, ct-headroom, counter-still, agent-flag, workload, workload-log, service)`,
       );
   }
 }
