@@ -9,9 +9,8 @@ import { sepFor } from '../../src/lab/exercise/answers.ts';
 import { answerMatches, availableFeatures, parseAnswers } from '../../src/lab/exercise/run.ts';
 import { loadExercises, parseExercise } from '../../src/lab/exercise/spec.ts';
 import { renderIptables } from '../../src/rules/iptables.ts';
-import { loadManifests, resolveServicePorts } from '../../src/manifests/index.ts';
+import { parseManifests, resolveServicePorts } from '../../src/manifests/index.ts';
 
-const ROOT = join(import.meta.dirname, '../..');
 
 const MINIMAL = `
 name: x
@@ -117,15 +116,35 @@ describe('answers', () => {
 });
 
 describe('sepFor: from the VIP through KUBE-SVC to the KUBE-SEP that DNATs to the backend', () => {
-  const text = renderIptables(
-    resolveServicePorts(loadManifests(join(ROOT, 'lab/manifests')), { nodeName: 'node2' }),
-    {
-      nodeName: 'node2',
-      nodeIPs: ['172.30.0.12'],
-      clusterCIDR: '10.244.0.0/16',
-      nfacct: false,
-    },
+  const svc = (name: string, ip: string) => `apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: default }
+spec:
+  clusterIP: ${ip}
+  clusterIPs: [${ip}]
+  ports: [{ name: http, protocol: TCP, port: 80, targetPort: 8080 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: ${name}-1, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
+addressType: IPv4
+ports: [{ name: http, protocol: TCP, port: 8080 }]
+endpoints:
+  - { addresses: [10.244.1.2], nodeName: node1 }
+  - { addresses: [10.244.1.3], nodeName: node1 }
+  - { addresses: [10.244.2.2], nodeName: node2 }
+---
+`;
+  const state = parseManifests(
+    svc('web', '10.96.0.10') + svc('web-rr', '10.96.0.50'),
+    'inline.yaml',
   );
+  const text = renderIptables(resolveServicePorts(state, { nodeName: 'node2' }), {
+    nodeName: 'node2',
+    nodeIPs: ['172.30.0.12'],
+    clusterCIDR: '10.244.0.0/16',
+    nfacct: false,
+  });
   it("web's SEP for pod-b, not web-rr's or web-lc's (they DNAT to the same pod)", () => {
     const sep = sepFor(text, '10.96.0.10', 80, '10.244.1.3:8080');
     expect(sep).toMatch(/^KUBE-SEP-/);
