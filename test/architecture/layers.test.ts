@@ -18,7 +18,7 @@ function files(dir: string): string[] {
 }
 
 /** src-relative path -> the src-relative files it imports (static and dynamic, types too). */
-export function importGraph(): Map<string, string[]> {
+function importGraph(): Map<string, string[]> {
   const g = new Map<string, string[]>();
   const spec = /(?:\bfrom|\bimport)\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g;
   for (const f of files(SRC)) {
@@ -32,7 +32,7 @@ export function importGraph(): Map<string, string[]> {
 }
 
 /** The layer a src-relative file belongs to (docs/architecture.md, "Layers"). */
-export function layerOf(file: string): string {
+function layerOf(file: string): string {
   const parts = file.split('/');
   if (parts[0] === 'datapath') {
     if (parts.length === 3) return `datapath/${parts[1]}`; // state, stages
@@ -47,7 +47,7 @@ export function layerOf(file: string): string {
 // Layers not listed are applications (node, cli, lab, pcap, inspect, cluster): they may import
 // anything below them that the rules for the imported layer allow.
 const LEAVES = ['wire', 'errors'];
-export const MAY_IMPORT: Record<string, readonly string[]> = {
+const MAY_IMPORT: Record<string, readonly string[]> = {
   wire: [],
   errors: [],
   maps: ['wire'],
