@@ -133,6 +133,7 @@ export class LabControlPlane {
       objects = readObjects(this.t.manifests);
     } catch (err) {
       this.say(`manifests: ${(err as Error).message} (the objects applied before stay)`);
+      this.o.refused?.((err as Error).message);
       return;
     }
     const applied = new Set<string>();

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { API_SOCKET } from './api.ts';
+import { UserError } from '../errors.ts';
 import { removeResolvConf } from '../cluster/dns/resolv-conf.ts';
 import { recordedSandboxes, renderStaticView } from './control-plane.ts';
 import { checkManifestEndpoints, readLabServices } from './manifests.ts';
@@ -154,7 +155,10 @@ async function checkView(t: Topology): Promise<void> {
     await renderStaticView(t, dir, (m) => refused.push(m));
     const problems = [...refused, ...checkManifestEndpoints(t, readLabServices(dir))];
     if (problems.length > 0)
-      throw new LabError(`manifests do not match the topology:\n  ${problems.join('\n  ')}`);
+      throw new UserError(
+        'LAB_MANIFESTS',
+        `manifests do not match the topology:\n  ${problems.join('\n  ')}`,
+      );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

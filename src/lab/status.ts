@@ -2,6 +2,7 @@
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { UserError } from '../errors.ts';
 import { formatTable } from '../inspect/table.ts';
 import { renderStaticViewSync } from './control-plane.ts';
 import { labCtl } from './ctl.ts';
@@ -82,7 +83,12 @@ export async function labStatus(topologyFile?: string): Promise<LabStatus> {
 /** The view the data planes read; with no lab up, the one the topology and manifests give. */
 function servedView(t: Topology): string {
   if (existsSync(VIEW_DIR)) return VIEW_DIR;
-  return renderStaticViewSync(t, mkdtempSync(join(tmpdir(), 'kubetun-view-')));
+  const refused: string[] = [];
+  const dir = renderStaticViewSync(t, mkdtempSync(join(tmpdir(), 'kubetun-view-')), (m) =>
+    refused.push(m),
+  );
+  if (refused.length > 0) throw new UserError('LAB_MANIFESTS', refused.join('\n'));
+  return dir;
 }
 
 /** The lab as recorded and as found, without talking to any process. */
