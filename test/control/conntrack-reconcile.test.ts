@@ -60,6 +60,38 @@ describe('reconcileUdpConntrack', () => {
     expect(ct.size).toBe(3);
   });
 
+  it('a NodePort UDP flow whose endpoint stopped serving is deleted too (kube-proxy flushes NodePorts)', () => {
+    const t = new ChangeTracker();
+    const np = [port('dns', 'UDP', 53, { nodePort: 30053 })];
+    t.services.update(null, svc('dns', { type: 'NodePort', ports: np }));
+    const eps = [ep('10.244.1.5'), ep('10.244.2.7')];
+    t.endpointSlices.update(null, slice('dns-a', 'dns', eps, dnsPort));
+    t.checkout();
+    const ct = new ConntrackMap(64);
+    const node = (sport: number, backend: string) =>
+      ct.create(
+        17,
+        ip('172.30.0.100'),
+        ip('172.30.0.11'),
+        sport,
+        30053,
+        ip(backend),
+        53,
+        1,
+        1,
+        1000,
+      );
+    const keep = node(2001, '10.244.1.5');
+    const gone = node(2002, '10.244.2.7');
+    t.endpointSlices.update(
+      slice('dns-a', 'dns', eps, dnsPort),
+      slice('dns-a', 'dns', [ep('10.244.1.5')], dnsPort),
+    );
+    expect(reconcileUdpConntrack(ct, t, t.checkout())).toBe(1);
+    expect(ct.isLive(keep)).toBe(true);
+    expect(ct.isLive(gone)).toBe(false);
+  });
+
   it('matches addresses >= 2^31, int32 in the map, against the u32 ones of the model', () => {
     const t = new ChangeTracker();
     const old = svc('old', { clusterIPs: ['172.30.0.99'], ports: [port('dns', 'UDP', 53)] });

@@ -7,17 +7,15 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { CT_TIMEOUT_UDP, CT_TIMEOUT_UDP_STREAM } from '../../src/datapath/state/ct-state.ts';
-import { dpCtFlushStaleUdp, dpCtGc } from '../../src/housekeeping/ct-gc.ts';
+import { dpCtGc } from '../../src/housekeeping/ct-gc.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import { V_PASS, V_TX } from '../../src/datapath/state/verdict.ts';
 import {
-  buildTcp,
   buildUdp,
   checksumsVerify,
   endpoint,
   get16,
   run,
-  SYN,
   service,
   servicePort,
   type UdpOpts,
@@ -95,41 +93,10 @@ describe('UDP through a ClusterIP', () => {
   });
 });
 
-// Stale UDP cleanup (kube-proxy after a sync that changed a UDP service's endpoints):
-//
-//   client ──▶ 10.96.0.53:53 ──▶ dns-a (flow 1)      dns-a leaves the service
-//   client ──▶ 10.96.0.53:53 ──▶ dns-b (flow 2)      dpCtFlushStaleUdp: flow 1 deleted,
-//   client ──▶ VIP:80/TCP    ──▶ web   (flow 3)      flow 2 kept, TCP never flushed
-describe('stale UDP flows', () => {
-  it('deletes UDP flows whose backend left the service, keeps the rest and all TCP', () => {
-    const dp = createDatapath({ seed: 9 });
-    const dns = service('kube-dns', VIP, { namespace: 'kube-system' });
-    const a = endpoint('10.244.3.7:53');
-    const b = endpoint('10.244.4.7:53');
-    const web = service('web', '10.96.0.10');
-    const load = (eps: (typeof a)[]) =>
-      loaderOf(dp).load([
-        servicePort(dns, 53, 'UDP', eps, 'dns'),
-        servicePort(web, 80, 'TCP', [endpoint('10.244.3.7:8080')]),
-      ]);
-    load([a, b]);
-    const byBackend = new Map<string, number>();
-    for (let p = 40000; byBackend.size < 2 && p < 40100; p++) {
-      const r = run(dp, buildUdp(query({ sport: p })), T0);
-      byBackend.set(ipStrOf(r.pkt), dp.lastCtIdx);
-    }
-    run(dp, buildTcp({ src: CLIENT, dst: '10.96.0.10', sport: 1234, dport: 80, flags: SYN }), T0);
-    expect(dp.ct.size).toBe(3);
-    load([b]);
-    expect(dpCtFlushStaleUdp(dp)).toBe(1);
-    expect(dp.ct.isLive(byBackend.get('10.244.3.7')!)).toBe(false);
-    expect(dp.ct.isLive(byBackend.get('10.244.4.7')!)).toBe(true);
-    expect(dp.ct.size).toBe(2);
-    loaderOf(dp).load([]); // the service itself goes: its remaining UDP flow too
-    expect(dpCtFlushStaleUdp(dp)).toBe(1);
-    expect(dp.ct.size).toBe(1);
-  });
-
+// Stale UDP cleanup after a sync is the control plane's (src/control/conntrack-reconcile.ts,
+// kube-proxy's reconciler, tested in test/control/conntrack-reconcile.test.ts): it holds each
+// flow to the service port's serving endpoints, which the service map alone does not list.
+describe('conntrack GC', () => {
   it('dpCtGc removes expired flows incrementally', () => {
     const dp = createDatapath();
     loaderOf(dp).load([servicePort(service('d', VIP), 53, 'UDP', [endpoint(`${DNS}:53`)])]);
@@ -139,7 +106,3 @@ describe('stale UDP flows', () => {
     expect(dp.ct.size).toBe(0);
   });
 });
-
-function ipStrOf(pkt: Uint8Array): string {
-  return `${pkt[16]}.${pkt[17]}.${pkt[18]}.${pkt[19]}`;
-}
