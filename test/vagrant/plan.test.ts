@@ -17,6 +17,15 @@ function unaddressed(ns: string, argv: string[]): string[] {
   return argv;
 }
 
+describe('the VM topology', () => {
+  it("gives the named pods the labels of the namespace lab's, which the Services select", () => {
+    const labels = (t: typeof lab) =>
+      Object.fromEntries(t.nodes.flatMap((n) => n.pods.map((p) => [p.name, p.labels ?? {}])));
+    const vm = labels(vagrant);
+    for (const [name, l] of Object.entries(labels(lab))) expect(vm[name], name).toEqual(l);
+  });
+});
+
 describe('the node-local plan', () => {
   it('is what lab up runs for each node namespace, after the lab-only part', () => {
     expect(planUp(lab)).toEqual([
