@@ -55,10 +55,17 @@ export function register(program: Command): void {
     .description('remove everything lab up created (also after a crash)')
     .addOption(topo())
     .option('--keep-logs', "keep the lab's logs (agents, pod servers, captures); says where")
-    .action((o: { topology: string; keepLogs?: boolean }) =>
+    .option('--keep-store', "keep the lab's objects and allocations for the next lab up")
+    .action((o: { topology: string; keepLogs?: boolean; keepStore?: boolean }) =>
       guarded(
         'down',
-        async () => void (await labDown({ topology: o.topology, keepLogs: o.keepLogs, progress })),
+        async () =>
+          void (await labDown({
+            topology: o.topology,
+            keepLogs: o.keepLogs,
+            keepStore: o.keepStore,
+            progress,
+          })),
       ),
     );
 

@@ -118,7 +118,7 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
     await build(t, state, say);
   } catch (err) {
     say('lab up failed; removing what was built');
-    await downUnlocked({ topology: t.file, keepLogs: true, progress: say });
+    await downUnlocked({ topology: t.file, keepLogs: true, keepStore: true, progress: say });
     throw err;
   }
   state.phase = 'up';
@@ -225,6 +225,11 @@ export interface DownOptions {
   progress?: Progress;
   /** keep LOG_DIR (the agents', servers' and captures' logs); everything else goes */
   keepLogs?: boolean;
+  /**
+   * keep the control plane's store (objects and allocations): `lab up` rebuilding a lab does,
+   * so ClusterIPs and NodePorts survive the restart; `lab down` removes it unless asked
+   */
+  keepStore?: boolean;
 }
 
 export async function labDown(opts: DownOptions = {}): Promise<DownResult> {
@@ -260,9 +265,10 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
     const r = shTry(['ip', 'netns', 'del', ns]);
     if (!r.ok) throw new LabError(`ip netns del ${ns}: ${r.err.trim()}`);
   }
-  removeLabFiles(state, t, opts.keepLogs === true);
+  removeLabFiles(state, t, opts.keepLogs === true, opts.keepStore === true);
   say(present.length + stopped > 0 ? 'lab is down' : 'no lab to take down');
   if (opts.keepLogs && existsSync(LOG_DIR)) say(`logs kept in ${LOG_DIR}`);
+  if (opts.keepStore && existsSync(STORE_DIR)) say(`store kept in ${STORE_DIR}`);
   return { namespaces: present, processes: stopped };
 }
 
@@ -270,10 +276,15 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
  * Everything the lab wrote under its prefix's directories (src/lab/prefix.ts): each agent's
  * socket and the undo file `kubetun run` keeps beside it (node/failure.ts: the namespace it
  * would undo is gone, so a later run must not find it), the control-socket directory once
- * empty, and the state directory but for the lock (its holder removes it), the control
- * plane's store (kept like etcd) and, if asked, the logs.
+ * empty, and the state directory but for the lock (its holder removes it) and, if asked, the
+ * control plane's store and the logs.
  */
-function removeLabFiles(state: LabState | undefined, t: Topology | undefined, keepLogs: boolean) {
+function removeLabFiles(
+  state: LabState | undefined,
+  t: Topology | undefined,
+  keepLogs: boolean,
+  keepStore: boolean,
+) {
   const sockets = new Set(state?.processes.flatMap((p) => (p.ctlSocket ? [p.ctlSocket] : [])));
   for (const n of t?.nodes ?? []) sockets.add(ctlSocketFor(n));
   for (const sock of sockets) {
@@ -288,8 +299,8 @@ function removeLabFiles(state: LabState | undefined, t: Topology | undefined, ke
     return;
   }
   for (const e of entries) {
-    // The control plane's store outlives the lab, as etcd does (src/lab/control-plane.ts).
-    if (e === 'lock' || e === 'store' || (keepLogs && e === 'logs')) continue;
+    // The store outlives a rebuild, as etcd outlives its apiserver (src/lab/control-plane.ts).
+    if (e === 'lock' || (keepStore && e === 'store') || (keepLogs && e === 'logs')) continue;
     rmSync(join(LAB_DIR, e), { recursive: true, force: true });
   }
   rmSync(STATE_FILE, { force: true });
