@@ -64,7 +64,10 @@ export function apiCall<T = Record<string, unknown>>(
   timeoutMs = 30_000,
 ): Promise<T> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath: socket, method, path, timeout: timeoutMs }, (res) => {
+    // agent: false — one connection per call. Node 20's global agent keeps connections alive
+    // and may write into one the server's keep-alive timeout (5 s) has just closed: EPIPE.
+    const opts = { socketPath: socket, method, path, timeout: timeoutMs, agent: false };
+    const req = request(opts, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
