@@ -274,6 +274,8 @@ describe('the living lab', () => {
     );
     expect(withHook.ok).toBeGreaterThan(20);
     expect(withHook.refused).toBe(0);
-    expect(without.refused).toBeGreaterThan(0);
+    // Without preStop some new connections still reach the Pod that is going: refused (its
+    // server stopped) or lost (its namespace is gone, so curl runs out: 28) — seen both ways.
+    expect(without.refused + without.timeouts).toBeGreaterThan(0);
   }, 900_000);
 });
