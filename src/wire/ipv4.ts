@@ -41,6 +41,7 @@ import { csumAdd, csumFold, csumReplace16, ipv4HeaderChecksum } from './checksum
 export const IPPROTO_ICMP = 1;
 export const IPPROTO_TCP = 6;
 export const IPPROTO_UDP = 17;
+export const IPPROTO_SCTP = 132;
 
 export const IPV4_OK = 0;
 /** fewer than 20 bytes, or IHL*4 beyond end */
