@@ -10,8 +10,7 @@
 import type { ChangeTracker, SyncChanges } from './tracker.ts';
 import { serviceIPs } from './tracker.ts';
 import { ipv4ToU32 } from '../wire/addr.ts';
-
-const IPPROTO_UDP = 17;
+import { IPPROTO_UDP } from '../wire/proto.ts';
 
 /** The part of ConntrackMap (src/maps/conntrack.ts) the reconciler uses. */
 export interface ConntrackView {

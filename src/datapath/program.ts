@@ -18,7 +18,7 @@
 import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
 import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpIsError, icmpType } from '../wire/icmp.ts';
 import { TCP_RST } from '../wire/tcp.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/ipv4.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import { ct4LookupOrig, ct4LookupReply, ct4Invalid, ct4TcpMayStart } from './stages/ct.ts';
 import { CT_DIR_ORIG, CT_DIR_REPLY } from './state/ct-state.ts';
 import type { Datapath } from './state/datapath.ts';

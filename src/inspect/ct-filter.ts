@@ -6,6 +6,7 @@
 // for addresses), so counting or flushing a full table stays cheap.
 import type { ConntrackMap } from '../maps/conntrack.ts';
 import { type Cidr, cidrContains, ipv4ToU32, parseCidr, prefixMask } from '../wire/addr.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import { ctStateName, OTHER_STATES, TCP_STATES } from './ct-state.ts';
 
 /** The JSON form (CLI flags -> control socket request). */
@@ -31,7 +32,7 @@ export interface CtFilter {
   dport?: number;
 }
 
-const PROTO_BY_NAME: Record<string, number> = { icmp: 1, tcp: 6, udp: 17 };
+const PROTO_BY_NAME: Record<string, number> = { icmp: IPPROTO_ICMP, tcp: IPPROTO_TCP, udp: IPPROTO_UDP };
 const STATES: readonly string[] = [...TCP_STATES, ...OTHER_STATES];
 const ADDR_KEYS = ['src', 'dst', 'replySrc', 'replyDst'] as const;
 const KNOWN_KEYS = new Set<string>([...ADDR_KEYS, 'proto', 'state', 'sport', 'dport']);

@@ -9,25 +9,26 @@
 //   [ASSURED], mark, use. ICMP tuples are "type=8 code=0 id=N" / "type=0 code=0 id=N".
 // kubetun has no packet marks and one reference per flow: mark=0 use=1 always.
 import type { CtEntry, CtTuple } from './types.ts';
+import { ICMP_ECHO, ICMP_ECHO_REPLY } from '../wire/icmp.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 
-const ICMP_ECHO = 8;
-const ICMP_ECHO_REPLY = 0;
 
 function tuple(protoNum: number, t: CtTuple, icmpType: number): string {
   const addrs = `src=${t.src} dst=${t.dst}`;
   const counters = `packets=${t.packets} bytes=${t.bytes}`;
-  if (protoNum === 6 || protoNum === 17) {
+  if (protoNum === IPPROTO_TCP || protoNum === IPPROTO_UDP) {
     return `${addrs} sport=${t.sport} dport=${t.dport} ${counters}`;
   }
-  if (protoNum === 1) return `${addrs} type=${icmpType} code=0 id=${t.sport} ${counters}`;
+  if (protoNum === IPPROTO_ICMP) return `${addrs} type=${icmpType} code=0 id=${t.sport} ${counters}`;
   return `${addrs} ${counters}`;
 }
 
 /** One `conntrack -L` line (no newline). */
 export function formatCtEntry(e: CtEntry): string {
-  const name = e.protoNum === 1 || e.protoNum === 6 || e.protoNum === 17 ? e.proto : 'unknown';
+  const known = e.protoNum === IPPROTO_ICMP || e.protoNum === IPPROTO_TCP || e.protoNum === IPPROTO_UDP;
+  const name = known ? e.proto : 'unknown';
   const parts = [`${name.toLowerCase().padEnd(8)} ${e.protoNum}`, String(e.expiresInSec)];
-  if (e.protoNum === 6) parts.push(e.state);
+  if (e.protoNum === IPPROTO_TCP) parts.push(e.state);
   parts.push(tuple(e.protoNum, e.orig, ICMP_ECHO));
   if (!e.seenReply) parts.push('[UNREPLIED]');
   parts.push(tuple(e.protoNum, e.reply, ICMP_ECHO_REPLY));

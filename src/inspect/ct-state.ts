@@ -11,6 +11,7 @@ import {
   CT_F_TX_CLOSING,
   CT_STATE_SHIFT,
 } from '../datapath/state/ct-state.ts';
+import { IPPROTO_TCP } from '../wire/proto.ts';
 
 export const TCP_STATES = [
   'SYN_SENT',
@@ -37,8 +38,6 @@ const BY_STATE = [
 ];
 /** what `state` says for protocols without a state machine */
 export const OTHER_STATES = ['UNREPLIED', 'REPLIED'] as const;
-
-const IPPROTO_TCP = 6;
 
 export function ctStateName(proto: number, flags: number): string {
   if (proto === IPPROTO_TCP) {

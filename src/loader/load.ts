@@ -29,6 +29,8 @@ import { SVC_F_AFFINITY, SVC_F_ITP_LOCAL, SVC_F_WILDCARD } from '../maps/service
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../model.ts';
 import { SCHED_ANNOTATION, SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
+import { protoName } from '../wire/proto.ts';
+import { DP_PROTO_NUM } from './protocols.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { eligibleEndpoints } from '../endpoints/select.ts';
 import { checkExternal, type ExtFrontend, ExternalWriter } from './nodeport.ts';
@@ -102,8 +104,6 @@ interface LoadState {
   /** frontend of each revNat id in use */
   feByRevNat: Map<number, PlanFrontend>;
 }
-
-const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17 };
 
 function newLoadState(dp: Datapath): LoadState {
   return {
@@ -241,7 +241,7 @@ function planServicePort(
   const v4 = svc.clusterIPs.map((ip, k) => [ip, k] as const).filter(([ip]) => !ip.includes(':'));
   const vips = v4.map(([ip, k]) => parseAddr(ip, `${where}: spec.clusterIPs[${k}]`));
   const plan: PortPlan = { frontends: [], backends: [], vips };
-  const proto = PROTO_NUM[rsp.port.protocol];
+  const proto = DP_PROTO_NUM[rsp.port.protocol];
   if (proto === undefined) return plan; // SCTP: no datapath support yet; the VIP is still known
   checkPort(rsp.port.port, `${where}: spec.ports[${rsp.port.name || rsp.port.port}].port`);
   const sched = serviceScheduler(svc, opts, where);
@@ -541,10 +541,6 @@ export function fnv1a(s: string): number {
 
 function portKey(rsp: ResolvedServicePort): string {
   return `${rsp.servicePortName}:${rsp.port.protocol}`;
-}
-
-function protoName(p: number): string {
-  return p === 6 ? 'TCP' : p === 17 ? 'UDP' : String(p);
 }
 
 function cmp(a: string, b: string): number {

@@ -24,8 +24,8 @@ import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import type { NatState } from '../datapath/state/nat-state.ts';
 import { SVC_SCOPE_LOCAL } from '../maps/services.ts';
+import { DP_PROTO_NUM } from './protocols.ts';
 
-const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17 };
 
 export interface ExtFrontend {
   addr: number;
@@ -113,7 +113,7 @@ function feKey(f: ExtFrontend): string {
 
 function planExternal(dp: Datapath, rsp: ResolvedServicePort): ExtPlan | null {
   const svc = rsp.service;
-  const proto = PROTO_NUM[rsp.port.protocol];
+  const proto = DP_PROTO_NUM[rsp.port.protocol];
   const vip = svc.clusterIPs.find((ip) => !ip.includes(':'));
   if (proto === undefined || vip === undefined) return null;
   const where = `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;

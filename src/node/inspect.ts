@@ -23,16 +23,11 @@ import {
 import type { ResolvedServicePort } from '../model.ts';
 import { SCHED_NAMES } from '../sched/kinds.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
+import { PROTO_BY_K8S_NAME, protoName } from '../wire/proto.ts';
 import { AGENT_COUNTER_NAMES } from './loop.ts';
 
 export type { CtEntry, CtTuple } from '../inspect/types.ts';
 export { ctStateName } from '../inspect/ct-state.ts';
-
-const PROTO_NAMES: Record<number, string> = { 1: 'ICMP', 6: 'TCP', 17: 'UDP' };
-
-function protoName(p: number): string {
-  return PROTO_NAMES[p] ?? String(p);
-}
 
 /**
  * Entry `i` of the conntrack map as JSON. The reply tuple is what the backend sends, as
@@ -144,9 +139,8 @@ const BE_STATE_NAMES: Record<number, string> = {
  */
 export function servicePortNames(ports: readonly ResolvedServicePort[]): Map<string, string> {
   const names = new Map<string, string>();
-  const protos: Record<string, number> = { TCP: 6, UDP: 17, SCTP: 132 };
   for (const p of ports) {
-    const proto = protos[p.port.protocol];
+    const proto = PROTO_BY_K8S_NAME[p.port.protocol];
     const ips = [
       ...(p.service.clusterIPs ?? []),
       ...(p.service.externalIPs ?? []),

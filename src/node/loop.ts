@@ -23,7 +23,7 @@ import { dpProcess } from '../datapath/program.ts';
 import { TX_REVNAT } from '../datapath/state/reasons.ts';
 import { V_DROP, V_PASS, V_REPLY, V_TX } from '../datapath/state/verdict.ts';
 import { read16, read32s } from '../wire/bytes.ts';
-import { IPPROTO_TCP, IPPROTO_UDP } from '../wire/ipv4.ts';
+import { IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import { ipv4RewriteSrc, l4PartialCsumAfterNat, l4RewriteSrcPort } from '../wire/rewrite.ts';
 import {
   VNET_HDR_LEN,

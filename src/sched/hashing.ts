@@ -20,6 +20,8 @@
 // takes the first candidate with weight > 0 (it adds ihash twice; kept, as it changes which
 // bucket is tried first). O(1) per pick without fallback, no allocation.
 
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
+
 export const SH_TAB_BITS = 8;
 export const SH_TAB_SIZE = 1 << SH_TAB_BITS;
 const SH_TAB_MASK = SH_TAB_SIZE - 1;
@@ -71,7 +73,7 @@ export function dhBuild(n: number): Uint16Array {
 
 function portOf(proto: number, sport: number, flags: number): number {
   if (!(flags & SH_F_PORT)) return 0;
-  return proto === 6 || proto === 17 || proto === 132 ? sport : 0;
+  return proto === IPPROTO_TCP || proto === IPPROTO_UDP || proto === IPPROTO_SCTP ? sport : 0;
 }
 
 /** ip_vs_sh_schedule: candidate index for the client (saddr, sport), or -1. */

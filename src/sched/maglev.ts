@@ -21,6 +21,7 @@
 // O(1), no allocation.
 
 import { bswap16, bswap32, jhash3, murmur3x64_128 } from './hash.ts';
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, protoName } from '../wire/proto.ts';
 
 export const MAGLEV_DEFAULT_M = 16381;
 /** Cilium's DefaultHashSeed: 12 bytes, base64. */
@@ -50,12 +51,13 @@ export function maglevSeed(b64: string): MaglevSeed {
   return { murmur: d.readUInt32BE(0), jhash0: d.readUInt32BE(4), jhash1: d.readUInt32BE(8) };
 }
 
-const PROTO_NAMES: Record<number, string> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP' };
+// Cilium names the L4 protocol of ported backends; anything else is ANY
+const PORTED = new Set([IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP]);
 
 /** Cilium's BackendInfo hash string for an IPv4 backend (cluster scope, external). */
 export function maglevBackendName(addr: number, port: number, proto: number): string {
   const a = `${addr >>> 24}.${(addr >>> 16) & 255}.${(addr >>> 8) & 255}.${addr & 255}`;
-  return `[${a}:${port}/${PROTO_NAMES[proto] ?? 'ANY'},State:active]`;
+  return `[${a}:${port}/${PORTED.has(proto) ? protoName(proto) : 'ANY'},State:active]`;
 }
 
 export function isPrime(m: number): boolean {

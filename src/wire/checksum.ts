@@ -22,15 +22,18 @@
 // that the transmitter generated no checksum". l4ChecksumFull applies that rule for UDP; the
 // rewrite helpers in rewrite.ts leave a zero UDP checksum at zero.
 
-const IP_VER_IHL = 0;
-const IP_TOTLEN = 2;
-const IP_CSUM = 10;
-const IP_PROTO = 9;
-const IP_SADDR = 12;
-const TCP_CSUM = 16;
-const UDP_LEN = 4;
-const UDP_CSUM = 6;
-const ICMP_CSUM = 2;
+import {
+  ICMP_CSUM,
+  IPV4_CSUM as IP_CSUM,
+  IPV4_PROTO as IP_PROTO,
+  IPV4_SADDR as IP_SADDR,
+  IPV4_TOTLEN as IP_TOTLEN,
+  IPV4_VER_IHL as IP_VER_IHL,
+  TCP_CSUM,
+  UDP_CSUM,
+  UDP_LEN,
+} from './layout.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from './proto.ts';
 
 /** Running one's complement sum of `len` bytes at `off` as BE 16-bit words (odd tail padded). */
 export function csumAdd(buf: Uint8Array, off: number, len: number, sum = 0): number {
@@ -112,15 +115,15 @@ export function l4ChecksumFull(buf: Uint8Array, ipOff: number): number {
   const proto = buf[ipOff + IP_PROTO];
   let csumAt: number;
   let sum = 0;
-  if (proto === 6) {
+  if (proto === IPPROTO_TCP) {
     csumAt = TCP_CSUM;
     sum = pseudoHeaderSum(buf, ipOff, proto, len);
-  } else if (proto === 17) {
+  } else if (proto === IPPROTO_UDP) {
     const ulen = (buf[l4 + UDP_LEN] << 8) | buf[l4 + UDP_LEN + 1];
     if (ulen < len) len = ulen;
     csumAt = UDP_CSUM;
     sum = pseudoHeaderSum(buf, ipOff, proto, len);
-  } else if (proto === 1) {
+  } else if (proto === IPPROTO_ICMP) {
     csumAt = ICMP_CSUM;
   } else {
     return -1;
@@ -128,7 +131,7 @@ export function l4ChecksumFull(buf: Uint8Array, ipOff: number): number {
   sum = csumAdd(buf, l4, csumAt, sum);
   sum = csumAdd(buf, l4 + csumAt + 2, len - csumAt - 2, sum);
   const c = csumFinish(sum);
-  return proto === 17 && c === 0 ? 0xffff : c;
+  return proto === IPPROTO_UDP && c === 0 ? 0xffff : c;
 }
 
 /** Compute and store the L4 checksum (TCP, UDP, ICMP) of the packet at `ipOff`. */
@@ -139,7 +142,7 @@ export function l4FillCsum(buf: Uint8Array, ipOff: number): void {
   const at =
     ipOff +
     ((buf[ipOff] & 0x0f) << 2) +
-    (proto === 6 ? TCP_CSUM : proto === 17 ? UDP_CSUM : ICMP_CSUM);
+    (proto === IPPROTO_TCP ? TCP_CSUM : proto === IPPROTO_UDP ? UDP_CSUM : ICMP_CSUM);
   buf[at] = c >>> 8;
   buf[at + 1] = c & 0xff;
 }
@@ -154,9 +157,9 @@ export function l4ChecksumValid(buf: Uint8Array, ipOff: number): boolean {
   const at =
     ipOff +
     ((buf[ipOff] & 0x0f) << 2) +
-    (proto === 6 ? TCP_CSUM : proto === 17 ? UDP_CSUM : ICMP_CSUM);
+    (proto === IPPROTO_TCP ? TCP_CSUM : proto === IPPROTO_UDP ? UDP_CSUM : ICMP_CSUM);
   const stored = (buf[at] << 8) | buf[at + 1];
-  if (proto === 17 && stored === 0) return true;
+  if (proto === IPPROTO_UDP && stored === 0) return true;
   const c = l4ChecksumFull(buf, ipOff);
   if (c < 0) return false;
   // 0x0000 and 0xffff are the same number in one's complement: a sender may store either

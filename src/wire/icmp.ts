@@ -27,6 +27,26 @@
 
 import { read16, read32, read32s, write16, write32 } from './bytes.ts';
 import { csumAdd, csumFinish, ipv4HeaderChecksum } from './checksum.ts';
+import {
+  ICMP_CODE as CODE,
+  ICMP_CSUM as CSUM,
+  ICMP_ECHO_ID as ECHO_ID,
+  ICMP_ECHO_SEQ as ECHO_SEQ,
+  ICMP_MTU as MTU,
+  ICMP_REST as REST,
+  ICMP_TYPE as TYPE,
+  IPV4_CSUM,
+  IPV4_DADDR,
+  IPV4_FLAGS_FRAG,
+  IPV4_ID,
+  IPV4_PROTO,
+  IPV4_SADDR,
+  IPV4_TOS,
+  IPV4_TOTLEN,
+  IPV4_TTL,
+} from './layout.ts';
+import { IPPROTO_ICMP } from './proto.ts';
+import { IPV4_MIN_HEADER_LEN as IP_HDR } from './ipv4.ts';
 
 export const ICMP_ECHO_REPLY = 0;
 export const ICMP_DEST_UNREACH = 3;
@@ -58,14 +78,6 @@ export const ICMP_HEADER_LEN = 8;
 export const ICMP_EMBEDDED_OFF = 8;
 /** RFC 1812 4.3.2.3 / Linux icmp_send: an ICMP error datagram is at most 576 bytes. */
 export const ICMP_ERROR_MAX_DATAGRAM = 576;
-
-const TYPE = 0;
-const CODE = 1;
-const CSUM = 2;
-const ECHO_ID = 4;
-const ECHO_SEQ = 6;
-const REST = 4;
-const MTU = 6;
 
 /** Validate the ICMP header at `off` against the packet end; see the contract above. */
 export function icmpCheck(buf: Uint8Array, off: number, end: number): number {
@@ -139,7 +151,6 @@ export function icmpFillCsum(buf: Uint8Array, off: number, end: number): void {
 
 // ---- building errors (fast path: no allocation, no throw) ---------------------------------
 
-const IP_HDR = 20;
 const LINUX_TOS_MASK = 0x1e; // IPTOS_TOS_MASK
 const IPTOS_PREC_INTERNETCONTROL = 0xc0;
 
@@ -155,11 +166,11 @@ export function icmpErrorAllowed(orig: Uint8Array, origOff: number, origLen: num
   if (origLen < IP_HDR || origOff < 0 || origOff + origLen > orig.length) return false;
   const ihl = (orig[origOff] & 0x0f) << 2;
   if (orig[origOff] >>> 4 !== 4 || ihl < IP_HDR || ihl > origLen) return false;
-  if ((read16(orig, origOff + 6) & 0x1fff) !== 0) return false;
-  const src = orig[origOff + 12];
-  const dst = orig[origOff + 16];
+  if ((read16(orig, origOff + IPV4_FLAGS_FRAG) & 0x1fff) !== 0) return false;
+  const src = orig[origOff + IPV4_SADDR];
+  const dst = orig[origOff + IPV4_DADDR];
   if (src === 0 || src >= 224 || dst >= 224) return false;
-  if (orig[origOff + 9] === 1) {
+  if (orig[origOff + IPV4_PROTO] === IPPROTO_ICMP) {
     if (origLen < ihl + 1) return false;
     const t = orig[origOff + ihl];
     if (t > 18 || icmpIsError(t)) return false;
@@ -192,7 +203,7 @@ export function icmpBuildError(
 ): number {
   if (outOff < 0 || !icmpErrorAllowed(orig, origOff, origLen)) return 0;
   const ihl = (orig[origOff] & 0x0f) << 2;
-  const totLen = read16(orig, origOff + 2);
+  const totLen = read16(orig, origOff + IPV4_TOTLEN);
   // Quote the datagram, not trailing bytes after it (Ethernet padding).
   let quote = totLen >= ihl && totLen < origLen ? totLen : origLen;
   if (quote > ICMP_ERROR_MAX_DATAGRAM - IP_HDR - ICMP_HEADER_LEN) {
@@ -206,17 +217,18 @@ export function icmpBuildError(
   const total = IP_HDR + ICMP_HEADER_LEN + quote;
   const o = outOff;
   out[o] = 0x45;
-  out[o + 1] = (orig[origOff + 1] & LINUX_TOS_MASK) | IPTOS_PREC_INTERNETCONTROL;
-  write16(out, o + 2, total);
-  write32(out, o + 4, 0); // id 0, flags 0 (DF clear: the kernel's ICMP socket uses PMTUDISC_DONT)
-  out[o + 8] = ttl;
-  out[o + 9] = 1;
-  write32(out, o + 12, srcAddr);
-  write32(out, o + 16, read32s(orig, origOff + 12));
-  write16(out, o + 10, ipv4HeaderChecksum(out, o));
+  out[o + IPV4_TOS] = (orig[origOff + IPV4_TOS] & LINUX_TOS_MASK) | IPTOS_PREC_INTERNETCONTROL;
+  write16(out, o + IPV4_TOTLEN, total);
+  // id 0, flags 0 (DF clear: the kernel's ICMP socket uses PMTUDISC_DONT)
+  write32(out, o + IPV4_ID, 0);
+  out[o + IPV4_TTL] = ttl;
+  out[o + IPV4_PROTO] = IPPROTO_ICMP;
+  write32(out, o + IPV4_SADDR, srcAddr);
+  write32(out, o + IPV4_DADDR, read32s(orig, origOff + IPV4_SADDR));
+  write16(out, o + IPV4_CSUM, ipv4HeaderChecksum(out, o));
   const ic = o + IP_HDR;
-  out[ic] = type;
-  out[ic + 1] = code;
+  out[ic + TYPE] = type;
+  out[ic + CODE] = code;
   write32(out, ic + REST, rest);
   // A byte loop, not set(subarray): subarray would allocate a view per packet.
   const q = ic + ICMP_HEADER_LEN;
@@ -249,18 +261,18 @@ export function icmpBuildEchoReply(
     return 0;
   const o = outOff;
   out[o] = 0x45;
-  out[o + 1] = req[ipOff + 1];
-  write16(out, o + 2, total);
-  write32(out, o + 4, 0);
-  out[o + 8] = ttl;
-  out[o + 9] = 1;
-  write32(out, o + 12, read32s(req, ipOff + 16));
-  write32(out, o + 16, read32s(req, ipOff + 12));
-  write16(out, o + 10, ipv4HeaderChecksum(out, o));
+  out[o + IPV4_TOS] = req[ipOff + IPV4_TOS];
+  write16(out, o + IPV4_TOTLEN, total);
+  write32(out, o + IPV4_ID, 0);
+  out[o + IPV4_TTL] = ttl;
+  out[o + IPV4_PROTO] = IPPROTO_ICMP;
+  write32(out, o + IPV4_SADDR, read32s(req, ipOff + IPV4_DADDR));
+  write32(out, o + IPV4_DADDR, read32s(req, ipOff + IPV4_SADDR));
+  write16(out, o + IPV4_CSUM, ipv4HeaderChecksum(out, o));
   const ic = o + IP_HDR;
   // A byte loop, not set(subarray): subarray would allocate a view per packet.
   for (let i = 0; i < icmpLen; i++) out[ic + i] = req[l4Off + i];
-  out[ic] = ICMP_ECHO_REPLY;
+  out[ic + TYPE] = ICMP_ECHO_REPLY;
   icmpFillCsum(out, ic, ic + icmpLen);
   return total;
 }

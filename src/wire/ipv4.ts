@@ -37,11 +37,18 @@
 
 import { read16, read32s, write16, write32 } from './bytes.ts';
 import { csumAdd, csumFold, csumReplace16, ipv4HeaderChecksum } from './checksum.ts';
-
-export const IPPROTO_ICMP = 1;
-export const IPPROTO_TCP = 6;
-export const IPPROTO_UDP = 17;
-export const IPPROTO_SCTP = 132;
+import {
+  IPV4_CSUM as CSUM,
+  IPV4_DADDR as DADDR,
+  IPV4_FLAGS_FRAG as FLAGS_FRAG,
+  IPV4_ID as ID,
+  IPV4_PROTO as PROTO,
+  IPV4_SADDR as SADDR,
+  IPV4_TOS as TOS,
+  IPV4_TOTLEN as TOTLEN,
+  IPV4_TTL as TTL,
+  IPV4_VER_IHL as VER_IHL,
+} from './layout.ts';
 
 export const IPV4_OK = 0;
 /** fewer than 20 bytes, or IHL*4 beyond end */
@@ -59,17 +66,6 @@ export const IPV4_ERR_NAMES: readonly string[] = ['ok', 'truncated', 'version', 
 
 /** Fixed header length in bytes (IHL 5). */
 export const IPV4_MIN_HEADER_LEN = 20;
-
-const VER_IHL = 0;
-const TOS = 1;
-const TOTLEN = 2;
-const ID = 4;
-const FLAGS_FRAG = 6;
-const TTL = 8;
-const PROTO = 9;
-const CSUM = 10;
-const SADDR = 12;
-const DADDR = 16;
 
 const FLAG_DF = 0x40;
 const FLAG_MF = 0x20;

@@ -16,19 +16,22 @@
 
 import { read16, read32s, write16, write32 } from './bytes.ts';
 import { csumPartialReplace32, csumReplace16, csumReplace32 } from './checksum.ts';
+import {
+  ICMP_CSUM,
+  ICMP_ECHO_ID,
+  IPV4_CSUM as IP_CSUM,
+  IPV4_DADDR as IP_DADDR,
+  IPV4_FLAGS_FRAG as IP_FLAGS_FRAG,
+  IPV4_PROTO as IP_PROTO,
+  IPV4_SADDR as IP_SADDR,
+  TCP_CSUM,
+  TCP_DPORT as DPORT,
+  TCP_SPORT as SPORT,
+  UDP_CSUM,
+} from './layout.ts';
+import { IPPROTO_TCP, IPPROTO_UDP } from './proto.ts';
+import { ICMP_EMBEDDED_OFF as ICMP_EMBEDDED } from './icmp.ts';
 
-const IP_FLAGS_FRAG = 6;
-const IP_PROTO = 9;
-const IP_CSUM = 10;
-const IP_SADDR = 12;
-const IP_DADDR = 16;
-const SPORT = 0;
-const DPORT = 2;
-const TCP_CSUM = 16;
-const UDP_CSUM = 6;
-const ICMP_CSUM = 2;
-const ICMP_ECHO_ID = 4;
-const ICMP_EMBEDDED = 8;
 
 /** L4 offset of a first fragment / whole packet, or -1 when the packet carries no L4 header. */
 function l4OffOf(buf: Uint8Array, ipOff: number): number {
@@ -38,9 +41,9 @@ function l4OffOf(buf: Uint8Array, ipOff: number): number {
 
 /** Patch the TCP or UDP checksum of the segment at `l4` for a 32-bit change. */
 function l4Patch32(buf: Uint8Array, proto: number, l4: number, old: number, val: number): void {
-  if (proto === 6) {
+  if (proto === IPPROTO_TCP) {
     write16(buf, l4 + TCP_CSUM, csumReplace32(read16(buf, l4 + TCP_CSUM), old, val));
-  } else if (proto === 17) {
+  } else if (proto === IPPROTO_UDP) {
     const c = read16(buf, l4 + UDP_CSUM);
     if (c === 0) return;
     const n = csumReplace32(c, old, val);
@@ -50,9 +53,9 @@ function l4Patch32(buf: Uint8Array, proto: number, l4: number, old: number, val:
 
 /** Patch the TCP or UDP checksum of the segment at `l4` for a 16-bit change. */
 function l4Patch16(buf: Uint8Array, proto: number, l4: number, old: number, val: number): void {
-  if (proto === 6) {
+  if (proto === IPPROTO_TCP) {
     write16(buf, l4 + TCP_CSUM, csumReplace16(read16(buf, l4 + TCP_CSUM), old, val));
-  } else if (proto === 17) {
+  } else if (proto === IPPROTO_UDP) {
     const c = read16(buf, l4 + UDP_CSUM);
     if (c === 0) return;
     const n = csumReplace16(c, old, val);
@@ -152,7 +155,7 @@ function innerL4CsumAt(buf: Uint8Array, ipOff: number, inner: number): number {
   const l4 = l4OffOf(buf, inner);
   if (l4 < 0) return -1;
   const proto = buf[inner + IP_PROTO];
-  const at = proto === 6 ? l4 + TCP_CSUM : proto === 17 ? l4 + UDP_CSUM : -1;
+  const at = proto === IPPROTO_TCP ? l4 + TCP_CSUM : proto === IPPROTO_UDP ? l4 + UDP_CSUM : -1;
   return at >= 0 && at + 2 <= quoteEnd(buf, ipOff) ? at : -1;
 }
 
@@ -187,9 +190,9 @@ function innerRewritePort(buf: Uint8Array, ipOff: number, field: number, port: n
   const at = innerL4CsumAt(buf, ipOff, inner);
   if (at < 0) return;
   const c = read16(buf, at);
-  if (c === 0 && proto === 17) return;
+  if (c === 0 && proto === IPPROTO_UDP) return;
   const n = csumReplace16(c, old, port);
-  icmpPut16(buf, icmp, at, n === 0 && proto === 17 ? 0xffff : n);
+  icmpPut16(buf, icmp, at, n === 0 && proto === IPPROTO_UDP ? 0xffff : n);
 }
 
 /** Rewrite the source address of the datagram quoted in the ICMP error at ipOff. */

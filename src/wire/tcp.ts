@@ -30,6 +30,17 @@
 // Accessors over (buf, off), setters raw (no checksum patch; see rewrite.ts for patched ones).
 
 import { read16, read32, write16, write32 } from './bytes.ts';
+import {
+  TCP_ACKNO as ACK,
+  TCP_CSUM as CSUM,
+  TCP_DOFF as DOFF,
+  TCP_DPORT as DPORT,
+  TCP_FLAGS as FLAGS,
+  TCP_SEQ as SEQ,
+  TCP_SPORT as SPORT,
+  TCP_URGPTR as URG,
+  TCP_WINDOW as WINDOW,
+} from './layout.ts';
 
 export const TCP_FIN = 1;
 export const TCP_SYN = 2;
@@ -49,16 +60,6 @@ export const TCP_ERR_DOFF = 2;
 export const TCP_ERR_NAMES: readonly string[] = ['ok', 'truncated', 'doff'];
 
 export const TCP_MIN_HEADER_LEN = 20;
-
-const SPORT = 0;
-const DPORT = 2;
-const SEQ = 4;
-const ACK = 8;
-const DOFF = 12;
-const FLAGS = 13;
-const WINDOW = 14;
-const CSUM = 16;
-const URG = 18;
 
 /** Validate the TCP header at `off` against the packet end; see the contract above. */
 export function tcpCheck(buf: Uint8Array, off: number, end: number): number {

@@ -29,6 +29,12 @@
 // (l4ChecksumValid in checksum.ts).
 
 import { read16, write16 } from './bytes.ts';
+import {
+  UDP_CSUM as CSUM,
+  UDP_DPORT as DPORT,
+  UDP_LEN as LEN,
+  UDP_SPORT as SPORT,
+} from './layout.ts';
 
 export const UDP_OK = 0;
 /** fewer than 8 bytes */
@@ -39,11 +45,6 @@ export const UDP_ERR_LEN = 2;
 export const UDP_ERR_NAMES: readonly string[] = ['ok', 'truncated', 'len'];
 
 export const UDP_HEADER_LEN = 8;
-
-const SPORT = 0;
-const DPORT = 2;
-const LEN = 4;
-const CSUM = 6;
 
 /** Validate the UDP header at `off` against the packet end; see the contract above. */
 export function udpCheck(buf: Uint8Array, off: number, end: number): number {

@@ -34,7 +34,13 @@
 // VNET_OK the accessors below read only the 10 header bytes; vnetSegments reads the IPv4 and
 // TCP header lengths, bounds-checked. Never throws, never allocates.
 
-import { IPPROTO_TCP, IPPROTO_UDP } from './ipv4.ts';
+import { IPPROTO_TCP, IPPROTO_UDP } from './proto.ts';
+import {
+  IPV4_PROTO as IP_PROTO,
+  TCP_CSUM,
+  UDP_CSUM,
+} from './layout.ts';
+import { UDP_HEADER_LEN as UDP_HDR_LEN } from './udp.ts';
 
 export const VNET_HDR_LEN = 10;
 
@@ -79,10 +85,6 @@ const GSO_SIZE = 4;
 const CSUM_START = 6;
 const CSUM_OFFSET = 8;
 
-const IP_PROTO = 9;
-const TCP_CSUM = 16;
-const UDP_CSUM = 6;
-const UDP_HDR_LEN = 8;
 
 function le16(buf: Uint8Array, at: number): number {
   return buf[at] | (buf[at + 1] << 8);

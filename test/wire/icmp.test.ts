@@ -32,7 +32,6 @@ import {
   icmpType,
 } from '../../src/wire/icmp.ts';
 import {
-  IPPROTO_UDP,
   IPV4_OK,
   ipv4Check,
   ipv4CheckQuoted,
@@ -46,6 +45,7 @@ import {
   ipv4Src,
   ipv4TotalLen,
 } from '../../src/wire/ipv4.ts';
+import { IPPROTO_UDP } from '../../src/wire/proto.ts';
 import { udpDstPort, udpSrcPort } from '../../src/wire/udp.ts';
 import {
   ICMP_ECHO_REPLY as ECHO_REPLY_PKT,

@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import {
-  IPPROTO_TCP,
-  IPPROTO_UDP,
   IPV4_ERR_CSUM,
   IPV4_ERR_IHL,
   IPV4_ERR_TOTLEN,
@@ -37,6 +35,7 @@ import {
   ipv4Ttl,
   ipv4Version,
 } from '../../src/wire/ipv4.ts';
+import { IPPROTO_TCP, IPPROTO_UDP } from '../../src/wire/proto.ts';
 import { TCP_SYN, UDP_DNS_QUERY, UDP_WITH_IP_OPTIONS } from './golden.ts';
 import { guardsIntact, oddView } from './helpers.ts';
 

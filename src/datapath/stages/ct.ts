@@ -29,7 +29,7 @@
 // nibble, so every view of a flow (inspect, filters) reads both from one field.
 
 import { CT_CLASH, CT_FULL, type ConntrackMap } from '../../maps/conntrack.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/ipv4.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from '../../wire/tcp.ts';
 import {
   CT_DEFAULT_TIMEOUTS,

@@ -23,8 +23,6 @@
 import { read16 } from '../../wire/bytes.ts';
 import { ICMP_EMBEDDED_OFF } from '../../wire/icmp.ts';
 import {
-  IPPROTO_TCP,
-  IPPROTO_UDP,
   IPV4_OK,
   ipv4CheckQuoted,
   ipv4Dst,
@@ -33,6 +31,7 @@ import {
   ipv4Proto,
   ipv4Src,
 } from '../../wire/ipv4.ts';
+import { IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
 import {
   icmpErrRewriteInnerDst,
   icmpErrRewriteInnerDstPort,

@@ -4,7 +4,7 @@
 
 import { SVC_F_AFFINITY, SVC_F_WILDCARD } from '../../maps/services.ts';
 import { SCHED_LC, SCHED_NQ, SCHED_RANDOM } from '../../sched/kinds.ts';
-import { IPPROTO_TCP } from '../../wire/ipv4.ts';
+import { IPPROTO_TCP } from '../../wire/proto.ts';
 import {
   ipv4RewriteDst,
   ipv4RewriteSrc,

@@ -3,8 +3,6 @@
 // dp.ipOff / dp.l4Off without further bounds checks.
 
 import {
-  IPPROTO_TCP,
-  IPPROTO_UDP,
   IPV4_ERR_CSUM,
   IPV4_ERR_IHL,
   IPV4_ERR_TOTLEN,
@@ -20,6 +18,7 @@ import {
   ipv4Src,
   ipv4TotalLen,
 } from '../../wire/ipv4.ts';
+import { IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
 import {
   TCP_ERR_TRUNCATED,
   TCP_OK,
