@@ -35,6 +35,7 @@ interface RunFlags {
   cleanupKubeProxy?: boolean;
   offload: boolean;
   vipEcho?: boolean;
+  restartGrace?: string;
   logLevel: string;
   ctMax?: string;
   ctDropInvalid?: boolean;
@@ -80,8 +81,16 @@ export function register(program: Command): void {
       '--no-offload',
       'no TUN offloads: every packet read and written at MTU size, checksums complete',
     )
-    .option('--vip-echo', 'answer ping to a ClusterIP, as IPVS mode does (kube-ipvs0); default: no answer, as iptables')
+    .option(
+      '--vip-echo',
+      'answer ping to a ClusterIP, as IPVS mode does (kube-ipvs0); default: no answer, as iptables',
+    )
     .option('--no-watchdog', 'no fail-open watchdog: if the agent dies, pod traffic is dropped')
+    .option(
+      '--restart-grace <ms>',
+      'after a crash (or SIGUSR2) steering, pinned maps and the TUN wait this long for a restarted agent; 0: fail open at once',
+      '5000',
+    )
     .option(
       '--cleanup-kube-proxy',
       "remove kube-proxy's rules found at start (default: refuse to start beside them)",
@@ -151,6 +160,7 @@ export function toOptions(f: RunFlags): AgentOptions {
     offload: f.offload,
     logLevel: f.logLevel,
     vipEcho: f.vipEcho === true,
+    restartGraceMs: f.restartGrace === undefined ? undefined : Number(f.restartGrace),
     ctFlags: {
       ctMax: f.ctMax,
       ctDropInvalid: f.ctDropInvalid,
@@ -183,6 +193,10 @@ async function runAgent(opts: AgentOptions): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM', 0));
   process.on('SIGINT', () => stop('SIGINT', 0));
+  // a stop for a restart (an upgrade, systemd's restart): the next agent takes over (failure.ts)
+  process.on('SIGUSR2', () => {
+    agent.stop('SIGUSR2', true).finally(() => process.exit(0));
+  });
   process.on('SIGHUP', () => {
     agent.reload().then(
       (r) =>

@@ -12,7 +12,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { API_SOCKET } from './api.ts';
 import { UserError } from '../errors.ts';
@@ -288,8 +288,15 @@ function removeLabFiles(
   const sockets = new Set(state?.processes.flatMap((p) => (p.ctlSocket ? [p.ctlSocket] : [])));
   for (const n of t?.nodes ?? []) sockets.add(ctlSocketFor(n));
   for (const sock of sockets) {
+    const base = sock.replace(/\.sock$/, '');
     rmSync(sock, { force: true });
-    rmSync(`${sock.replace(/\.sock$/, '')}.state.json`, { force: true });
+    rmSync(`${base}.state.json`, { force: true });
+    rmSync(`${base}.maps`, { force: true }); // pinned maps of a crashed agent (node/pin.ts)
+    const dir = dirname(sock);
+    const lease = `${basename(base)}.lease.`; // its lease (node/failure.ts)
+    for (const f of existsSync(dir) ? readdirSync(dir) : []) {
+      if (f.startsWith(lease)) rmSync(join(dir, f), { force: true });
+    }
   }
   rmEmptyDir(CTL_DIR);
   let entries: string[] = [];

@@ -22,7 +22,9 @@
 // (rounding the index instead would leave up to 4x slack and break conntrack's 64 B budget).
 //
 // Sharing: all state, including size, free list head and hash seed, lives in one ArrayBuffer
-// or SharedArrayBuffer (`{ shared: true }`); another thread attaches with `{ buffer }`.
+// or SharedArrayBuffer (`{ shared: true }`); another thread attaches with `{ buffer }`, and so
+// does a restarted agent to a pinned map (a file mapping, src/node/pin.ts; an all-zero header
+// there means a new map). A change to a map's columns changes its MAGIC: attaching refuses it.
 // There is no locking: one writer at a time; readers in other threads may observe a slot
 // mid-update and must tolerate a spurious miss.
 
@@ -167,6 +169,15 @@ export const H_BUMP = 4; // entries [0, bump) have been handed out at least once
 export const H_SEED = 5;
 export const H_WORDS = 8;
 
+/**
+ * An attached buffer whose header is all zero is a new map (a pinned map's freshly created
+ * file, src/node/pin.ts): it is initialised, not validated.
+ */
+export function isZeroHeader(hdr: Uint32Array): boolean {
+  for (let i = 0; i < H_WORDS; i++) if (hdr[i] !== 0) return false;
+  return true;
+}
+
 /** Initialise a fresh header, or validate an attached one. Returns the seed to use. */
 export function initHeader(
   hdr: Uint32Array,
@@ -175,7 +186,7 @@ export function initHeader(
   opts: MapOptions | undefined,
   what: string,
 ): number {
-  if (opts?.buffer) {
+  if (opts?.buffer && !isZeroHeader(hdr)) {
     if (hdr[H_MAGIC] !== magic || hdr[H_CAPACITY] !== capacity) {
       throw new RangeError(`${what}: attached buffer is not a ${what} of capacity ${capacity}`);
     }

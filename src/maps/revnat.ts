@@ -18,6 +18,7 @@ import {
   H_MAGIC,
   H_SIZE,
   H_WORDS,
+  isZeroHeader,
   type MapOptions,
 } from './hashtab.ts';
 
@@ -49,7 +50,7 @@ export class RevNatMap {
     this.vip_ = v.vip;
     this.port_ = v.port;
     this.live = v.live;
-    if (opts?.buffer) {
+    if (opts?.buffer && !isZeroHeader(v.hdr)) {
       if (v.hdr[H_MAGIC] !== MAGIC || v.hdr[H_CAPACITY] !== cap) {
         throw new RangeError(`RevNatMap: attached buffer is not a RevNatMap of capacity ${cap}`);
       }

@@ -9,7 +9,16 @@
 //   watchdog + state file, then steering (steering.ts), each change recorded for undo first
 //   control socket (the ready signal), conntrack GC, pod interface rescan
 //   SIGTERM/SIGINT ─▶ stop(): socket closed, steering undone last-first, TUN closed
+//
+// Taking over after a crash (failure.ts, pin.ts): when a dead run's lease, pinned maps and TUN
+// are there, the agent claims the lease, attaches to the maps and the persistent TUN and starts
+// the packet loop FIRST — established flows continue on the dead run's conntrack — then starts
+// the control plane (whose first sync rewrites the same ids, load.ts) and adopts the steering
+// the dead run installed instead of installing it again (a re-install deletes and re-adds each
+// filter: a reply in that gap would reach its client untranslated). SIGUSR2 stops for such a
+// restart: everything stays for the grace window.
 import { availableParallelism } from 'node:os';
+import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
@@ -17,6 +26,7 @@ import { type ControlPlane, startControlPlane } from '../control/control-plane.t
 import { datapathSync } from '../control/datapath-sync.ts';
 import { UserError } from '../errors.ts';
 import { DEFAULT_MAX_INTERVAL_MS, DEFAULT_MIN_INTERVAL_MS } from '../control/runner.ts';
+import type { DatapathConfig } from '../datapath/state/config.ts';
 import { createDatapath, type Datapath } from '../datapath/state/datapath.ts';
 import { Housekeeping } from '../housekeeping/housekeeping.ts';
 import type { CtGcConfig } from '../housekeeping/ct-gc.ts';
@@ -27,7 +37,20 @@ import type { ResolvedServicePort } from '../model.ts';
 import { TunDevice } from '../tun/tun.ts';
 import { CtlServer, ctlAlive } from './ctl.ts';
 import { discoverPodIfaces } from './discover.ts';
-import { recoverState, removeState, statePathFor, Watchdog, writeState } from './failure.ts';
+import {
+  claimLease,
+  createLease,
+  DEFAULT_RESTART_GRACE_MS,
+  leasePathFor,
+  readHandover,
+  recoverState,
+  removeState,
+  type SavedState,
+  statePathFor,
+  Watchdog,
+  writeState,
+} from './failure.ts';
+import { attachPinned, createPinned, pinPathFor } from './pin.ts';
 import { agentTable, inspectAnswer, reasonTable } from './inspect.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
 import { parseCtRunFlags } from './ct-flags.ts';
@@ -41,6 +64,7 @@ import {
   natDatapathConfig,
   Steering,
   sweepStaleFilters,
+  TC_PREF_POD,
   UndoLog,
 } from './steering.ts';
 
@@ -147,14 +171,10 @@ function refuseBesideKubeProxy(opts: AgentOptions, log: Logger): void {
   );
 }
 
-/** Node work done before steering: leftovers of a crashed run, then the TUN and its reader. */
-async function prepareNode(opts: AgentOptions, log: Logger): Promise<TunDevice> {
-  if (await ctlAlive(opts.ctlSocket)) {
-    throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
-  }
+/** Leftovers of a crashed run that is not taken over (before anything new is pinned). */
+async function cleanupPrevious(opts: AgentOptions, log: Logger): Promise<void> {
   refuseBesideKubeProxy(opts, log);
   const statePath = statePathFor(opts.ctlSocket);
-  ensurePrivateDir(dirname(statePath)); // root-only whatever the umask (private-dir.ts)
   const recovered = await recoverState(statePath);
   if (recovered?.refused) {
     const why = recovered.refused;
@@ -163,10 +183,15 @@ async function prepareNode(opts: AgentOptions, log: Logger): Promise<TunDevice> 
   const swept = sweepStaleFilters();
   if ((recovered && !recovered.refused) || swept.length > 0)
     log.warn({ recovered, swept }, 'cleaned up after a previous run');
-  const tun = TunDevice.open(opts.tun, {
+}
+
+/** The TUN, persistent when restarts keep it (a dead run's device is re-attached by name). */
+function openTun(opts: AgentOptions, name: string, log: Logger): TunDevice {
+  const tun = TunDevice.open(name, {
     batch: opts.batch,
     up: true,
     offload: opts.offload ?? true,
+    persist: graceMs(opts) > 0,
   });
   // A refused offload is not an error: the kernel segments and checksums for us instead.
   for (const r of tun.offload.refused) {
@@ -176,6 +201,32 @@ async function prepareNode(opts: AgentOptions, log: Logger): Promise<TunDevice> 
     );
   }
   return tun;
+}
+
+/** The pod interfaces an undo list unhooks (Steering.hook records the filter's del first). */
+function hookedPods(undo: readonly string[][]): string[] {
+  const pref = String(TC_PREF_POD);
+  return undo.filter((a) => a[1] === 'filter' && a[2] === 'del' && a[7] === pref).map((a) => a[4]);
+}
+
+function graceMs(opts: AgentOptions): number {
+  return opts.watchdog ? (opts.restartGraceMs ?? DEFAULT_RESTART_GRACE_MS) : 0;
+}
+
+/**
+ * A dead run to take over: its state and its pinned maps, attached, if its lease, maps and TUN
+ * fit this start. Maps of another layout (an upgrade across a layout change) are refused here,
+ * before the lease is touched, so the dead run's watchdog still fails the node open in time.
+ */
+function findHandover(
+  opts: AgentOptions,
+  cfg: Partial<DatapathConfig>,
+): { state: SavedState; dp: Datapath } | undefined {
+  if (graceMs(opts) === 0) return undefined;
+  const s = readHandover(statePathFor(opts.ctlSocket));
+  if (!s || s.tun !== opts.tun || s.pin !== pinPathFor(opts.ctlSocket)) return undefined;
+  if (!existsSync(`/sys/class/net/${s.tun}`)) return undefined;
+  return { state: s, dp: attachPinned(s.pin, cfg).dp }; // throws the one-line UserError
 }
 
 export class NodeAgent {
@@ -190,6 +241,12 @@ export class NodeAgent {
   private ctl: CtlServer | undefined;
   private timers: NodeJS.Timeout[] = [];
   private stopping: Promise<void> | undefined;
+  /** set once the control plane runs (after the packet loop when taking over) */
+  cp!: ControlPlane;
+  /** ms from start() to the packet loop reading the TUN */
+  readyToForwardMs = 0;
+  /** the dead run this one took over, if any */
+  tookOver: SavedState | undefined;
 
   private constructor(
     readonly opts: AgentOptions,
@@ -197,7 +254,7 @@ export class NodeAgent {
     readonly log: Logger,
     readonly dp: Datapath,
     readonly tun: TunDevice,
-    readonly cp: ControlPlane,
+    handover: SavedState | undefined,
   ) {
     this.statePath = statePathFor(opts.ctlSocket);
     this.loop = createPacketLoop(dp, tun, net.serviceCidr, opts.batch, () => this.nowMs(), {
@@ -205,38 +262,70 @@ export class NodeAgent {
     });
     tun.onBatch(this.loop.handle);
     tun.onError((err) => log.error({ err: err.message }, 'TUN read failed; no more packets'));
-    this.watchdog = opts.watchdog ? Watchdog.start() : undefined;
+    const grace = graceMs(opts);
+    const lease = grace > 0 ? leasePathFor(this.statePath) : '';
+    if (lease) createLease(lease);
+    this.watchdog = opts.watchdog ? Watchdog.start(lease, grace) : undefined;
+    const pin = grace > 0 ? pinPathFor(opts.ctlSocket) : undefined;
     this.undo.onAdd((argv) => {
       this.watchdog?.add(argv);
       const s = { pid: process.pid, watchdogPid: this.watchdog?.pid ?? 0, tun: tun.name };
-      writeState(this.statePath, { ...s, undo: this.undo.steps });
+      writeState(this.statePath, { ...s, undo: this.undo.steps, lease, pin });
     });
     this.undo.add(['rm', '-f', this.statePath]); // first in, so the last thing any undo does
+    if (grace > 0) {
+      // after the steering is gone: the device, the maps and the lease (not after a takeover)
+      this.undo.add(['ip', 'link', 'delete', tun.name]);
+      this.undo.add(['rm', '-f', pin!, lease]);
+    }
+    // the dead run's steering is ours now (its own state-file and lease steps are not)
+    const ownSteps = new Set([this.statePath, pin, leasePathFor(this.statePath, handover?.pid)]);
+    for (const argv of handover?.undo ?? []) {
+      if (argv[0] === 'rm' && ownSteps.has(argv[2])) continue;
+      if (argv[0] === 'ip' && argv[1] === 'link' && argv[2] === 'delete') continue;
+      this.undo.add(argv);
+    }
     const { uplink, nodeIp, podCidr, serviceCidr } = opts;
     const snatPorts = { min: dp.cfg.snatPortMin, max: dp.cfg.snatPortMax };
     const cfg = { tun: tun.name, uplink, nodeIp, podCidr, serviceCidr, snatPorts, nodePorts: true };
     this.steering = new Steering(cfg, this.undo, log);
+    for (const dev of hookedPods(handover?.undo ?? [])) this.steering.hooked.add(dev);
     this.health = new HealthNodePorts(opts.nodeIp, log);
+    this.tookOver = handover;
   }
 
   static async start(opts: AgentOptions, log: Logger): Promise<NodeAgent> {
+    const t0 = performance.now();
     dpTuneV8(); // before the first packet: raises V8's inlining budget for dpProcess
     const net = validateOptions(opts);
     const ct = parseCtRunFlags(opts.ctFlags ?? {}, availableParallelism()); // --ct-* (ct-flags.ts)
     const vipEcho = opts.vipEcho === true; // --vip-echo (datapath/stages/vip-echo.ts)
-    const dp = createDatapath({ ...natDatapathConfig(opts), ...ct.datapath, vipEcho }); // node addresses for NAT (nat.ts)
+    const cfg = { ...natDatapathConfig(opts), ...ct.datapath, vipEcho }; // node addresses for NAT (nat.ts)
+    if (await ctlAlive(opts.ctlSocket)) {
+      throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
+    }
+    ensurePrivateDir(dirname(statePathFor(opts.ctlSocket))); // root-only whatever the umask
+    const handover = findHandover(opts, cfg);
+    if (handover && claimLease(handover.state.lease!)) {
+      return NodeAgent.takeOver(opts, net, ct, handover, log, t0);
+    }
+    await cleanupPrevious(opts, log);
+    const pinned = graceMs(opts) > 0 ? createPinned(pinPathFor(opts.ctlSocket), cfg) : undefined;
+    const dp = pinned?.dp ?? createDatapath(cfg);
     const loader = new DpLoader(dp); // the one writer of dp's service maps
     const cp = await startControl(opts, net, dp, loader, log);
     let tun: TunDevice;
     let agent: NodeAgent;
     try {
-      tun = await prepareNode(opts, log);
+      tun = openTun(opts, opts.tun, log);
     } catch (err) {
       await cp.stop();
       throw err;
     }
     try {
-      agent = new NodeAgent(opts, net, log, dp, tun, cp);
+      agent = new NodeAgent(opts, net, log, dp, tun, undefined);
+      agent.cp = cp;
+      agent.readyToForwardMs = performance.now() - t0;
     } catch (err) {
       tun.close();
       await cp.stop();
@@ -253,6 +342,45 @@ export class NodeAgent {
     }
     agent.startTimers(ct.gc, loader);
     const { node: _node, ...summary } = agent.status(); // pino's base already names the node
+    log.info({ ...summary, sysctls: agent.steering.sysctls }, 'kubetun node agent ready');
+    return agent;
+  }
+
+  /**
+   * A dead run's lease is ours: maps and TUN first, packets flowing, then the control plane;
+   * the steering it installed is adopted as it is (see the header).
+   */
+  private static async takeOver(
+    opts: AgentOptions,
+    net: AgentNet,
+    ct: ReturnType<typeof parseCtRunFlags>,
+    { state: handover, dp }: { state: SavedState; dp: Datapath },
+    log: Logger,
+    t0: number,
+  ): Promise<NodeAgent> {
+    const tun = openTun(opts, handover.tun, log);
+    const agent = new NodeAgent(opts, net, log, dp, tun, handover);
+    agent.readyToForwardMs = performance.now() - t0;
+    log.info(
+      {
+        readyToForwardMs: Math.round(agent.readyToForwardMs * 10) / 10,
+        sinceProcessStartMs: Math.round(performance.now()),
+        prevPid: handover.pid,
+        flows: dp.ct.size,
+      },
+      'took over the previous run: forwarding on its maps and TUN',
+    );
+    try {
+      const loader = new DpLoader(dp);
+      agent.cp = await startControl(opts, net, dp, loader, log);
+      await agent.syncExternal();
+      agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
+      agent.startTimers(ct.gc, loader);
+    } catch (err) {
+      await agent.stop(`startup failed: ${(err as Error).message}`);
+      throw err;
+    }
+    const { node: _node, ...summary } = agent.status();
     log.info({ ...summary, sysctls: agent.steering.sysctls }, 'kubetun node agent ready');
     return agent;
   }
@@ -281,6 +409,8 @@ export class NodeAgent {
       podIfaces: [...this.steering.hooked].sort(),
       watchdogPid: this.watchdog?.pid ?? 0,
       vipEcho: this.dp.cfg.vipEcho,
+      readyToForwardMs: Math.round(this.readyToForwardMs * 10) / 10,
+      tookOverPid: this.tookOver?.pid ?? 0,
     };
   }
 
@@ -336,13 +466,22 @@ export class NodeAgent {
     }
   }
 
-  /** Idempotent: the first call does the work, later calls wait for it. */
-  stop(reason: string): Promise<void> {
+  /**
+   * Idempotent: the first call does the work, later calls wait for it. `forRestart`: leave the
+   * steering, maps, TUN and lease for the next agent (the watchdog fails the node open if none
+   * comes within the grace window); without a grace window it is a clean stop.
+   */
+  stop(reason: string, forRestart = false): Promise<void> {
     this.stopping ??= (async () => {
       for (const t of this.timers) clearInterval(t);
       await this.ctl?.close();
       await this.health.close();
-      await this.cp.stop();
+      await this.cp?.stop();
+      if (forRestart && graceMs(this.opts) > 0) {
+        this.tun.close(); // persistent: the device stays, its packets drop until a reader comes
+        this.log.info({ reason, ...this.counters() }, 'stopped for a restart; steering kept');
+        return;
+      }
       const undoFailures = this.undo.unwind();
       this.watchdog?.disarm();
       this.tun.close();

@@ -18,14 +18,23 @@
 //   afresh: installation is idempotent and a restart always starts from a clean node. Its undo
 //   commands run as root, so the file is trusted only if it is ours and nobody else could have
 //   written it or its directory (private-dir.ts); otherwise nothing in it runs.
-// - Conntrack state is not saved: flows open across a restart are picked up as new flows (a TCP
-//   mid-stream packet is tracked again, a backend may be re-chosen).
+// - A restart within the grace window (--restart-grace, default 5 s) loses nothing: the maps are
+//   pinned in a file (pin.ts) and the TUN is persistent (TUNSETPERSIST), so while no agent runs
+//   the redirects stay and their packets are dropped at the TUN (counted in its tx_dropped; TCP
+//   retransmits). The watchdog waits out the window; a restarted agent claims the dead one's
+//   LEASE (an atomic rename of a file only that run created), the watchdog sees the lease gone
+//   and exits without undoing anything, and the new agent attaches to the maps and the TUN and
+//   forwards before it reloads anything: established flows continue with their conntrack
+//   entries. If nobody claims the lease in the window, the watchdog takes it (the same rename,
+//   so exactly one of them wins) and fails the node open as above; its undo list also deletes
+//   the persistent TUN and the pinned maps.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { privateFileProblem } from './private-dir.ts';
 import { shQuote, tryRun } from './sh.ts';
 
+// $1: the lease file ('' = fail open at once), $2: the grace window in tenths of a second.
 const WATCHDOG_SCRIPT = `
 undo=''
 while IFS= read -r line; do
@@ -35,11 +44,24 @@ while IFS= read -r line; do
 $undo" ;;
   esac
 done
+if [ -n "$1" ]; then
+  i=0
+  while [ "$i" -lt "$2" ]; do
+    [ -e "$1" ] || exit 0
+    sleep 0.1
+    i=$((i + 1))
+  done
+  mv -f "$1" "$1.expired" 2>/dev/null || exit 0
+  rm -f "$1.expired"
+fi
 printf '%s\\n' "$undo" | while IFS= read -r cmd; do
   [ -n "$cmd" ] && eval "$cmd" >/dev/null 2>&1
 done
 exit 0
 `;
+
+/** How long steering stays after the agent died, waiting for a restarted agent (ms). */
+export const DEFAULT_RESTART_GRACE_MS = 5000;
 
 export class Watchdog {
   readonly pid: number;
@@ -50,8 +72,13 @@ export class Watchdog {
     this.pid = child.pid ?? -1;
   }
 
-  static start(): Watchdog {
-    const child = spawn('/bin/sh', ['-c', WATCHDOG_SCRIPT], {
+  /**
+   * `lease`: a file this run created; while it exists after the agent died (for `graceMs`), the
+   * watchdog waits for a restarted agent to claim it (claimLease) instead of failing open.
+   */
+  static start(lease = '', graceMs = 0): Watchdog {
+    const tenths = String(Math.ceil(Math.max(graceMs, 0) / 100));
+    const child = spawn('/bin/sh', ['-c', WATCHDOG_SCRIPT, 'sh', lease, tenths], {
       detached: true,
       stdio: ['pipe', 'ignore', 'ignore'],
     });
@@ -76,6 +103,50 @@ export interface SavedState {
   watchdogPid: number;
   tun: string;
   undo: string[][];
+  /** the run's lease file (claimLease), absent for a run without a grace window */
+  lease?: string;
+  /** the run's pinned maps (pin.ts) */
+  pin?: string;
+  /** pod interfaces it hooked (a taking-over agent does not hook them again) */
+  hooked?: string[];
+}
+
+/** This run's lease file: unique per process, beside the state file. */
+export function leasePathFor(statePath: string, pid = process.pid): string {
+  return `${statePath.replace(/\.state\.json$/, '')}.lease.${pid}`;
+}
+
+/** Creates the lease the watchdog waits on after a crash. */
+export function createLease(path: string): void {
+  writeFileSync(path, `${process.pid}\n`, { mode: 0o600 });
+}
+
+/**
+ * Takes the lease of a dead run (atomic rename: if its watchdog took it first, the node has
+ * failed open and this returns false). The watchdog, seeing the lease gone, exits untouched.
+ */
+export function claimLease(lease: string): boolean {
+  try {
+    renameSync(lease, `${lease}.claimed.${process.pid}`);
+    unlinkSync(`${lease}.claimed.${process.pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The dead run's state if it can be taken over: the file is trusted (as recoverState checks)
+ * and names a lease and pinned maps. Reads only; claiming is claimLease's.
+ */
+export function readHandover(path: string): SavedState | undefined {
+  if (!existsSync(path) || privateFileProblem(path) !== undefined) return undefined;
+  try {
+    const s = JSON.parse(readFileSync(path, 'utf8')) as SavedState;
+    return s.lease && s.pin && existsSync(s.lease) && existsSync(s.pin) ? s : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function statePathFor(ctlSocket: string): string {
@@ -127,6 +198,8 @@ export async function recoverState(path: string, waitMs = 5000): Promise<Recover
     removeState(path); // unreadable: the sweep of stale filters still runs
     return { prevPid: 0, steps: 0, failed: 0 };
   }
+  // A watchdog still in its grace window would replay the same list: take its lease first.
+  if (s.lease) claimLease(s.lease);
   for (let t = 0; t < waitMs && alive(s.watchdogPid); t += 50) await sleep(50);
   let failed = 0;
   for (const argv of [...s.undo].reverse()) if (!tryRun(argv).ok) failed++;

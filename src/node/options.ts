@@ -54,6 +54,12 @@ export interface AgentOptions {
   ctFlags?: CtRunFlags;
   /** --vip-echo: answer ping to a VIP, as IPVS mode does (datapath/vip-echo.ts) */
   vipEcho?: boolean;
+  /**
+   * --restart-grace: after a crash, steering, pinned maps and the persistent TUN wait this long
+   * for a restarted agent to take over (failure.ts); 0 = fail open at once, nothing pinned.
+   * Default DEFAULT_RESTART_GRACE_MS.
+   */
+  restartGraceMs?: number;
 }
 
 /** The parsed numeric forms the agent works with. */
@@ -110,6 +116,12 @@ export function validateOptions(o: AgentOptions): AgentNet {
   }
   if (!Number.isInteger(o.batch) || o.batch < 1 || o.batch > 4096) {
     throw new OptionError('batch', 'an integer 1..4096');
+  }
+  if (
+    o.restartGraceMs !== undefined &&
+    (!Number.isInteger(o.restartGraceMs) || o.restartGraceMs < 0)
+  ) {
+    throw new OptionError('restart-grace', 'an integer number of ms >= 0');
   }
   if (!Number.isInteger(o.rescanMs) || o.rescanMs < 0) {
     throw new OptionError('pod-rescan-ms', 'an integer >= 0');

@@ -32,6 +32,8 @@ interface NativeAddon {
   setPersist(fd: number, on: boolean): void;
   setMtu(ifname: string, mtu: number): void;
   setUp(ifname: string, up: boolean): void;
+  /** pin.cc: the file's bytes [offset, offset + length) mapped MAP_SHARED (src/node/pin.ts) */
+  mapFile(path: string, offset: number, length: number): ArrayBuffer;
   Queue: new (
     fd: number,
     rx: Uint8Array,

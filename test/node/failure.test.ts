@@ -6,7 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { recoverState, statePathFor, writeState } from '../../src/node/failure.ts';
+import {
+  claimLease,
+  createLease,
+  recoverState,
+  statePathFor,
+  writeState,
+} from '../../src/node/failure.ts';
 import { running, waitFor } from './wait.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'kt-failure-'));
@@ -15,8 +21,8 @@ const CHILD = fileURLToPath(new URL('./fixtures/watchdog-child.ts', import.meta.
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Starts the stand-in agent; resolves with its process and its watchdog's pid. */
-async function startChild(mode: string, log: string) {
-  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, mode, log], {
+async function startChild(mode: string, log: string, ...lease: string[]) {
+  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, mode, log, ...lease], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const pid = await new Promise<number>((resolve) => {
@@ -39,6 +45,37 @@ describe('Watchdog', () => {
     const { child, watchdogPid } = await startChild('clean', log);
     await new Promise((r) => child.once('exit', r));
     await waitFor(() => !running(watchdogPid), 'the watchdog to exit');
+    expect(existsSync(log)).toBe(false);
+  });
+});
+
+describe('Watchdog with a grace window (restart without losing a connection)', () => {
+  it('waits out the window while the lease exists, then takes it and fails open', async () => {
+    const log = join(dir, 'grace.log');
+    const lease = join(dir, 'grace.lease');
+    createLease(lease);
+    const { child, watchdogPid } = await startChild('wait', log, lease, '1500');
+    const t0 = Date.now();
+    child.kill('SIGKILL');
+    await new Promise((r) => setTimeout(r, 700));
+    expect(existsSync(log)).toBe(false); // still in the window: nothing undone
+    expect(running(watchdogPid)).toBe(true);
+    await waitFor(() => !running(watchdogPid), 'the watchdog to fail open');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1400);
+    expect(readFileSync(log, 'utf8')).toBe("second it's quoted; $HOME\nfirst\n");
+    expect(existsSync(lease)).toBe(false);
+    expect(claimLease(lease)).toBe(false); // the watchdog won: nobody takes over any more
+  });
+
+  it('exits without undoing anything once a restarted agent claims the lease', async () => {
+    const log = join(dir, 'claimed.log');
+    const lease = join(dir, 'claimed.lease');
+    createLease(lease);
+    const { child, watchdogPid } = await startChild('wait', log, lease, '20000');
+    child.kill('SIGKILL');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(claimLease(lease)).toBe(true);
+    await waitFor(() => !running(watchdogPid), 'the watchdog to step back');
     expect(existsSync(log)).toBe(false);
   });
 });

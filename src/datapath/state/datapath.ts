@@ -25,6 +25,12 @@ import { Rng } from './rng.ts';
  */
 export const DP_OUT_CAPACITY = 65535;
 
+/** The maps a restart keeps (src/node/pin.ts pins them in a file), by name. */
+export const PINNED_MAPS = ['svc', 'be', 'revnat', 'ct', 'aff', 'snat'] as const;
+export type PinnedMapName = (typeof PINNED_MAPS)[number];
+/** Backing buffers to attach the maps to (an all-zero buffer is a new map), by name. */
+export type MapBuffers = Partial<Record<PinnedMapName, ArrayBuffer>>;
+
 export class Datapath {
   readonly cfg: DatapathConfig;
   readonly svc: ServiceMap;
@@ -89,17 +95,18 @@ export class Datapath {
   icmpTokens: number;
   icmpLastMs = 0;
 
-  constructor(cfg: DatapathConfig) {
+  /** `buffers`: attach these maps to existing backing buffers (pinned maps) instead. */
+  constructor(cfg: DatapathConfig, buffers: MapBuffers = {}) {
     this.cfg = cfg;
-    const opts = { shared: cfg.shared };
-    this.svc = new ServiceMap(cfg.svcCapacity, opts);
-    this.be = new BackendMap(cfg.beCapacity, opts);
-    this.revnat = new RevNatMap(cfg.revNatCapacity, opts);
-    this.ct = new ConntrackMap(cfg.ctCapacity, opts);
-    this.nat = new NatState(cfg, this.revnat.capacity);
+    const opts = (m: PinnedMapName) => ({ shared: cfg.shared, buffer: buffers[m] });
+    this.svc = new ServiceMap(cfg.svcCapacity, opts('svc'));
+    this.be = new BackendMap(cfg.beCapacity, opts('be'));
+    this.revnat = new RevNatMap(cfg.revNatCapacity, opts('revnat'));
+    this.ct = new ConntrackMap(cfg.ctCapacity, opts('ct'));
+    this.nat = new NatState(cfg, this.revnat.capacity, buffers.snat);
     this.frags = new FragMap(cfg.fragCapacity);
     this.ctTimeouts = ct4TimeoutTable(cfg);
-    this.aff = new AffinityMap(cfg.affinityCapacity, opts);
+    this.aff = new AffinityMap(cfg.affinityCapacity, opts('aff'));
     this.sched = new SchedulerTable({ capacity: Math.min(this.revnat.capacity + 1, 65536) });
     this.counters = new Float64Array(REASON_COUNT);
     this.rng = new Rng(cfg.seed);
@@ -109,8 +116,8 @@ export class Datapath {
   }
 }
 
-export function createDatapath(cfg?: Partial<DatapathConfig>): Datapath {
-  return new Datapath(resolveDatapathConfig(cfg));
+export function createDatapath(cfg?: Partial<DatapathConfig>, buffers?: MapBuffers): Datapath {
+  return new Datapath(resolveDatapathConfig(cfg), buffers);
 }
 
 /** Zero the counters (e.g. between benchmark phases); maps and flows are kept. */

@@ -31,8 +31,9 @@ export class NatState {
   /** GC cursor of nat4GcStep */
   gcCursor = 0;
 
-  constructor(cfg: DatapathConfig, revNatCapacity: number) {
-    this.snat = new SnatMap(cfg.snatCapacity, { shared: cfg.shared });
+  /** `snatBuffer`: attach the SNAT table to it (a pinned map, src/node/pin.ts) */
+  constructor(cfg: DatapathConfig, revNatCapacity: number, snatBuffer?: ArrayBuffer) {
+    this.snat = new SnatMap(cfg.snatCapacity, { shared: cfg.shared, buffer: snatBuffer });
     this.nodeIp = cfg.nodeIp | 0;
     this.podGateway = (cfg.podGateway || cfg.nodeIp) | 0;
     const pod = cfg.podCidr ? parseCidr(cfg.podCidr) : undefined;

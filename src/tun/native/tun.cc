@@ -12,6 +12,7 @@
 //   open(name, flags) -> { fd, name }       flags: 1 multi-queue, 2 vnet header, 4 persist
 //   setOffload(fd, tunFlags) -> errno       TUNSETOFFLOAD; 0 when the kernel took every bit
 //   setPersist(fd, on), setMtu(ifname, mtu), setUp(ifname, up)
+//   mapFile(path, offset, length) -> ArrayBuffer   pinned maps (pin.cc)
 //
 // With the vnet header, TUNSETVNETLE makes its fields little-endian on every host (a legacy
 // TUN's are host-endian), so src/wire/virtio.ts has one layout to read.
@@ -33,6 +34,10 @@
 
 #include <memory>
 #include <string>
+
+namespace kubetun_pin {
+void Init(Napi::Env env, Napi::Object exports);  // pin.cc: mapFile
+}
 
 namespace {
 
@@ -421,6 +426,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setUp", Napi::Function::New(env, SetUp));
   exports.Set("Queue", Queue::Init(env));
   exports.Set("STAT_COUNT", Napi::Number::New(env, STAT_COUNT));
+  kubetun_pin::Init(env, exports);
   return exports;
 }
 
