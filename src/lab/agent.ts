@@ -1,7 +1,8 @@
 // One node's data plane in a running lab: restart kubetun with the node's flags (its kube-proxy
 // configuration, kept in the lab state so a later restart keeps them), or crash it as a node's
-// kube-proxy crashes (SIGKILL; the fail-open watchdog then removes the steering). `lab up`
-// rebuilds with no flags; `lab agent` is the small repair a learner makes instead.
+// kube-proxy crashes (SIGKILL; the fail-open watchdog then removes the steering once the
+// restart grace window has passed). `lab up` rebuilds with no flags; `lab agent` is the small
+// repair a learner makes instead.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { labCtl } from './ctl.ts';
 import { agentExtra, remember, withLabLock } from './lab.ts';
@@ -9,6 +10,7 @@ import { labTarget } from './plan.ts';
 import { isAlive, procStartTime, stopProcess } from './procs.ts';
 import { ctlSocketFor, findNode, startAgent, waitAgent } from './provision.ts';
 import { NoLabError, UserError } from '../errors.ts';
+import { DEFAULT_RESTART_GRACE_MS } from '../node/failure.ts';
 import { type LabProcess, type LabState, readState, writeState } from './state.ts';
 import { loadTopology } from './topology.ts';
 
@@ -56,7 +58,8 @@ export function restartAgent(
 
 /**
  * Kills the node's kubetun with SIGKILL, as the OOM killer would, and waits until its watchdog
- * has failed the node open (the watchdog exits once it has replayed the undo list).
+ * has failed the node open (the watchdog exits once it has replayed the undo list, after the
+ * restart grace window: DEFAULT_RESTART_GRACE_MS, node/failure.ts).
  */
 export function crashAgent(node: string): Promise<void> {
   return withLabLock(async () => {
@@ -68,7 +71,8 @@ export function crashAgent(node: string): Promise<void> {
     );
     process.kill(a.pid, 'SIGKILL');
     const dog = st.watchdogPid ?? 0;
-    for (let i = 0; i < 100 && (isAlive(a) || (dog > 0 && procStartTime(dog))); i++)
+    const polls = (DEFAULT_RESTART_GRACE_MS + 5000) / 50;
+    for (let i = 0; i < polls && (isAlive(a) || (dog > 0 && procStartTime(dog))); i++)
       await sleep(50);
   });
 }
