@@ -1,5 +1,5 @@
-// The lab's kubectl: `kubetun lab apply / delete / get / describe / logs / rollout restart /
-// scale`, talking to the lab control plane's API (src/lab/api.ts). Output follows kubectl's:
+// The lab's kubectl: `kubetun lab apply / delete / get / describe / logs / rollout restart|status
+// / scale`, talking to the lab control plane's API (src/lab/api.ts). Output follows kubectl's:
 // "service/web created", "pod "web-x" deleted", the tables of src/lab/get.ts.
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -86,6 +86,43 @@ async function deleteOne(
   }
   process.stdout.write(`${what} deleted\n`);
   if (o.wait !== false && kind === 'Pod') await waitGone(kind, namespace, name, 120_000);
+}
+
+/**
+ * kubectl's rollout status: done when the Deployment's controller has seen its last change and
+ * every replica is updated and available, with no old one left (terminating Pods no longer count).
+ */
+async function rolloutStatus(namespace: string, name: string, timeoutMs: number): Promise<void> {
+  let last = '';
+  for (const until = Date.now() + timeoutMs; Date.now() < until; await sleep(500)) {
+    const d = (await getOne('Deployment', namespace, name)) as KObject & {
+      spec: { replicas?: number };
+      status?: Record<string, number>;
+    };
+    const st = d.status ?? {};
+    const want = d.spec.replicas ?? 1;
+    const [updated, total, ready] = [
+      st.updatedReplicas ?? 0,
+      st.replicas ?? 0,
+      st.readyReplicas ?? 0,
+    ];
+    let msg = '';
+    if ((st.observedGeneration ?? 0) < (d.metadata.generation ?? 0))
+      msg = 'Waiting for deployment spec update to be observed...';
+    else if (updated < want)
+      msg = `Waiting for deployment "${name}" rollout to finish: ${updated} out of ${want} new replicas have been updated...`;
+    else if (total > updated)
+      msg = `Waiting for deployment "${name}" rollout to finish: ${total - updated} old replicas are pending termination...`;
+    else if (ready < updated)
+      msg = `Waiting for deployment "${name}" rollout to finish: ${ready} of ${updated} updated replicas are available...`;
+    else return void process.stdout.write(`deployment "${name}" successfully rolled out\n`);
+    if (msg !== last) process.stdout.write(`${msg}\n`);
+    last = msg;
+  }
+  throw new UserError(
+    'ROLLOUT_TIMEOUT',
+    `deployment "${name}" did not finish rolling out in ${timeoutMs / 1000} s (lab get pods, lab describe)`,
+  );
 }
 
 interface DeleteOpts {
@@ -223,6 +260,19 @@ export function registerClusterCommands(lab: Command): void {
         if (t.kind !== 'Deployment') throw new UsageError('rollout restart takes deploy/NAME');
         await apiCall('POST', '/restart', { namespace: o.namespace, name: t.name });
         process.stdout.write(`deployment.apps/${t.name} restarted\n`);
+      })(),
+    );
+
+  rollout
+    .command('status <ref>')
+    .description('wait until the rollout of deploy/NAME has finished (kubectl rollout status)')
+    .addOption(ns())
+    .option('--timeout <seconds>', 'give up after this long (exit 1)', '120')
+    .action((ref: string, o: { namespace: string; timeout: string }) =>
+      guard('rollout', async () => {
+        const t = typeAndName(ref);
+        if (t.kind !== 'Deployment') throw new UsageError('rollout status takes deploy/NAME');
+        await rolloutStatus(o.namespace, t.name, Number(o.timeout) * 1000);
       })(),
     );
 

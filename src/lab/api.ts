@@ -7,6 +7,9 @@
 //   POST /delete  {kind, namespace, name, grace?}        -> {deleted: boolean}
 //   POST /scale   {namespace, name, replicas}            -> {ok: true} | {error}
 //   POST /restart {namespace, name}                      -> {ok: true} | {error}
+//   POST /resync  {force?, prune?}                       -> {removed}: the addon manager's pass
+//                                                           now (force: every file and the
+//                                                           topology again), view written
 //   GET  /healthz                                        -> {ok: true, synced: boolean}
 import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';

@@ -26,6 +26,7 @@ export interface LabControlPlane {
   synced(): boolean;
   scale(namespace: string, name: string, replicas: number): void;
   restart(namespace: string, name: string): void;
+  resync(force: boolean, prune: boolean): { removed: string[] };
 }
 
 export function apiRoutes(cp: LabControlPlane): ApiHandler {
@@ -52,6 +53,7 @@ export function apiRoutes(cp: LabControlPlane): ApiHandler {
       cp.scale(String(b.namespace), String(b.name), Number(b.replicas));
       return { ok: true };
     }
+    if (route === 'POST /resync') return cp.resync(b.force === true, b.prune === true);
     if (route === 'POST /restart') {
       cp.restart(String(b.namespace), String(b.name));
       return { ok: true };

@@ -31,6 +31,7 @@ import {
   LABEL_MANAGED_BY,
   LABEL_SERVICE_NAME,
   CONTROLLER_NAME,
+  objectName,
   type Node,
   type Pod,
   type Service,
@@ -124,7 +125,7 @@ export class LabControlPlane {
   }
 
   /** The addon manager: every object of the manifests directory applied; removed ones pruned. */
-  applyManifests(force = false): void {
+  applyManifests(force = false): Set<string> | undefined {
     const sig = dirSignature(this.t.manifests);
     if (!force && sig === this.manifestsSig) return;
     this.manifestsSig = sig;
@@ -154,6 +155,34 @@ export class LabControlPlane {
           this.store.delete(kind, o.metadata.namespace, o.metadata.name);
       }
     }
+    return applied;
+  }
+
+  /**
+   * The addon manager's pass, now, then one reconcile pass, so the view is written when this
+   * returns. Without force: what the file watch does a moment after a file changed. force: the
+   * topology's objects and every manifest applied again (an object deleted by hand comes back,
+   * one edited by hand is put back); prune (with force): Services, Deployments and hand-made
+   * EndpointSlices that neither the files nor the topology hold are deleted too (what `lab
+   * apply` added) — what `exercise reset` uses.
+   */
+  resync(force: boolean, prune: boolean): { removed: string[] } {
+    if (force) this.applyBootstrap();
+    const applied = this.applyManifests(force);
+    const removed: string[] = [];
+    if (prune && applied) {
+      for (const kind of ['Service', 'Deployment', 'EndpointSlice']) {
+        for (const o of this.store.list(kind)) {
+          const key = `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`;
+          if (applied.has(key) || o.metadata.labels?.[LABEL_MANAGED_BY] === CONTROLLER_NAME)
+            continue;
+          this.store.delete(kind, o.metadata.namespace, o.metadata.name);
+          removed.push(objectName(o));
+        }
+      }
+    }
+    this.reconcile();
+    return { removed };
   }
 
   private report(r: ReturnType<Store['apply']>): void {

@@ -11,7 +11,6 @@ import { loadExercises, parseExercise } from '../../src/lab/exercise/spec.ts';
 import { renderIptables } from '../../src/rules/iptables.ts';
 import { parseManifests, resolveServicePorts } from '../../src/manifests/index.ts';
 
-
 const MINIMAL = `
 name: x
 order: 1
@@ -32,7 +31,7 @@ describe('the shipped exercises', () => {
   const all = loadExercises();
 
   it('at least the point-2 set, each complete, in a stable order with unique names', () => {
-    expect(all.length).toBeGreaterThanOrEqual(4);
+    expect(all.length).toBeGreaterThanOrEqual(12);
     expect(new Set(all.map((e) => e.name)).size).toBe(all.length);
     expect(new Set(all.map((e) => e.order)).size).toBe(all.length);
     for (const e of all) {
@@ -82,6 +81,19 @@ describe('parseExercise refuses a broken file naming file and field', () => {
     ['checks: [{ kind: magic, title: t }]', /checks\[0\]\.kind: unknown check "magic"/],
     ['checks: [{ kind: http, title: t }]', /checks\[0\]\.url: a non-empty string/],
     ['questions: [{ id: q, ask: a }]', /questions\[0\]\.accept: at least one/],
+    [
+      'checks: [{ kind: object, title: t, ref: Service default/web, field: spec.type }]',
+      /checks\[0\]\.equals: exactly one of equals, notEquals or exists/,
+    ],
+    [
+      'checks: [{ kind: object, title: t, ref: r, field: f, equals: 1, exists: true }]',
+      /checks\[0\]\.equals: exactly one of/,
+    ],
+    ['checks: [{ kind: endpoints, title: t }]', /checks\[0\]\.service: a non-empty string/],
+    [
+      'checks: [{ kind: rollout, title: t, url: http://x/ }]',
+      /checks\[0\]\.deployment: a non-empty string/,
+    ],
   ])('%s', (line, re) => {
     const key = line.split(':')[0]!;
     const text = MINIMAL.split('\n')
@@ -90,6 +102,35 @@ describe('parseExercise refuses a broken file naming file and field', () => {
       )
       .join('\n');
     expect(bad(`${text}\n${line}\n`)).toThrow(re);
+  });
+  it('the cluster checks: object (one of equals/notEquals/exists), endpoints, rollout', () => {
+    const checks = `checks:
+  - { kind: object, title: o, ref: Deployment default/cart, field: spec.x, exists: true }
+  - { kind: object, title: n, ref: Service default/c, field: spec.clusterIP, notEquals: None }
+  - { kind: endpoints, title: e, service: orders, port: 8080, atLeast: 3 }
+  - { kind: rollout, title: r, deployment: cart, url: http://10.96.0.62/ }
+`;
+    const text = MINIMAL.split('\n')
+      .filter((l) => !l.startsWith('checks:') && !l.startsWith('  - { kind: http'))
+      .join('\n');
+    expect(parseExercise(`${text}\n${checks}`, '/ex/x.yaml').checks).toEqual([
+      { kind: 'object', title: 'o', ref: 'Deployment default/cart', field: 'spec.x', exists: true },
+      {
+        kind: 'object',
+        title: 'n',
+        ref: 'Service default/c',
+        field: 'spec.clusterIP',
+        notEquals: 'None',
+      },
+      { kind: 'endpoints', title: 'e', service: 'orders', port: 8080, atLeast: 3 },
+      {
+        kind: 'rollout',
+        title: 'r',
+        from: ['pods'],
+        deployment: 'cart',
+        url: 'http://10.96.0.62/',
+      },
+    ]);
   });
   it('not YAML', () => {
     expect(bad('name: [')).toThrow(/^\/ex\/x\.yaml: not YAML/);

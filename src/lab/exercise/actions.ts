@@ -14,6 +14,7 @@ import { startInNs, waitForLog } from '../procs.ts';
 import { inNs, sh } from '../sh.ts';
 import { readState } from '../state.ts';
 import { loadTopology, targetNamespace, type Topology } from '../topology.ts';
+import { resyncCluster } from './cluster.ts';
 import { EX_MANIFESTS, pushUndo } from './lab.ts';
 import { type Action, ExerciseError } from './spec.ts';
 
@@ -38,6 +39,8 @@ export function resolveArgv(argv: string[]): string[] {
 export async function syncDataplanes(say: Progress): Promise<void> {
   const s = readState();
   if (!s) return;
+  // the control plane takes the files in now (its watch would, a moment later), view written
+  await resyncCluster().catch(() => undefined);
   if (s.mode === 'kubetun') {
     for (const p of s.processes.filter((x) => x.role === 'kubetun' && x.ctlSocket))
       await labCtl(p.ctlSocket!, { cmd: 'reload' }, 10_000).catch(() => undefined);

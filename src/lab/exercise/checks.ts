@@ -4,7 +4,6 @@
 // says what holds or what does not yet, with what was seen.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { loadManifests } from '../../manifests/index.ts';
 import { agentOf } from '../agent.ts';
 import { labCtl } from '../ctl.ts';
 import { REPO_ROOT } from '../lab.ts';
@@ -13,14 +12,11 @@ import { inNs } from '../sh.ts';
 import type { LabState } from '../state.ts';
 import { allPods, type Topology } from '../topology.ts';
 import { nsOf } from './actions.ts';
-import { EX_MANIFESTS } from './lab.ts';
+import { checkEndpoints, checkObject, checkRollout, checkService } from './cluster-checks.ts';
+import type { CheckItem } from './item.ts';
 import type { Check } from './spec.ts';
 
-export interface CheckItem {
-  title: string;
-  ok: boolean;
-  detail: string;
-}
+export type { CheckItem } from './item.ts';
 
 export interface Ran {
   status: number;
@@ -162,10 +158,6 @@ export async function counterOf(x: Pick<CheckContext, 'state'>, node: string, re
   }
 }
 
-function field(o: unknown, path: string): unknown {
-  return path.split('.').reduce<unknown>((v, k) => (v as Record<string, unknown>)?.[k], o);
-}
-
 export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
   switch (c.kind) {
     case 'http':
@@ -230,15 +222,13 @@ export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
           : `${c.name} is not running: it is part of the application, not the fault`,
       };
     }
-    case 'service': {
-      const svc = loadManifests(EX_MANIFESTS).services.find((s) => s.name === c.name);
-      const v = svc ? field(svc, c.field) : undefined;
-      const ok = JSON.stringify(v) === JSON.stringify(c.equals);
-      return {
-        title: c.title,
-        ok,
-        detail: svc ? `${c.name} ${c.field} = ${JSON.stringify(v)}` : `no Service ${c.name}`,
-      };
-    }
+    case 'service':
+      return checkService(c);
+    case 'object':
+      return checkObject(c);
+    case 'endpoints':
+      return checkEndpoints(c);
+    case 'rollout':
+      return checkRollout(c, x.t, expandFrom(x.t, c.from));
   }
 }

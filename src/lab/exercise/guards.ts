@@ -4,19 +4,22 @@
 //   the lab was not rebuilt        `lab up` wipes the fault instead of finding it
 //   the data plane is on           the mode the exercise started in, every node's proxy running
 //                                  and healthy (kubetun: /healthz 200; kernel: its chains there)
-//   the Services are the same      none deleted, none added (a new Service pointed at a pod IP),
-//                                  type, IPs, ports and selector as at start except the fields
-//                                  the exercise's fix may change; endpoints are the pods' own
-import type { Service } from '../../model.ts';
-import { loadManifests } from '../../manifests/index.ts';
+//   the Services are the same      as the control plane's store has them (edited files, `lab
+//                                  apply` and `lab delete` alike): none deleted, none added (a
+//                                  new Service pointed at a pod IP), type, IPs, ports and
+//                                  selector as at start except the fields the exercise's fix may
+//                                  change; every endpoint address is its Pod's own
+import type { EndpointSlice, Pod, Service } from '../../cluster/types.ts';
 import { labCtl } from '../ctl.ts';
 import { isAlive } from '../procs.ts';
 import { inNs } from '../sh.ts';
 import type { LabState } from '../state.ts';
-import { allPods, type Topology } from '../topology.ts';
+import type { Topology } from '../topology.ts';
 import { type CheckItem, run } from './checks.ts';
-import { type ActiveExercise, EX_MANIFESTS, type ServiceSnapshot } from './lab.ts';
+import { listObjects } from './cluster.ts';
+import type { ActiveExercise, ServiceSnapshot } from './lab.ts';
 
+/** Service fields (of spec, as the store has them) a fix may not change unless mayChange says. */
 export const GUARDED_FIELDS = [
   'type',
   'clusterIPs',
@@ -28,27 +31,18 @@ export const GUARDED_FIELDS = [
 ] as const;
 
 function snap(s: Service): ServiceSnapshot {
+  const spec = s.spec as unknown as Record<string, unknown>;
   const fields: Record<string, unknown> = {};
-  for (const f of GUARDED_FIELDS) fields[f] = s[f] ?? null;
-  return { key: `${s.namespace}/${s.name}`, fields };
+  for (const f of GUARDED_FIELDS) fields[f] = spec[f] ?? null;
+  return { key: `${s.metadata.namespace}/${s.metadata.name}`, fields };
 }
 
-/** The lab's Services now, as the guard compares them. */
-export function serviceSnapshots(): ServiceSnapshot[] {
-  return loadManifests(EX_MANIFESTS).services.map(snap);
+/** The lab's Services now, as the control plane's store has them. */
+export async function serviceSnapshots(): Promise<ServiceSnapshot[]> {
+  return (await listObjects<Service>('Service')).map(snap);
 }
 
-export function servicesGuard(a: ActiveExercise, mayChange: string[], t: Topology): CheckItem {
-  const title = 'the Services are the ones the exercise started with';
-  let now: ServiceSnapshot[];
-  let slices: ReturnType<typeof loadManifests>['slices'];
-  try {
-    const st = loadManifests(EX_MANIFESTS);
-    now = st.services.map(snap);
-    slices = st.slices;
-  } catch (err) {
-    return { title, ok: false, detail: `the lab's objects do not load: ${(err as Error).message}` };
-  }
+function serviceProblems(a: ActiveExercise, mayChange: string[], now: ServiceSnapshot[]) {
   const was = new Map(a.baseline.map((s) => [s.key, s]));
   const problems: string[] = [];
   for (const s of now) {
@@ -68,19 +62,46 @@ export function servicesGuard(a: ActiveExercise, mayChange: string[], t: Topolog
     }
   }
   for (const k of was.keys()) if (!now.some((s) => s.key === k)) problems.push(`${k} was deleted`);
-  const podIp = new Map(allPods(t).map((p) => [p.ip, p.name]));
+  return problems;
+}
+
+/** Every endpoint address is the address of the Pod it names (or of some Pod, if it names none). */
+function endpointProblems(slices: EndpointSlice[], pods: Pod[]): string[] {
+  const podIp = new Map<string, string>();
+  for (const p of pods) if (p.status?.podIP) podIp.set(p.status.podIP, p.metadata.name);
+  const problems: string[] = [];
   for (const sl of slices)
-    for (const e of sl.endpoints)
-      for (const ip of e.addresses)
-        if (!podIp.has(ip) || (e.targetName && podIp.get(ip) !== e.targetName))
+    for (const e of sl.endpoints ?? [])
+      for (const ip of e.addresses) {
+        const named = e.targetRef?.name;
+        if (!podIp.has(ip) || (named && podIp.get(ip) !== named))
           problems.push(
-            `EndpointSlice ${sl.name}: ${ip} is not the address of pod ${e.targetName ?? '(none named)'}`,
+            `EndpointSlice ${sl.metadata.namespace}/${sl.metadata.name}: ${ip} is not the address of pod ${named ?? '(none named)'}`,
           );
-  return {
-    title,
-    ok: problems.length === 0,
-    detail: problems.length ? problems.join('; ') : `${now.length} Services as at start`,
-  };
+      }
+  return problems;
+}
+
+export async function servicesGuard(a: ActiveExercise, mayChange: string[]): Promise<CheckItem> {
+  const title = 'the Services are the ones the exercise started with';
+  try {
+    const [svcs, slices, pods] = await Promise.all([
+      listObjects<Service>('Service'),
+      listObjects<EndpointSlice>('EndpointSlice'),
+      listObjects<Pod>('Pod'),
+    ]);
+    const problems = [
+      ...serviceProblems(a, mayChange, svcs.map(snap)),
+      ...endpointProblems(slices, pods),
+    ];
+    return {
+      title,
+      ok: problems.length === 0,
+      detail: problems.length ? problems.join('; ') : `${svcs.length} Services as at start`,
+    };
+  } catch (err) {
+    return { title, ok: false, detail: `the lab's control plane: ${(err as Error).message}` };
+  }
 }
 
 export async function dataplaneGuard(

@@ -15,6 +15,7 @@ import { loadTopology, type Topology } from '../topology.ts';
 import { decideAnswer } from './answers.ts';
 import { nsOf, runAction, syncDataplanes } from './actions.ts';
 import { type CheckItem, counterOf, runCheck } from './checks.ts';
+import { resyncCluster } from './cluster.ts';
 import { dataplaneGuard, rebuiltGuard, serviceSnapshots, servicesGuard } from './guards.ts';
 import {
   EX_DIR,
@@ -102,10 +103,11 @@ export async function normaliseLab(say: Progress): Promise<string[]> {
     did.push(`undid ${undo.length} change(s) inside the lab`);
   }
   const changed = restoreManifests();
-  if (changed.length) {
-    did.push(`restored ${changed.join(', ')}`);
-    await syncDataplanes(say);
-  }
+  if (changed.length) did.push(`restored ${changed.join(', ')}`);
+  // the store as the files say: objects deleted by hand back, ones `lab apply` added gone
+  const removed = await resyncCluster(true, true);
+  if (removed.length) did.push(`deleted ${removed.join(', ')} (not in the lab's files)`);
+  await syncDataplanes(say);
   const s = readState();
   if (!s) return did;
   const workloads = s.processes.filter((p) => p.role === 'workload');
@@ -155,7 +157,7 @@ export async function exerciseStart(name: string, mode: LabMode | undefined, say
     labCreatedAt: s.createdAt,
     hintsShown: 0,
     answers: {},
-    baseline: serviceSnapshots(),
+    baseline: await serviceSnapshots(),
   };
   writeProgress(p);
   return e;
@@ -270,7 +272,7 @@ export async function exerciseCheck(answers: string[] = []): Promise<CheckReport
   const items: CheckItem[] = [
     rebuiltGuard(a, s),
     await dataplaneGuard(a, s, t),
-    servicesGuard(a, e.mayChange, t),
+    await servicesGuard(a, e.mayChange),
   ];
   const before = new Map<string, number>();
   const still = e.checks.filter((c) => c.kind === 'counter-still');

@@ -47,7 +47,21 @@ export type Check =
   | { kind: 'agent-flag'; title: string; node: string; flag: string; present: boolean }
   | { kind: 'workload'; title: string; name: string }
   | { kind: 'workload-log'; title: string; name: string; match: string; last: number }
-  | { kind: 'service'; title: string; name: string; field: string; equals: unknown };
+  | { kind: 'service'; title: string; name: string; field: string; equals: unknown }
+  /** a field of an object in the store ("Deployment default/shop"): equals, notEquals or exists */
+  | {
+      kind: 'object';
+      title: string;
+      ref: string;
+      field: string;
+      equals?: unknown;
+      notEquals?: unknown;
+      exists?: boolean;
+    }
+  /** the Service (ns/name) has at least this many ready endpoints (on `port`, if given) */
+  | { kind: 'endpoints'; title: string; service: string; atLeast: number; port?: number }
+  /** a rolling restart of the Deployment under request loops from every `from`: none refused */
+  | { kind: 'rollout'; title: string; from: string[]; deployment: string; url: string };
 
 /**
  * An answer the lab decides at check time. kube-sep-of-flow: the KUBE-SEP chain (iptables mode)
@@ -228,10 +242,27 @@ function readCheck(r: Reader): Check {
     case 'service':
       if (!('equals' in r.o)) r.fail('equals', 'required');
       return { kind, title, name: r.str('name'), field: r.str('field'), equals: r.o.equals };
+    case 'object': {
+      const given = ['equals', 'notEquals', 'exists'].filter((k) => k in r.o);
+      if (given.length !== 1) r.fail('equals', 'exactly one of equals, notEquals or exists');
+      if ('exists' in r.o && typeof r.o.exists !== 'boolean') r.fail('exists', 'true or false');
+      const base = { kind, title, ref: r.str('ref'), field: r.str('field') } as const;
+      return { ...base, [given[0]!]: r.o[given[0]!] };
+    }
+    case 'endpoints':
+      return {
+        kind,
+        title,
+        service: r.str('service'),
+        atLeast: r.num('atLeast', 1),
+        ...(r.o.port === undefined ? {} : { port: r.num('port') }),
+      };
+    case 'rollout':
+      return { kind, title, from: from(), deployment: r.str('deployment'), url: r.str('url') };
     default:
       return r.fail(
         'kind',
-        `unknown check "${kind}" (known: http, udp, ping, ct-headroom, counter-still, agent-flag, workload, workload-log, service)`,
+        `unknown check "${kind}" (known: http, udp, ping, ct-headroom, counter-still, agent-flag, workload, workload-log, service, object, endpoints, rollout)`,
       );
   }
 }
