@@ -336,10 +336,16 @@ export function systemdUnits(t: Topology, n: LabNode, uplink: string, c: UnitCon
       [
         `ExecStart=${kubetunArgv(t, n, uplink, ctlSocketFor(n), node).join(' ')}`,
         'ExecReload=/bin/kill -HUP $MAINPID',
+        // A crashed agent comes back well inside the restart grace window (node/failure.ts,
+        // 5 s): it takes over the pinned maps and the TUN and every flow continues.
         'Restart=on-failure',
-        'RestartSec=2',
-        // Only the agent gets SIGTERM: its fail-open watchdog (its own session, node/failure.ts)
-        // must outlive a crashed agent long enough to undo the steering.
+        'RestartSec=500ms',
+        // stop and restart hand over (SIGUSR2): steering stays for the grace window, so
+        // `systemctl restart` (an upgrade) keeps the flows; a stop with nobody coming back fails
+        // the node open when the window ends, as a crash does.
+        'KillSignal=SIGUSR2',
+        // Only the agent gets the signal: its fail-open watchdog (its own session) must outlive
+        // it for the grace window and then undo the steering if no agent took over.
         'KillMode=process',
       ],
     ),

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ctlSocketFor, kubetunArgv, systemdUnits } from '../../src/lab/provision.ts';
 import { VIEW_DIR } from '../../src/lab/state.ts';
+import { DEFAULT_RESTART_GRACE_MS } from '../../src/node/failure.ts';
 import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -57,5 +58,15 @@ describe('systemd units for a node VM', () => {
       expect.arrayContaining(['--manifests', VIEW_DIR, '--node-ip', '192.168.56.12']),
     );
     expect(line('kubetun.service', 'ExecReload')).toEqual(['/bin/kill -HUP $MAINPID']);
+  });
+
+  it('restart a crashed kubetun inside the restart grace window, and stop it for a handover', () => {
+    expect(line('kubetun.service', 'Restart')).toEqual(['on-failure']);
+    const sec = line('kubetun.service', 'RestartSec')[0]!;
+    expect(Number(sec.replace(/ms$/, '')) / (sec.endsWith('ms') ? 1000 : 1)).toBeLessThan(
+      DEFAULT_RESTART_GRACE_MS / 1000,
+    );
+    expect(line('kubetun.service', 'KillSignal')).toEqual(['SIGUSR2']);
+    expect(line('kubetun.service', 'KillMode')).toEqual(['process']);
   });
 });
