@@ -18,7 +18,7 @@ const progress = (msg: string) => process.stderr.write(`lab: ${msg}\n`);
  * Errors are reported by src/cli/main.ts (src/errors.ts says how).
  */
 async function guarded(what: string, fn: () => Promise<void> | void): Promise<void> {
-  if (what !== 'status' && what !== 'compare') requireRoot(`lab ${what}`);
+  if (what !== 'status' && what !== 'compare' && what !== 'show') requireRoot(`lab ${what}`);
   await fn();
 }
 
@@ -80,6 +80,37 @@ export function register(program: Command): void {
         process.stdout.write(o.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
         // Like kubectl's readiness checks: a script can ask `lab status` whether the lab works.
         if (!s.up) process.exitCode = 1;
+      }),
+    );
+
+  lab
+    .command('show')
+    .description(
+      'draw the lab (nodes, pods, client, underlay, Services and their endpoints, counters) as an SVG page; --flow draws one path',
+    )
+    .addOption(topo())
+    .option('--html <file>', 'write the page here (default: show.html in the lab directory)')
+    .option('--open', 'open the page in a browser (xdg-open)')
+    .option('--flow <flow>', 'draw a path with its addresses at each hop: pod-a→web, client→web-np')
+    .action((o: { topology: string; html?: string; open?: boolean; flow?: string }) =>
+      guarded('show', async () => {
+        const { labShow, renderShowPage, formatFlow } = await import('../lab/show/show.ts');
+        const s = await labShow({ topology: o.topology, flow: o.flow });
+        const { LAB_DIR } = await import('../lab/prefix.ts');
+        const file = o.html ?? `${LAB_DIR}/show.html`;
+        try {
+          writeFileSync(file, renderShowPage(s));
+        } catch (err) {
+          throw new UsageError(
+            `cannot write ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): name another with --html FILE`,
+          );
+        }
+        if (s.flow) process.stdout.write(`${formatFlow(s.flow)}\n`);
+        progress(`wrote ${file}`);
+        if (o.open) {
+          const r = spawnSync('xdg-open', [file], { stdio: 'ignore' });
+          if (r.status !== 0) progress(`could not open a browser; open ${file} yourself`);
+        }
       }),
     );
 

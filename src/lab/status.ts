@@ -81,7 +81,7 @@ export async function labStatus(topologyFile?: string): Promise<LabStatus> {
 }
 
 /** The view the data planes read; with no lab up, the one the topology and manifests give. */
-function servedView(t: Topology): string {
+export function servedView(t: Topology): string {
   if (existsSync(VIEW_DIR)) return VIEW_DIR;
   const refused: string[] = [];
   const dir = renderStaticViewSync(t, mkdtempSync(join(tmpdir(), 'kubetun-view-')), (m) =>

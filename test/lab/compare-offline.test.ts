@@ -1,6 +1,9 @@
 // The comparison's offline parts on fixed packets: decoding, normalisation (what is ignored and
 // what is not), the per-point diff with its first difference, deliberate ICMP-error
 // differences, flow grouping, and the HTML's ladder diagrams.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { diffPoint, diffRuns, formatPointDiff } from '../../src/lab/compare/diff.ts';
 import { renderHtml } from '../../src/lab/compare/html.ts';
@@ -8,6 +11,11 @@ import { normaliseRun } from '../../src/lab/compare/normalise.ts';
 import { decodeIpv4, type Pkt } from '../../src/lab/compare/packets.ts';
 import { judge, type ScenarioRun } from '../../src/lab/compare/run.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
+import { renderStaticViewSync } from '../../src/lab/control-plane.ts';
+import { DEFAULT_TOPOLOGY } from '../../src/lab/lab.ts';
+import { labDrawing } from '../../src/lab/show/model.ts';
+import { loadTopology } from '../../src/lab/topology.ts';
+import { loadManifests, resolveServicePorts } from '../../src/manifests/index.ts';
 
 function tcp(
   src: string,
@@ -212,5 +220,57 @@ describe('compare: normalise and diff', () => {
     expect(html).toContain('stroke="#cf222e"');
     expect(html).toContain('eph1→80 [R.]');
     expect(html).not.toMatch(/(src|href)="https?:/);
+  });
+
+  it('names ladder columns by role and draws an expected difference amber, a real one red', () => {
+    const t = loadTopology(DEFAULT_TOPOLOGY);
+    const view = mkdtempSync(join(tmpdir(), 'kubetun-compare-view-'));
+    try {
+      const drawing = labDrawing(
+        t,
+        resolveServicePorts(loadManifests(renderStaticViewSync(t, view))),
+      );
+      const a = normaliseRun([{ name: 'v', packets: handshake(40001, 1, 2, 1, 1) }]);
+      const bad = handshake(40001, 1, 2, 1, 1);
+      bad[2]!.flags = 'R.';
+      const b = normaliseRun([{ name: 'v', packets: bad }]);
+      const run = (mode: 'kubetun' | 'iptables', points: typeof a): ScenarioRun => ({
+        mode,
+        attempts: [],
+        kept: [],
+        points,
+        captures: [{ at: { kind: 'pod', name: 'pod-d' }, label: 'pod-d veth (client)' }],
+      });
+      // ping-vip differs on purpose in iptables mode: the scenario's verdict says so
+      const ping = SCENARIOS.find((x) => x.name === 'ping-vip')!;
+      const expected = judge(ping, 'iptables', run('iptables', a), run('kubetun', b));
+      expect(expected.verdict).toBe('expected-difference');
+      const real = judge(SCENARIOS[0]!, 'iptables', run('iptables', a), run('kubetun', b));
+      expect(real.verdict).toBe('different');
+      const page = (r: typeof real) =>
+        renderHtml({
+          kernel: 'iptables',
+          normalisations: [],
+          results: [r],
+          differences: 0,
+          drawing,
+        });
+      const amber = page(expected);
+      expect(amber).toContain('>VIP web</text>');
+      expect(amber).toContain('>pod-d</text>');
+      expect(amber).toContain('>10.244.2.3</text>');
+      expect(amber).toContain('eph1→80 [R.]</text>');
+      expect(amber).not.toContain('fill="#cf222e">eph1→80 [R.]');
+      expect(amber).toContain('fill="#bf8700">eph1→80 [R.]');
+      expect(page(real)).toContain('fill="#cf222e">eph1→80 [R.]');
+      // the page opens with the lab drawn, the capture point marked, at the page's width
+      expect(amber.indexOf('<svg class="topology"')).toBeLessThan(
+        amber.indexOf('<svg class="ladder"'),
+      );
+      expect(amber).toContain('data-at="pod:pod-d"');
+      expect(amber).not.toMatch(/<svg class="ladder"[^>]* width="\d+"/);
+    } finally {
+      rmSync(view, { recursive: true, force: true });
+    }
   });
 });

@@ -5,7 +5,7 @@
 // client's veth; `lab mode` swaps the data plane without touching the namespaces; the HTML report
 // loads in headless Chromium without script errors and shows one ladder per plane and point.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +19,7 @@ import { labDown, labUp } from '../../src/lab/lab.ts';
 import { isAlive } from '../../src/lab/procs.ts';
 import { readState } from '../../src/lab/state.ts';
 import { LAB_PREFIX } from '../../src/lab/topology.ts';
+import { dumpDom, pngStats, requireChromium, screenshot } from './chromium.ts';
 
 const BASIC = [
   'clusterip-tcp',
@@ -161,47 +162,28 @@ describe(`lab compare (lab prefix ${LAB_PREFIX})`, () => {
     try {
       const file = join(dir, 'report.html');
       writeFileSync(file, renderHtml(r));
-      const chrome = (args: string[]) =>
-        spawnSync(
-          'chromium',
-          [...CHROMIUM_FLAGS, `--user-data-dir=${join(dir, 'profile')}`, ...args, `file://${file}`],
-          {
-            encoding: 'utf8',
-            timeout: 120_000,
-          },
-        );
-      const dom = chrome(['--virtual-time-budget=3000', '--dump-dom']).stdout;
+      const dom = dumpDom(dir, file);
       expect(dom).toContain('data-loaded="yes"');
       expect(/<pre id="errors"><\/pre>/.test(dom)).toBe(true);
       const ladders =
         r.results.flatMap((s) => s.points.filter((p) => p.a.length + p.b.length > 0)).length * 2;
       expect(dom).toContain(`data-diagrams="${ladders}"`);
-      for (const s of r.results) expect(dom).toContain(`<section class="scenario" id="${s.name}">`);
-      chrome(['--window-size=1400,2000', `--screenshot=${join(dir, 'shot.png')}`]);
-      expect(
-        existsSync(join(dir, 'shot.png')) && statSync(join(dir, 'shot.png')).size,
-      ).toBeGreaterThan(10_000);
-      expect(readFileSync(join(dir, 'shot.png')).subarray(1, 4).toString()).toBe('PNG');
+      for (const s of r.results)
+        expect(dom).toContain(`<section class="scenario ${s.verdict}" id="${s.name}">`);
+      // the lab drawn first, every capture point of the run marked, columns named by role
+      for (const n of ['node1', 'node2', 'pod-a', 'pod-d'])
+        expect(dom).toMatch(new RegExp(`id="(node|pod)-${n}"`));
+      expect(dom).toContain('data-at="pod:pod-d"');
+      expect(dom).toContain('>VIP web<');
+      const shot = pngStats(screenshot(dir, file, 'shot.png'));
+      expect(shot.png).toBe(true);
+      expect(shot.idat).toBeGreaterThan(60_000);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 600_000);
 });
 
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
 // Chromium comes from the bootstrap (scripts/bootstrap.sh --test), never from a test; without
 // it the HTML test fails saying so rather than being skipped.
-beforeAll(() => {
-  if (spawnSync('chromium', ['--version']).status !== 0)
-    throw new Error('chromium is missing: run bash scripts/bootstrap.sh --test');
-});
+beforeAll(requireChromium);

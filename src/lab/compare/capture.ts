@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { readPcap } from '../../pcap/reader.ts';
 import { startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { LOG_DIR, type LabProcess } from '../state.ts';
+import type { HopAt } from '../show/flow.ts';
 import { allPods, type LabClient, type LabPod, type Topology } from '../topology.ts';
 import { decodeIpv4, type Pkt } from './packets.ts';
 
@@ -16,6 +17,8 @@ export interface CapturePoint {
   ifname: string;
   /** the pod behind a veth point, if any */
   pod?: string;
+  /** where the lab drawing marks it: the pod's veth, the node's or client's uplink */
+  at: HopAt;
 }
 
 /** Client veth first (it fixes the order of ephemeral-port symbols), then backends, then uplinks. */
@@ -33,13 +36,30 @@ export function capturePoints(
           ns: node(client.node).ns,
           ifname: client.hostIf,
           pod: client.name,
+          at: { kind: 'pod', name: client.name },
         }
-      : { name: `${client.name} ${client.uplink} (client)`, ns: client.ns, ifname: client.uplink };
+      : {
+          name: `${client.name} ${client.uplink} (client)`,
+          ns: client.ns,
+          ifname: client.uplink,
+          at: { kind: 'client', name: client.name },
+        };
   const points: CapturePoint[] = [first];
   for (const p of allPods(t).filter((p) => backendIps.includes(p.ip) && p !== client))
-    points.push({ name: `${p.name} veth`, ns: node(p.node).ns, ifname: p.hostIf, pod: p.name });
+    points.push({
+      name: `${p.name} veth`,
+      ns: node(p.node).ns,
+      ifname: p.hostIf,
+      pod: p.name,
+      at: { kind: 'pod', name: p.name },
+    });
   for (const n of t.nodes)
-    points.push({ name: `${n.name} ${n.uplink}`, ns: n.ns, ifname: n.uplink });
+    points.push({
+      name: `${n.name} ${n.uplink}`,
+      ns: n.ns,
+      ifname: n.uplink,
+      at: { kind: 'node', name: n.name },
+    });
   return points;
 }
 

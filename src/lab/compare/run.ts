@@ -13,6 +13,9 @@ import { labSwitchMode } from './mode.ts';
 import { flowKey, NORMALISATIONS, type NPkt, normaliseRun } from './normalise.ts';
 import type { Pkt } from './packets.ts';
 import { type Attempt, MAX_TRIES, type Scenario } from './scenarios.ts';
+import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
+import { type LabDrawing, labDrawing } from '../show/model.ts';
+import type { CaptureMark } from '../show/svg.ts';
 
 /** The deliberate difference every rejecting scenario shows (docs/compare.md). */
 export const ICMP_ERROR_SOURCE =
@@ -27,6 +30,8 @@ export interface ScenarioRun {
   kept: number[];
   backend?: string;
   points: { name: string; packets: NPkt[] }[];
+  /** where it captured, for the report's drawing */
+  captures?: CaptureMark[];
 }
 
 export interface ScenarioResult {
@@ -37,6 +42,7 @@ export interface ScenarioResult {
   note?: string;
   runs: [ScenarioRun, ScenarioRun];
   points: PointDiff[];
+  captures?: CaptureMark[];
 }
 
 export interface CompareReport {
@@ -44,6 +50,8 @@ export interface CompareReport {
   normalisations: readonly string[];
   results: ScenarioResult[];
   differences: number;
+  /** the lab compared on (the report draws it with the capture points, and names addresses) */
+  drawing?: LabDrawing;
 }
 
 export interface CompareOptions {
@@ -87,11 +95,15 @@ export async function labCompare(
   const results = scenarios.map((s) =>
     judge(s, kernel, kernelRuns.get(s.name)!, kubetunRuns.get(s.name)!),
   );
+  const drawing = labDrawing(t, resolveServicePorts(loadManifests(VIEW_DIR)), {
+    mode: `${kernel} and kubetun, one after the other`,
+  });
   return {
     kernel,
     normalisations: NORMALISATIONS,
     results,
     differences: results.filter((r) => r.verdict === 'different').length,
+    drawing,
   };
 }
 
@@ -116,6 +128,7 @@ export function judge(
     note: s.note,
     runs: [a, b],
     points,
+    captures: a.captures,
   };
 }
 
@@ -165,6 +178,7 @@ async function runScenario(
     kept,
     backend,
     points: normaliseRun(mapped),
+    captures: points.map((p) => ({ at: p.at, label: p.name })),
   };
 }
 
