@@ -6,7 +6,8 @@
 // no-op, up repairs a broken lab, and lab down leaves no namespace, link or process behind —
 // also after a crash.
 //
-//   kt-underlay br0 ── kt-node1 (pod-a, pod-b) ── kt-node2 (pod-c, pod-d) ── kt-client
+//   <prefix>underlay br0 ── <prefix>node1 (pod-a, pod-b) ── <prefix>node2 (pod-c, pod-d) ── <prefix>client
+//   (prefix: KUBETUN_LAB_PREFIX, default kt-)
 //   web   10.96.0.10:80/TCP  -> pod-a, pod-b (node1), pod-c (node2)  :8080
 //   udp-echo 10.96.0.54:53/UDP -> pod-b (node1), pod-d (node2)       :5353
 //   empty 10.96.0.30:80/TCP  -> no endpoints

@@ -13,6 +13,7 @@ import {
 } from '../../src/lab/manifests.ts';
 import { planUp } from '../../src/lab/plan.ts';
 import {
+  LAB_PREFIX,
   labNamespaces,
   loadTopology,
   parseTopology,
@@ -27,18 +28,21 @@ function parseWith(edit: (s: string) => string) {
   return parseTopology(edit(text), DEFAULT);
 }
 
+/** The prefix as a regular expression (it may hold dots). */
+const P = LAB_PREFIX.replace(/[.]/g, '\\.');
+
 describe('lab topology', () => {
   it('derives namespaces, interfaces and gateways from the default file', () => {
     const t = loadTopology(DEFAULT);
     expect(labNamespaces(t)).toEqual([
-      'kt-underlay',
-      'kt-node1',
-      'kt-node2',
-      'kt-pod-a',
-      'kt-pod-b',
-      'kt-pod-c',
-      'kt-pod-d',
-      'kt-client',
+      `${LAB_PREFIX}underlay`,
+      `${LAB_PREFIX}node1`,
+      `${LAB_PREFIX}node2`,
+      `${LAB_PREFIX}pod-a`,
+      `${LAB_PREFIX}pod-b`,
+      `${LAB_PREFIX}pod-c`,
+      `${LAB_PREFIX}pod-d`,
+      `${LAB_PREFIX}client`,
     ]);
     const [n1, n2] = t.nodes;
     expect(n1!.gateway).toBe('10.244.1.1');
@@ -88,23 +92,31 @@ describe('lab up plan', () => {
   it('only runs ip commands that name a lab namespace', () => {
     for (const c of cmds)
       expect(c).toMatch(
-        /^ip (-n kt-[a-z0-9-]+ |netns add kt-[a-z0-9-]+$|netns exec kt-[a-z0-9-]+ )/,
+        new RegExp(`^ip (-n ${P}[a-z0-9-]+ |netns add ${P}[a-z0-9-]+$|netns exec ${P}[a-z0-9-]+ )`),
       );
   });
 
   it('gives every pod a /32 route on its node, the gateway on its veth and proxy_arp', () => {
-    expect(cmds).toContain('ip -n kt-node2 route add 10.244.2.3/32 dev veth-pod-d');
-    expect(cmds).toContain('ip -n kt-node2 addr add 10.244.2.1/32 dev veth-pod-d');
-    expect(cmds).toContain('ip -n kt-pod-d route add default via 10.244.2.1 dev eth0 onlink');
-    expect(cmds.find((c) => c.startsWith('ip netns exec kt-node2 sysctl'))).toContain(
+    expect(cmds).toContain(`ip -n ${LAB_PREFIX}node2 route add 10.244.2.3/32 dev veth-pod-d`);
+    expect(cmds).toContain(`ip -n ${LAB_PREFIX}node2 addr add 10.244.2.1/32 dev veth-pod-d`);
+    expect(cmds).toContain(
+      `ip -n ${LAB_PREFIX}pod-d route add default via 10.244.2.1 dev eth0 onlink`,
+    );
+    expect(cmds.find((c) => c.startsWith(`ip netns exec ${LAB_PREFIX}node2 sysctl`))).toContain(
       'net.ipv4.conf.veth-pod-d.proxy_arp=1',
     );
   });
 
   it('routes each node to the other nodes pod CIDRs over the underlay (host-gw)', () => {
-    expect(cmds).toContain('ip -n kt-node1 route add 10.244.2.0/24 via 172.30.0.12 dev eth0');
-    expect(cmds).toContain('ip -n kt-node2 route add 10.244.1.0/24 via 172.30.0.11 dev eth0');
-    expect(cmds).toContain('ip -n kt-client route add 10.244.1.0/24 via 172.30.0.11 dev eth0');
+    expect(cmds).toContain(
+      `ip -n ${LAB_PREFIX}node1 route add 10.244.2.0/24 via 172.30.0.12 dev eth0`,
+    );
+    expect(cmds).toContain(
+      `ip -n ${LAB_PREFIX}node2 route add 10.244.1.0/24 via 172.30.0.11 dev eth0`,
+    );
+    expect(cmds).toContain(
+      `ip -n ${LAB_PREFIX}client route add 10.244.1.0/24 via 172.30.0.11 dev eth0`,
+    );
   });
 });
 

@@ -1,14 +1,16 @@
 // Root test: the TUN addon against the real kernel, inside a network namespace of its own.
 //
-//   test/tun/fixtures/tun-roundtrip.ts, run under `ip netns exec kt-tuntest-<pid>`:
+//   test/tun/fixtures/tun-roundtrip.ts, run under `ip netns exec <lab prefix>tuntest-<pid>`:
 //     TUN kttest0 10.99.0.1/24 ──(100 ICMP echo requests + 1 garbage, one writeBatch)──▶ kernel
 //     kernel ──(100 echo replies, UDP to 10.99.0.7:9999 routed via kttest0)──▶ onBatch
 import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LAB_PREFIX } from '../../src/lab/prefix.ts';
 import { TunDevice } from '../../src/tun/tun.ts';
 
-const NS = `kt-tuntest-${process.pid}`;
+// The lab prefix (KUBETUN_LAB_PREFIX) keeps this namespace apart from every other lab's.
+const NS = `${LAB_PREFIX}tuntest-${process.pid}`;
 const FIXTURE = fileURLToPath(new URL('./fixtures/tun-roundtrip.ts', import.meta.url));
 const N = 100;
 const BATCH = 16;
