@@ -4,7 +4,7 @@
 import type { Command } from 'commander';
 import { inspectRequest } from '../inspect/client.ts';
 import { ctSummary, formatCtEntry } from '../inspect/ct-format.ts';
-import { OTHER_STATES, TCP_STATES } from '../inspect/ct-state.ts';
+import { OTHER_STATES, SCTP_STATES, TCP_STATES } from '../inspect/ct-state.ts';
 import { ctFilterFromFlags } from '../inspect/flags.ts';
 import { resolveSocket } from '../inspect/socket.ts';
 import { formatSvcReport } from '../inspect/svc-format.ts';
@@ -29,7 +29,10 @@ function withFilters(c: Command): Command {
     .option('-r, --reply-src <addr>', 'reply source address (the backend), or a CIDR')
     .option('-q, --reply-dst <addr>', 'reply destination address, or a CIDR')
     .option('-p, --proto <proto>', 'tcp, udp or icmp')
-    .option('--state <state>', `TCP: ${TCP_STATES.join(', ')}; UDP: ${OTHER_STATES.join(', ')}`)
+    .option(
+      '--state <state>',
+      `TCP: ${TCP_STATES.join(', ')}; SCTP: ${SCTP_STATES.join(', ')}; UDP: ${OTHER_STATES.join(', ')}`,
+    )
     .option('--sport <port>', 'original source port')
     .option('--dport <port>', 'original destination port');
 }

@@ -2,7 +2,7 @@
 // rewritten in place, and for V_REPLY a generated packet in dp.out). Pure function of the
 // packet bytes, the maps and the injected clock: it runs the same on a TUN, on a pcap, in a test.
 //
-//   dp4Parse ──▶ TCP/UDP ──▶ ct4LookupOrig ──hit──▶ ct4Update ─▶ lb4Dnat ─────────▶ TX_DNAT
+//   dp4Parse ─▶ TCP/UDP/SCTP ct4LookupOrig ──hit──▶ ct4Update ─▶ lb4Dnat ─────────▶ TX_DNAT
 //      │                        │ miss
 //      │                   ct4LookupReply ──hit──▶ ct4Update ─▶ lb4RevNat ───────▶ TX_REVNAT
 //      │                        │ miss
@@ -18,8 +18,9 @@
 import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
 import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpIsError, icmpType } from '../wire/icmp.ts';
 import { TCP_RST } from '../wire/tcp.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
+import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import { ct4LookupOrig, ct4LookupReply, ct4Invalid, ct4TcpMayStart } from './stages/ct.ts';
+import { ct4SctpMayStart } from './stages/ct-sctp.ts';
 import { CT_DIR_ORIG, CT_DIR_REPLY } from './state/ct-state.ts';
 import type { Datapath } from './state/datapath.ts';
 import { frag4Later, frag4Remember } from './stages/frag.ts';
@@ -93,7 +94,7 @@ function dp4Run(dp: Datapath, buf: Uint8Array, off: number, len: number): number
   if (v !== R_CONTINUE) return v;
   if (dp.frag === 2) return frag4Later(dp, buf);
   const proto = dp.proto;
-  if (proto === IPPROTO_TCP || proto === IPPROTO_UDP) {
+  if (proto === IPPROTO_TCP || proto === IPPROTO_UDP || proto === IPPROTO_SCTP) {
     const r = lb4Flow(dp, buf);
     // a translated first fragment: its later fragments get the same addresses (frag.ts)
     if (dp.frag === 1 && REASON_VERDICT[r] === V_TX) frag4Remember(dp, buf);
@@ -104,7 +105,7 @@ function dp4Run(dp: Datapath, buf: Uint8Array, off: number, len: number): number
   return PASS_NOT_SERVICE;
 }
 
-/** TCP/UDP: tracked flows first (both directions), then the service table. */
+/** TCP/UDP/SCTP: tracked flows first (both directions), then the service table. */
 function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   const ct = dp.ct;
   const bytes = dp.ipEnd - dp.ipOff + dp.segExtraBytes; // as the wire will carry them
@@ -147,6 +148,12 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
   // nothing legitimate starts a TCP connection without a SYN (conntrack: INVALID)
   if (dp.proto === IPPROTO_TCP && !ct4TcpMayStart(dp.tcpFlags)) {
     if (ct4Invalid(dp, (dp.tcpFlags & TCP_RST) !== 0)) return DROP_CT_INVALID;
+  }
+  // nor an SCTP association without INIT (or another opener): the kernel tracks no such flow,
+  // and untranslated it would go to the VIP, which no host owns — always dropped
+  if (dp.proto === IPPROTO_SCTP && !ct4SctpMayStart(dp.sctpChunks)) {
+    ct4Invalid(dp, false);
+    return DROP_CT_INVALID;
   }
   const b = lb4SelectBackend(dp, m);
   if (b < 0) return DROP_NO_BACKEND;

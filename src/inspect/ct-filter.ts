@@ -6,8 +6,8 @@
 // for addresses), so counting or flushing a full table stays cheap.
 import type { ConntrackMap } from '../maps/conntrack.ts';
 import { type Cidr, cidrContains, ipv4ToU32, parseCidr, prefixMask } from '../wire/addr.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
-import { ctStateName, OTHER_STATES, TCP_STATES } from './ct-state.ts';
+import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
+import { ctStateName, OTHER_STATES, SCTP_STATES, TCP_STATES } from './ct-state.ts';
 
 /** The JSON form (CLI flags -> control socket request). */
 export interface CtFilterSpec {
@@ -32,8 +32,13 @@ export interface CtFilter {
   dport?: number;
 }
 
-const PROTO_BY_NAME: Record<string, number> = { icmp: IPPROTO_ICMP, tcp: IPPROTO_TCP, udp: IPPROTO_UDP };
-const STATES: readonly string[] = [...TCP_STATES, ...OTHER_STATES];
+const PROTO_BY_NAME: Record<string, number> = {
+  icmp: IPPROTO_ICMP,
+  tcp: IPPROTO_TCP,
+  udp: IPPROTO_UDP,
+  sctp: IPPROTO_SCTP,
+};
+const STATES: readonly string[] = [...new Set([...TCP_STATES, ...SCTP_STATES, ...OTHER_STATES])];
 const ADDR_KEYS = ['src', 'dst', 'replySrc', 'replyDst'] as const;
 const KNOWN_KEYS = new Set<string>([...ADDR_KEYS, 'proto', 'state', 'sport', 'dport']);
 
@@ -87,7 +92,7 @@ function parseProto(v: unknown, where: string): number {
   }
   const n = typeof v === 'string' && /^[0-9]+$/.test(v) ? Number(v) : v;
   if (typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 255) return n;
-  throw new Error(`${where}: ${JSON.stringify(v)} is not tcp, udp, icmp or 0..255`);
+  throw new Error(`${where}: ${JSON.stringify(v)} is not tcp, udp, sctp, icmp or 0..255`);
 }
 
 function parseState(v: unknown, where: string): string {

@@ -242,7 +242,7 @@ function planServicePort(
   const vips = v4.map(([ip, k]) => parseAddr(ip, `${where}: spec.clusterIPs[${k}]`));
   const plan: PortPlan = { frontends: [], backends: [], vips };
   const proto = DP_PROTO_NUM[rsp.port.protocol];
-  if (proto === undefined) return plan; // SCTP: no datapath support yet; the VIP is still known
+  if (proto === undefined) return plan; // not a protocol the datapath serves; the VIP is still known
   checkPort(rsp.port.port, `${where}: spec.ports[${rsp.port.name || rsp.port.port}].port`);
   const sched = serviceScheduler(svc, opts, where);
   const weightOf = serviceWeights(svc, where);

@@ -26,7 +26,6 @@ import type { NatState } from '../datapath/state/nat-state.ts';
 import { SVC_SCOPE_LOCAL } from '../maps/services.ts';
 import { DP_PROTO_NUM } from './protocols.ts';
 
-
 export interface ExtFrontend {
   addr: number;
   port: number;

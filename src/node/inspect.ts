@@ -169,7 +169,7 @@ function splitServicePortName(spn: string): { namespace: string; service: string
   };
 }
 
-/** Active (TCP ESTABLISHED) and inactive live flows per (revNat, backend id). */
+/** Active (TCP or SCTP ESTABLISHED) and inactive live flows per (revNat, backend id). */
 function connCounts(
   dp: Datapath,
   nowSec: number,

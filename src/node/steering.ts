@@ -20,7 +20,7 @@
 //   sysctl net.ipv4.ip_local_reserved_ports=<prev>,61440-62463
 //                                                no local socket takes a SNAT port
 //   tc filter add dev <uplink> ingress pref 7702 protocol ip u32 match ip dst <node-ip>/32 \
-//      match ip protocol 6|17 0xff match u8 0x05 0x0f at 0 match ip dport <v> <m> \
+//      match ip protocol 6|17|132 0xff match u8 0x05 0x0f at 0 match ip dport <v> <m> \
 //      action mirred egress redirect dev <tun>   NodePorts 30000-32767, TCP and UDP, 5 keys
 //                                                each (0x7530/fff0 0x7540/ffc0 0x7580/ff80
 //                                                0x7600/fe00 0x7800/f800). u32 reads the port
@@ -28,7 +28,7 @@
 //                                                packets with IP options (and non-first
 //                                                fragments) bypass the NodePort, as counted
 //                                                nowhere but documented here.
-//   tc filter ... pref 7703 ... match ip dst <node-ip>/32 match ip protocol 6|17 0xff \
+//   tc filter ... pref 7703 ... match ip dst <node-ip>/32 match ip protocol 6|17|132 0xff \
 //      match u8 0x05 0x0f at 0 match ip dport 0xf000 0xfc00 ...   replies to SNAT ports
 //   tc filter ... pref 7704 ... match ip dst <external/LB ip>/32 ...  externalIPs and
 //                                                LoadBalancer ingress IPs (re-synced on reload)
@@ -41,6 +41,7 @@
 // clean exit, the fail-open watchdog and a restart after a crash all remove exactly what was
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
 import type { DatapathConfig } from '../datapath/state/config.ts';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
@@ -72,7 +73,8 @@ export const NODEPORT_KEYS: readonly [number, number][] = [
 ];
 /** IPv4 header length 5 words: u32's fixed-offset port matches are only right then. */
 const IHL5 = ['match', 'u8', '0x05', '0x0f', 'at', '0'];
-const L4_PROTOS = ['6', '17'];
+/** the protocols with ports at the same offset that Services serve (NodePorts, SNAT replies) */
+const L4_PROTOS = [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP].map(String);
 
 export interface SteeringConfig {
   tun: string;

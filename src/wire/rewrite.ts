@@ -5,6 +5,10 @@
 //   TCP/UDP port           no                 yes        yes                   -
 //   ICMP echo identifier   no                 -          -                     yes
 //
+// SCTP (RFC 9260) has no pseudo-header: an address change leaves its CRC32c alone, a port change
+// recomputes it over the whole SCTP packet (to the IP packet's end), as the kernel's
+// sctp_manip_pkt does. Extra precondition for SCTP: the packet is not a fragment.
+//
 // Preconditions (the fast path checks once, then rewrites without bounds checks): the packet
 // at `ipOff` passed ipv4Check, and if it is a first fragment (offset 0) its TCP/UDP/ICMP header
 // passed tcpCheck/udpCheck/icmpCheck. The L4 header is found at ipOff + IHL*4 and is only
@@ -29,7 +33,8 @@ import {
   TCP_SPORT as SPORT,
   UDP_CSUM,
 } from './layout.ts';
-import { IPPROTO_TCP, IPPROTO_UDP } from './proto.ts';
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from './proto.ts';
+import { sctpFillCsum } from './sctp.ts';
 import { ICMP_EMBEDDED_OFF as ICMP_EMBEDDED } from './icmp.ts';
 
 
@@ -75,6 +80,10 @@ function rewriteAddr(buf: Uint8Array, ipOff: number, field: number, addr: number
 
 function rewritePort(buf: Uint8Array, ipOff: number, field: number, port: number): void {
   const proto = buf[ipOff + IP_PROTO];
+  if (proto === IPPROTO_SCTP) {
+    sctpRewritePort(buf, ipOff, field, port);
+    return;
+  }
   if (proto !== 6 && proto !== 17) return;
   const l4 = l4OffOf(buf, ipOff);
   if (l4 < 0) return;
@@ -83,6 +92,15 @@ function rewritePort(buf: Uint8Array, ipOff: number, field: number, port: number
   if (old === port) return;
   write16(buf, l4 + field, port);
   l4Patch16(buf, proto, l4, old, port);
+}
+
+function sctpRewritePort(buf: Uint8Array, ipOff: number, field: number, port: number): void {
+  const l4 = l4OffOf(buf, ipOff);
+  if (l4 < 0) return;
+  port &= 0xffff;
+  if (read16(buf, l4 + field) === port) return;
+  write16(buf, l4 + field, port);
+  sctpFillCsum(buf, l4, ipOff + read16(buf, ipOff + 2));
 }
 
 /** Set the IPv4 source; patch the header checksum and the TCP/UDP pseudo-header checksum. */
@@ -95,12 +113,12 @@ export function ipv4RewriteDst(buf: Uint8Array, ipOff: number, addr: number): vo
   rewriteAddr(buf, ipOff, IP_DADDR, addr);
 }
 
-/** Set the TCP/UDP source port and patch the L4 checksum (no-op for other protocols). */
+/** Set the TCP/UDP/SCTP source port and fix the L4 checksum (no-op for other protocols). */
 export function l4RewriteSrcPort(buf: Uint8Array, ipOff: number, port: number): void {
   rewritePort(buf, ipOff, SPORT, port);
 }
 
-/** Set the TCP/UDP destination port and patch the L4 checksum (no-op for other protocols). */
+/** Set the TCP/UDP/SCTP destination port and fix the L4 checksum (no-op for other protocols). */
 export function l4RewriteDstPort(buf: Uint8Array, ipOff: number, port: number): void {
   rewritePort(buf, ipOff, DPORT, port);
 }

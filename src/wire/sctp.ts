@@ -66,8 +66,8 @@ export const SCTP_SHUTDOWN_COMPLETE = 14;
 /** ABORT / SHUTDOWN COMPLETE flag: the sender used the peer's tag (RFC 9260 8.5.1) */
 export const SCTP_CHUNK_FLAG_T = 0x01;
 
-// Chunk summary bits (sctpChunks): bit t for chunk type t < 15, bit 15 for any other type; the
-// same 16 bits again shifted left by 16 for the chunks after the first.
+// Chunk summary (sctpChunks): the first chunk's bit in the low 16 bits (bit t for chunk type
+// t < 15, bit 15 for any other type), the bits of the chunks after it shifted left by 16.
 /** bit of chunk type `t` in a summary's low half */
 export function sctpChunkBit(t: number): number {
   return t < 15 ? 1 << t : 1 << 15;
@@ -98,8 +98,9 @@ export function sctpCheck(buf: Uint8Array, off: number, end: number): number {
 }
 
 /**
- * Which chunk types the packet carries, as one number (bits: sctpChunkBit; the chunks after
- * the first again << SCTP_CHUNKS_LATER_SHIFT). Precondition: sctpCheck returned SCTP_OK.
+ * Which chunk types the packet carries, as one number: the first chunk's sctpChunkBit, or'ed
+ * with those of the chunks after it << SCTP_CHUNKS_LATER_SHIFT. Precondition: sctpCheck
+ * returned SCTP_OK.
  * Conntrack needs exactly this: the types for its state table, and which came later than the
  * first (INIT, INIT ACK and SHUTDOWN COMPLETE must be alone, COOKIE ECHO / ACK first).
  */
@@ -115,7 +116,7 @@ export function sctpChunks(buf: Uint8Array, off: number, end: number): number {
     n++;
     at += (read16(buf, at + CH_LEN) + 3) & ~3;
   }
-  return first | later | (later << SCTP_CHUNKS_LATER_SHIFT);
+  return first | (later << SCTP_CHUNKS_LATER_SHIFT);
 }
 
 export function sctpSrcPort(buf: Uint8Array, off: number): number {

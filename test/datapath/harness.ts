@@ -13,6 +13,7 @@ import { makeDefaultService, makeReadyEndpoint } from '../fixtures/model.ts';
 export const TCP = 6;
 export const UDP = 17;
 export const ICMP = 1;
+export const SCTP = 132;
 
 export const FIN = 1;
 export const SYN = 2;
@@ -140,6 +141,63 @@ export function buildIcmpEcho(o: IpOpts & { ident: number; seq: number }): Uint8
   for (let i = 8; i < m.length; i++) m[i] = i;
   put16(m, 2, ~refSum(m, 0, m.length) & 0xffff);
   return buildIpv4(o, ICMP, m);
+}
+
+/** CRC32c bit at a time from its definition (reflected 0x82F63B78), independent of src/wire. */
+export function refCrc32c(b: ArrayLike<number>, start: number, end: number): number {
+  let c = 0xffffffff;
+  for (let i = start; i < end; i++) {
+    c ^= b[i];
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+  }
+  return ~c >>> 0;
+}
+
+/** [chunk type, chunk flags, value bytes] */
+export type SctpChunk = [number, number, number[]];
+
+export interface SctpOpts extends IpOpts {
+  sport: number;
+  dport: number;
+  vtag: number;
+  chunks: SctpChunk[];
+  /** store this (wrong) CRC instead of computing it */
+  badCrc?: boolean;
+}
+
+/** An SCTP packet (RFC 9260 section 3) with its CRC32c, stored least significant byte first. */
+export function buildSctp(o: SctpOpts): Uint8Array {
+  const len = o.chunks.reduce((n, [, , v]) => n + ((4 + v.length + 3) & ~3), 12);
+  const s = new Uint8Array(len);
+  put16(s, 0, o.sport);
+  put16(s, 2, o.dport);
+  put32(s, 4, o.vtag);
+  let at = 12;
+  for (const [type, flags, v] of o.chunks) {
+    s[at] = type;
+    s[at + 1] = flags;
+    put16(s, at + 2, 4 + v.length);
+    s.set(v, at + 4);
+    at += (4 + v.length + 3) & ~3;
+  }
+  putCrc(s, 0);
+  if (o.badCrc) s[8] ^= 0x5a;
+  return buildIpv4(o, SCTP, s);
+}
+
+function putCrc(s: Uint8Array, at: number): void {
+  s.fill(0, at + 8, at + 12);
+  const c = refCrc32c(s, at, s.length);
+  s.set([c & 0xff, (c >>> 8) & 0xff, (c >>> 16) & 0xff, c >>> 24], at + 8);
+}
+
+/** Whether the SCTP packet's stored CRC32c is what a full recompute gives. */
+export function sctpCrcVerifies(p: Uint8Array): boolean {
+  const h = hdrLen(p);
+  const copy = p.slice(h, get16(p, 2));
+  const stored = copy.slice(8, 12);
+  putCrc(copy, 0);
+  return copy.slice(8, 12).every((x, k) => x === stored[k]);
 }
 
 /** Recompute the IPv4 header checksum after a test edited the header by hand. */

@@ -104,6 +104,28 @@ describe('state names and [ASSURED] from datapath flags', () => {
   });
 });
 
+describe('SCTP flows (issue 19)', () => {
+  it("show nf_conntrack_sctp's state names, assured once ESTABLISHED", () => {
+    const R = CT_F_SEEN_REPLY;
+    const st = (s: number, bits = 0) => (s << 4) | bits;
+    expect([ctStateName(132, st(1)), ctAssured(132, st(1))]).toEqual(['CLOSED', false]);
+    expect(ctStateName(132, st(2, R))).toBe('COOKIE_WAIT');
+    expect([ctStateName(132, st(4, R | 1)), ctAssured(132, st(4, R | 1))]).toEqual([
+      'ESTABLISHED',
+      true,
+    ]);
+    expect(ctStateName(132, st(7, R | 1))).toBe('SHUTDOWN_ACK_SENT');
+    expect(ctStateName(132, st(8))).toBe('HEARTBEAT_SENT');
+  });
+
+  it('are filtered by --proto sctp and --state COOKIE_ECHOED', () => {
+    expect(ctFilterFromFlags({ proto: 'sctp', state: 'COOKIE_ECHOED' })).toEqual({
+      proto: 'sctp',
+      state: 'COOKIE_ECHOED',
+    });
+  });
+});
+
 describe('ctFilterFromFlags', () => {
   it('keeps only the flags given', () => {
     expect(ctFilterFromFlags({ src: '10.0.0.1', proto: 'tcp', json: true })).toEqual({
@@ -114,7 +136,7 @@ describe('ctFilterFromFlags', () => {
 
   it('names the flag in errors', () => {
     expect(() => ctFilterFromFlags({ replySrc: '10.0.0' })).toThrow(/^--reply-src: invalid IPv4/);
-    expect(() => ctFilterFromFlags({ proto: 'sctp' })).toThrow(/^--proto: "sctp" is not tcp/);
+    expect(() => ctFilterFromFlags({ proto: 'gre' })).toThrow(/^--proto: "gre" is not tcp/);
     expect(() => ctFilterFromFlags({ dport: '70000' })).toThrow(/^--dport: "70000" is not a port/);
     expect(() => ctFilterFromFlags({ state: 'OPEN' })).toThrow(/^--state: "OPEN" is not one of/);
   });

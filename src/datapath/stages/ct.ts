@@ -26,10 +26,11 @@
 // defaults are 432000 and 60); UDP 30 s, 120 s once replied; ICMP 30 s.
 //
 // The TCP state lives in the high nibble of the entry's flags byte, the seen-bits in the low
-// nibble, so every view of a flow (inspect, filters) reads both from one field.
+// nibble, so every view of a flow (inspect, filters) reads both from one field. SCTP keeps
+// nf_conntrack's SCTP states in the same nibble (ct-sctp.ts), with the kernel's lifetimes.
 
 import { CT_CLASH, CT_FULL, type ConntrackMap } from '../../maps/conntrack.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
+import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from '../../wire/tcp.ts';
 import {
   CT_DEFAULT_TIMEOUTS,
@@ -54,10 +55,12 @@ import {
   CT_TCP_TIME_WAIT,
   CT_TMO_ICMP,
   CT_TMO_OTHER,
+  CT_TMO_SCTP,
   CT_TMO_UDP,
   CT_TMO_UDP_STREAM,
 } from '../state/ct-state.ts';
 import type { Datapath } from '../state/datapath.ts';
+import { CT_SCTP_KEEP_EXPIRY, ct4SctpNext } from './ct-sctp.ts';
 
 /** Lifetime in seconds of an entry with these flags (state in the high nibble). */
 export function ct4Timeout(proto: number, flags: number, tmo = CT_DEFAULT_TIMEOUTS): number {
@@ -70,6 +73,7 @@ export function ct4Timeout(proto: number, flags: number, tmo = CT_DEFAULT_TIMEOU
   if (proto === IPPROTO_UDP) {
     return (flags & CT_F_SEEN_REPLY) !== 0 ? tmo[CT_TMO_UDP_STREAM] : tmo[CT_TMO_UDP];
   }
+  if (proto === IPPROTO_SCTP) return tmo[CT_TMO_SCTP + (flags >>> CT_STATE_SHIFT)];
   return proto === IPPROTO_ICMP ? tmo[CT_TMO_ICMP] : tmo[CT_TMO_OTHER];
 }
 
@@ -166,8 +170,9 @@ export function ct4Create(
 }
 
 /**
- * Account one packet of `bytes` in direction `dir`, advance the TCP state and refresh the
- * lifetime. Returns 1, or 0 for an INVALID packet (then state and lifetime are unchanged).
+ * Account one packet of `bytes` in direction `dir`, advance the TCP or SCTP state and refresh
+ * the lifetime. `event` is the packet's TCP flags, or for SCTP its chunk summary (sctpChunks).
+ * Returns 1, or 0 for an INVALID packet (then state and lifetime are unchanged).
  * A GSO super-packet counts as the `pkts` segments the wire carries, its `bytes` with the
  * headers they repeat; its TCP flags advance the state once, as its segments' would (SYN and
  * RST never ride on one; FIN and PSH sit on its last segment, which ends it).
@@ -177,7 +182,7 @@ export function ct4Update(
   i: number,
   dir: number,
   proto: number,
-  tcpFlags: number,
+  event: number,
   bytes: number,
   nowSec: number,
   tmo = CT_DEFAULT_TIMEOUTS,
@@ -192,8 +197,16 @@ export function ct4Update(
     flags |= CT_F_SEEN_REPLY;
   }
   if (proto === IPPROTO_TCP) {
-    flags = ct4TcpNext(flags, dir, tcpFlags);
+    flags = ct4TcpNext(flags, dir, event);
     if (flags < 0) return 0;
+  } else if (proto === IPPROTO_SCTP) {
+    const n = ct4SctpNext(flags, dir, event);
+    if (n < 0) return 0;
+    flags = n & 0xff;
+    if ((n & CT_SCTP_KEEP_EXPIRY) !== 0) {
+      if (flags !== old) ct.setFlags(i, flags);
+      return 1;
+    }
   }
   if (flags !== old) ct.setFlags(i, flags);
   ct.setExpires(i, nowSec + ct4Timeout(proto, flags, tmo));

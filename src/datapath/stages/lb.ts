@@ -4,7 +4,7 @@
 
 import { SVC_F_AFFINITY, SVC_F_WILDCARD } from '../../maps/services.ts';
 import { SCHED_LC, SCHED_NQ, SCHED_RANDOM } from '../../sched/kinds.ts';
-import { IPPROTO_TCP } from '../../wire/proto.ts';
+import { IPPROTO_SCTP, IPPROTO_TCP } from '../../wire/proto.ts';
 import {
   ipv4RewriteDst,
   ipv4RewriteSrc,
@@ -13,7 +13,12 @@ import {
 } from '../../wire/rewrite.ts';
 import { CT_CLASH } from '../../maps/conntrack.ts';
 import { ct4Create, ct4Invalid, ct4Update } from './ct.ts';
-import { CT_DIR_ORIG, CT_TCP_ESTABLISHED, ctTcpState } from '../state/ct-state.ts';
+import {
+  CT_DIR_ORIG,
+  CT_SCTP_ESTABLISHED,
+  CT_TCP_ESTABLISHED,
+  ctTcpState,
+} from '../state/ct-state.ts';
 import type { Datapath } from '../state/datapath.ts';
 import {
   DROP_CT_CLASH,
@@ -87,9 +92,15 @@ export function lb4SelectBackend(dp: Datapath, master: number): number {
 // reports creation and flag changes; whoever deletes an entry calls lb4ConnRelease first
 // (the agent's GC does; dpConnRecount in load.ts repairs counts of entries deleted elsewhere).
 
-/** 1 if a flow with these conntrack flags counts as active, else 0. */
+/** 1 if a flow with these conntrack flags counts as active (TCP/SCTP ESTABLISHED), else 0. */
 export function lb4ConnActive(proto: number, ctFlags: number): number {
-  return proto === IPPROTO_TCP && ctTcpState(ctFlags) === CT_TCP_ESTABLISHED ? 1 : 0;
+  if (proto === IPPROTO_TCP) return ctTcpState(ctFlags) === CT_TCP_ESTABLISHED ? 1 : 0;
+  return proto === IPPROTO_SCTP && ctTcpState(ctFlags) === CT_SCTP_ESTABLISHED ? 1 : 0;
+}
+
+/** What advances the flow's state: TCP flags, or the SCTP chunk summary. */
+function ctEvent(dp: Datapath): number {
+  return dp.proto === IPPROTO_SCTP ? dp.sctpChunks : dp.tcpFlags;
 }
 
 function countsConns(dp: Datapath, revNat: number): boolean {
@@ -136,7 +147,7 @@ export function lb4Track(dp: Datapath, i: number, dir: number, bytes: number): n
   const ct = dp.ct;
   const f0 = ct.flags(i);
   const tmo = dp.ctTimeouts;
-  const ok = ct4Update(ct, i, dir, dp.proto, dp.tcpFlags, bytes, dp.nowSec, tmo, dp.segs);
+  const ok = ct4Update(ct, i, dir, dp.proto, ctEvent(dp), bytes, dp.nowSec, tmo, dp.segs);
   if (ok === 0 && ct4Invalid(dp, false)) return DROP_CT_INVALID;
   if (ct.flags(i) !== f0) lb4ConnFlags(dp, i, f0);
   dp.lastCtIdx = i;
@@ -166,7 +177,7 @@ export function lb4CtCreateFailed(code: number): number {
 /** The first packet of new flow i (source already masqueraded if it must be): DNAT it. */
 export function lb4NewFlowTx(dp: Datapath, buf: Uint8Array, i: number, bytes: number): number {
   const ct = dp.ct;
-  ct4Update(ct, i, CT_DIR_ORIG, dp.proto, dp.tcpFlags, bytes, dp.nowSec, dp.ctTimeouts, dp.segs);
+  ct4Update(ct, i, CT_DIR_ORIG, dp.proto, ctEvent(dp), bytes, dp.nowSec, dp.ctTimeouts, dp.segs);
   lb4ConnOpen(dp, i);
   dp.lastCtIdx = i;
   dp.lastCtNew = 1;

@@ -18,7 +18,7 @@ import {
   ipv4Src,
   ipv4TotalLen,
 } from '../../wire/ipv4.ts';
-import { IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
 import {
   TCP_ERR_TRUNCATED,
   TCP_OK,
@@ -28,10 +28,26 @@ import {
   tcpSrcPort,
 } from '../../wire/tcp.ts';
 import { UDP_ERR_TRUNCATED, UDP_OK, udpCheck, udpDstPort, udpSrcPort } from '../../wire/udp.ts';
+import {
+  SCTP_ERR_TRUNCATED,
+  SCTP_INIT,
+  SCTP_OK,
+  sctpCheck,
+  sctpChunks,
+  sctpCrcValid,
+  sctpDstPort,
+  sctpFirstChunkType,
+  sctpSrcPort,
+  sctpVtag,
+} from '../../wire/sctp.ts';
+import { CT_SCTP_EV_INVALID } from './ct-sctp.ts';
 import type { Datapath } from '../state/datapath.ts';
 import {
   DROP_BAD_IHL,
   DROP_BAD_IP_CSUM,
+  DROP_BAD_SCTP_CHUNK,
+  DROP_BAD_SCTP_CSUM,
+  DROP_SCTP_FRAGMENT,
   DROP_BAD_TCP_DOFF,
   DROP_BAD_TOTLEN,
   DROP_BAD_UDP_LEN,
@@ -56,6 +72,7 @@ export function dp4Parse(dp: Datapath, buf: Uint8Array, off: number, len: number
   dp.sport = 0;
   dp.dport = 0;
   dp.tcpFlags = 0;
+  dp.sctpChunks = 0;
   // A non-first fragment has no L4 header: nothing to look up here; frag.ts translates it
   // like its first fragment (dp.frag = 2 sends it there).
   if (ipv4FragOffset(buf, off) !== 0) {
@@ -65,6 +82,7 @@ export function dp4Parse(dp: Datapath, buf: Uint8Array, off: number, len: number
   dp.frag = ipv4Mf(buf, off) ? 1 : 0;
   if (dp.proto === IPPROTO_TCP) return dp4ParseTcp(dp, buf);
   if (dp.proto === IPPROTO_UDP) return dp4ParseUdp(dp, buf);
+  if (dp.proto === IPPROTO_SCTP) return dp4ParseSctp(dp, buf);
   // ICMP is validated only when it is addressed to a VIP (non-service ICMP passes untouched).
   return R_CONTINUE;
 }
@@ -110,5 +128,24 @@ function dp4ParseUdp(dp: Datapath, buf: Uint8Array): number {
   }
   dp.sport = udpSrcPort(buf, dp.l4Off);
   dp.dport = udpDstPort(buf, dp.l4Off);
+  return R_CONTINUE;
+}
+
+/**
+ * SCTP: the chunks must be well formed and the CRC32c must verify — a port rewrite recomputes it
+ * over the packet, which would otherwise turn a corrupt packet into a valid one (the kernel's
+ * conntrack checks it too). A fragment cannot be checked or recomputed without reassembly.
+ */
+function dp4ParseSctp(dp: Datapath, buf: Uint8Array): number {
+  if (dp.frag !== 0) return DROP_SCTP_FRAGMENT;
+  const l4 = dp.l4Off;
+  const rc = sctpCheck(buf, l4, dp.ipEnd);
+  if (rc !== SCTP_OK) return rc === SCTP_ERR_TRUNCATED ? DROP_TRUNCATED_L4 : DROP_BAD_SCTP_CHUNK;
+  if (!sctpCrcValid(buf, l4, dp.ipEnd)) return DROP_BAD_SCTP_CSUM;
+  dp.sport = sctpSrcPort(buf, l4);
+  dp.dport = sctpDstPort(buf, l4);
+  // RFC 9260 8.5.1 (A): an INIT travels with tag 0; conntrack calls any other INVALID
+  const badInit = sctpFirstChunkType(buf, l4) === SCTP_INIT && sctpVtag(buf, l4) !== 0;
+  dp.sctpChunks = badInit ? CT_SCTP_EV_INVALID : sctpChunks(buf, l4, dp.ipEnd);
   return R_CONTINUE;
 }

@@ -19,6 +19,18 @@ export const CT_TCP_CLOSE = 8;
 export const CT_TCP_LAST_ACK_R = 9;
 export const CT_STATE_SHIFT = 4;
 
+// ---- SCTP states (the same high nibble; nf_conntrack_sctp's numbering and names)
+export const CT_SCTP_NONE = 0;
+export const CT_SCTP_CLOSED = 1;
+export const CT_SCTP_COOKIE_WAIT = 2;
+export const CT_SCTP_COOKIE_ECHOED = 3;
+export const CT_SCTP_ESTABLISHED = 4;
+export const CT_SCTP_SHUTDOWN_SENT = 5;
+export const CT_SCTP_SHUTDOWN_RECD = 6;
+export const CT_SCTP_SHUTDOWN_ACK_SENT = 7;
+export const CT_SCTP_HEARTBEAT_SENT = 8;
+export const CT_SCTP_STATES = 9;
+
 // Entry flags (low nibble): what has been seen on the flow.
 /** a TCP packet without SYN has been seen (handshake done, or a mid-stream pickup) */
 export const CT_F_SEEN_NON_SYN = 1;
@@ -30,6 +42,11 @@ export const CT_F_TX_CLOSING = 4;
 export const CT_F_RX_CLOSING = 8;
 export const CT_F_CLOSING = CT_F_TX_CLOSING | CT_F_RX_CLOSING;
 export const CT_F_BITS = 0x0f;
+/**
+ * SCTP: the flow has been ESTABLISHED (nf_conntrack's IPS_ASSURED, which then stays set). SCTP
+ * has no SYN, so it shares that bit; TCP's assured rule (reply seen + a non-SYN) then holds too.
+ */
+export const CT_F_SCTP_ASSURED = CT_F_SEEN_NON_SYN;
 
 export const CT_DIR_ORIG = 0;
 export const CT_DIR_REPLY = 1;
@@ -44,7 +61,9 @@ export const CT_TMO_UDP = 10;
 export const CT_TMO_UDP_STREAM = 11;
 export const CT_TMO_ICMP = 12;
 export const CT_TMO_OTHER = 13;
-const CT_TMO_SIZE = 14;
+/** SCTP state s has its lifetime at CT_TMO_SCTP + s */
+export const CT_TMO_SCTP = 14;
+const CT_TMO_SIZE = CT_TMO_SCTP + CT_SCTP_STATES;
 
 // kube-proxy's settings (kernel defaults in the comments), seconds
 export const CT_TIMEOUT_TCP_SYN_SENT = 120;
@@ -59,6 +78,20 @@ export const CT_TIMEOUT_UDP = 30;
 export const CT_TIMEOUT_UDP_STREAM = 120;
 export const CT_TIMEOUT_ICMP = 30;
 export const CT_TIMEOUT_OTHER = 60;
+// SCTP: the kernel's defaults (nf_conntrack_proto_sctp.c sctp_timeouts, the
+// net.netfilter.nf_conntrack_sctp_timeout_* sysctls; kube-proxy sets none of them). NONE, the
+// state of a flow before its first packet is counted, has CLOSED's (nf_conntrack_sctp_init_net).
+export const CT_TIMEOUT_SCTP: Readonly<Record<number, number>> = {
+  [CT_SCTP_NONE]: 10,
+  [CT_SCTP_CLOSED]: 10,
+  [CT_SCTP_COOKIE_WAIT]: 3,
+  [CT_SCTP_COOKIE_ECHOED]: 3,
+  [CT_SCTP_ESTABLISHED]: 210,
+  [CT_SCTP_SHUTDOWN_SENT]: 3,
+  [CT_SCTP_SHUTDOWN_RECD]: 3,
+  [CT_SCTP_SHUTDOWN_ACK_SENT]: 3,
+  [CT_SCTP_HEARTBEAT_SENT]: 30,
+};
 /** an unreplied flow's lifetime before the handshake completes (old name, = syn_sent) */
 export const CT_TIMEOUT_TCP_SYN = CT_TIMEOUT_TCP_SYN_SENT;
 
@@ -108,6 +141,7 @@ export function ct4TimeoutTable(t: CtTimeouts): Uint32Array {
   a[CT_TMO_UDP_STREAM] = t.ctUdpStream;
   a[CT_TMO_ICMP] = t.ctIcmp;
   a[CT_TMO_OTHER] = CT_TIMEOUT_OTHER;
+  for (let s = 0; s < CT_SCTP_STATES; s++) a[CT_TMO_SCTP + s] = CT_TIMEOUT_SCTP[s];
   return a;
 }
 

@@ -76,6 +76,8 @@ export class Datapath {
   sport = 0;
   dport = 0;
   tcpFlags = 0;
+  /** SCTP: which chunk types the packet carries (sctpChunks of src/wire/sctp.ts) */
+  sctpChunks = 0;
   /** backend id chosen by lb4SelectBackend */
   selBackendId = 0;
   /** 1 when MF is set (first fragment of a fragmented datagram), 2 for a later fragment */

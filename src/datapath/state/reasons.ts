@@ -51,6 +51,9 @@ export const DROP_SNAT_FULL = 32;
 export const DROP_SOURCE_RANGE = 33;
 export const DROP_ETP_NO_LOCAL_ENDPOINTS = 34;
 export const REPLY_ECHO_FROM_VIP = 35;
+export const DROP_BAD_SCTP_CHUNK = 36;
+export const DROP_BAD_SCTP_CSUM = 37;
+export const DROP_SCTP_FRAGMENT = 38;
 
 export interface ReasonInfo {
   readonly name: string;
@@ -102,14 +105,14 @@ export const REASONS: readonly ReasonInfo[] = [
   row(
     'REPLY_REJECT_UNKNOWN_PROTO',
     V_REPLY,
-    'Known VIP, an L4 protocol no service uses (not TCP/UDP/ICMP): rejected like an unknown port.',
+    'Known VIP, an L4 protocol no service uses (not TCP/UDP/SCTP/ICMP): rejected like an unknown port.',
   ),
   row('DROP_TRUNCATED_IPV4', V_DROP, 'Fewer than 20 bytes, or fewer than IHL*4.'),
   row('DROP_BAD_VERSION', V_DROP, 'IP version is not 4.'),
   row('DROP_BAD_IHL', V_DROP, 'IPv4 header length (IHL) below 5 words.'),
   row('DROP_BAD_TOTLEN', V_DROP, 'Total length beyond the buffer, or smaller than the header.'),
   row('DROP_BAD_IP_CSUM', V_DROP, 'IPv4 header checksum does not verify.'),
-  row('DROP_TRUNCATED_L4', V_DROP, 'TCP/UDP/ICMP header does not fit in the IP payload.'),
+  row('DROP_TRUNCATED_L4', V_DROP, 'TCP/UDP/SCTP/ICMP header does not fit in the IP payload.'),
   row('DROP_BAD_TCP_DOFF', V_DROP, 'TCP data offset < 5 words or beyond the payload.'),
   row('DROP_BAD_UDP_LEN', V_DROP, 'UDP length field disagrees with the IP payload.'),
   row(
@@ -211,6 +214,21 @@ export const REASONS: readonly ReasonInfo[] = [
     'REPLY_ECHO_FROM_VIP',
     V_REPLY,
     '--vip-echo (off by default): a ping to a VIP answered from the VIP, as IPVS mode answers for every ClusterIP bound to kube-ipvs0.',
+  ),
+  row(
+    'DROP_BAD_SCTP_CHUNK',
+    V_DROP,
+    'SCTP packet without a chunk, or a chunk length below 4 or beyond the IP payload.',
+  ),
+  row(
+    'DROP_BAD_SCTP_CSUM',
+    V_DROP,
+    'SCTP CRC32c does not verify (nf_conntrack_sctp: "bad CRC", INVALID); never laundered by a NAT recompute.',
+  ),
+  row(
+    'DROP_SCTP_FRAGMENT',
+    V_DROP,
+    'An IP-fragmented SCTP packet: its CRC32c covers the whole packet, which needs reassembly (not done; SCTP fragments itself into chunks below the path MTU).',
   ),
 ];
 
