@@ -24,6 +24,9 @@ interface RunFlags {
   nodeIp?: string;
   podCidr?: string;
   clusterCidr: string;
+  detectLocalMode?: string;
+  podBridgeInterface?: string;
+  podInterfaceNamePrefix?: string;
   serviceCidr: string;
   uplink: string;
   tun: string;
@@ -70,6 +73,12 @@ export function register(program: Command): void {
     .option('--node-ip <ip>', "node-originated traffic's source (default: the Node's InternalIP)")
     .option('--pod-cidr <cidr>', "this node's pod CIDR (default: the Node's spec.podCIDR)")
     .option('--cluster-cidr <cidr>', 'all pods', '10.244.0.0/16')
+    .option(
+      '--detect-local-mode <mode>',
+      'what counts as pod traffic: ClusterCIDR (default) | NodeCIDR | BridgeInterface | InterfaceNamePrefix',
+    )
+    .option('--pod-bridge-interface <iface>', "BridgeInterface mode: the pods' bridge (cni0)")
+    .option('--pod-interface-name-prefix <p>', "InterfaceNamePrefix mode: pod links' prefix (cali)")
     .option('--service-cidr <cidr>', 'ClusterIP range, routed into the TUN', '10.96.0.0/16')
     .option('--uplink <iface>', 'interface towards the other nodes', 'eth0')
     .option('--tun <name>', 'TUN device name', 'kt0')
@@ -144,6 +153,9 @@ export function toOptions(f: RunFlags): AgentOptions {
     nodeIp: f.nodeIp ?? '',
     podCidr: f.podCidr ?? '',
     clusterCidr: f.clusterCidr,
+    detectLocalMode: f.detectLocalMode,
+    bridgeInterface: f.podBridgeInterface,
+    interfaceNamePrefix: f.podInterfaceNamePrefix,
     serviceCidr: f.serviceCidr,
     uplink: f.uplink,
     tun: f.tun,

@@ -16,15 +16,21 @@
 // Pods: <ip>/32 on eth0, default route via the node's gateway 10.244.N.1 (onlink). Node-side
 // veths: 10.244.N.1/32 + proxy_arp=1 (either alone breaks pod↔pod or pod→gateway ARP, see
 // DESIGN.md), and a route <pod ip>/32 dev <veth> — `kubetun run` finds pod interfaces by it.
+// With `cni: bridge` (topology.ts CniLayout) the node-side veths are instead ports of a cni0
+// bridge holding <gateway>/<pod prefix>, and pods have <ip>/<pod prefix>: flannel's layout.
 // Nothing here touches the host's root namespace unless asked to (a VM: NodeTarget.ns unset).
 import {
   type LabNode,
   type LabPod,
   labNamespaces,
+  POD_BRIDGE,
   type Topology,
   UNDERLAY_BRIDGE,
   UNDERLAY_NS,
 } from './topology.ts';
+
+const bridged = (n: LabNode) => n.cni === 'bridge';
+const podPrefix = (n: LabNode) => n.podCidr.split('/')[1]!;
 
 export interface Phase {
   title: string;
@@ -72,6 +78,7 @@ export function planNode(
 ): Phase[] {
   const node = opts.pods === false ? { ...n, pods: [] } : n;
   const phases = [
+    { title: `${n.name}: ${POD_BRIDGE} bridge with the pod gateway`, cmds: planBridge(n, at) },
     { title: `${n.name}: pod namespaces`, cmds: node.pods.flatMap((p) => newNetns(p.ns)) },
     { title: `${n.name}: pod veths, gateways and pod routes`, cmds: planPods(node, at) },
     { title: `${n.name}: host-gw routes to the other nodes`, cmds: planRoutes(t, n, at) },
@@ -119,6 +126,15 @@ function planUnderlay(t: Topology): string[][] {
   return cmds;
 }
 
+function planBridge(n: LabNode, at: NodeTarget): string[][] {
+  if (!bridged(n)) return [];
+  return [
+    onNode(at, ['ip', 'link', 'add', POD_BRIDGE, 'type', 'bridge']),
+    onNode(at, ['ip', 'addr', 'add', `${n.gateway}/${podPrefix(n)}`, 'dev', POD_BRIDGE]),
+    onNode(at, ['ip', 'link', 'set', POD_BRIDGE, 'up']),
+  ];
+}
+
 function planPods(n: LabNode, at: NodeTarget): string[][] {
   return n.pods.flatMap((p) => planPodLinks(n, p, at));
 }
@@ -128,7 +144,8 @@ function planPods(n: LabNode, at: NodeTarget): string[][] {
  * does for one Pod; the lab's kubelet (src/cluster/kubelet.ts) runs it for every Pod it starts.
  */
 export function planPod(n: LabNode, p: LabPod, at: NodeTarget): string[][] {
-  return [...newNetns(p.ns), ...planPodLinks(n, p, at), planPodSysctl(p, at)];
+  const sysctl = bridged(n) ? [] : [planPodSysctl(p, at)];
+  return [...newNetns(p.ns), ...planPodLinks(n, p, at), ...sysctl];
 }
 
 /** Takes one pod away: the veth (its peer, the gateway address and the /32 route go with it). */
@@ -138,6 +155,14 @@ export function planPodUndo(p: LabPod, at: NodeTarget): string[][] {
 
 function planPodLinks(n: LabNode, p: LabPod, at: NodeTarget): string[][] {
   const veth = ['link', 'add', p.hostIf, 'type', 'veth', 'peer', 'name', p.podIf];
+  if (bridged(n))
+    return [
+      onNode(at, ['ip', ...veth, 'netns', p.ns]),
+      onNode(at, ['ip', 'link', 'set', p.hostIf, 'master', POD_BRIDGE, 'up']),
+      ['ip', '-n', p.ns, 'addr', 'add', `${p.ip}/${podPrefix(n)}`, 'dev', p.podIf],
+      ['ip', '-n', p.ns, 'link', 'set', p.podIf, 'up'],
+      ['ip', '-n', p.ns, 'route', 'add', 'default', 'via', n.gateway, 'dev', p.podIf],
+    ];
   return [
     onNode(at, ['ip', ...veth, 'netns', p.ns]),
     onNode(at, ['ip', 'addr', 'add', `${n.gateway}/32`, 'dev', p.hostIf]),
@@ -170,7 +195,7 @@ function planSysctls(n: LabNode, at: NodeTarget): string[] {
     'sysctl',
     '-qw',
     'net.ipv4.ip_forward=1',
-    ...n.pods.map((p) => `net.ipv4.conf.${p.hostIf}.proxy_arp=1`),
+    ...(bridged(n) ? [] : n.pods.map((p) => `net.ipv4.conf.${p.hostIf}.proxy_arp=1`)),
   ]);
 }
 
@@ -184,6 +209,7 @@ export function planNodeUndo(t: Topology, n: LabNode, at: NodeTarget): string[][
     // once, while a deleted namespace is torn down by the kernel later (a re-provision would
     // find veth-<pod> still there).
     ...n.pods.flatMap((p) => planPodUndo(p, at)),
+    ...(bridged(n) ? [onNode(at, ['ip', 'link', 'del', POD_BRIDGE])] : []),
   ];
 }
 
@@ -195,6 +221,7 @@ export function planLinks(t: Topology): string[] {
       `${UNDERLAY_NS}:${h.underlayIf}`,
       `${h.ns}:${h.uplink}`,
     ]),
+    ...t.nodes.filter(bridged).map((n) => `${n.ns}:${POD_BRIDGE}`),
     ...t.nodes.flatMap((n) => n.pods.flatMap((p) => [`${n.ns}:${p.hostIf}`, `${p.ns}:${p.podIf}`])),
   ];
 }

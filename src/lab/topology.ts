@@ -16,6 +16,17 @@ import { LAB_PREFIX } from './prefix.ts';
 export { LAB_PREFIX } from './prefix.ts';
 export const UNDERLAY_NS = `${LAB_PREFIX}underlay`;
 export const UNDERLAY_BRIDGE = 'br0';
+/** The pods' bridge on a node of a `cni: bridge` topology (flannel's and the bridge plugin's name). */
+export const POD_BRIDGE = 'cni0';
+/**
+ * How pods are joined to their node (topology field `cni`):
+ *   routes  per-pod veths, the gateway as a /32 on each + proxy_arp, a /32 route per pod
+ *           (kindnet, Calico; the default)
+ *   bridge  every pod veth a port of the node's cni0 bridge, which holds the gateway as
+ *           <gateway>/<pod prefix>; pods have <ip>/<pod prefix> (flannel, the bridge plugin)
+ */
+export type CniLayout = 'routes' | 'bridge';
+export const CNI_LAYOUTS: readonly CniLayout[] = ['routes', 'bridge'];
 /** Linux interface names hold at most 15 bytes (IFNAMSIZ - 1). */
 const IFNAME_MAX = 15;
 
@@ -48,6 +59,8 @@ export interface LabNode {
   pods: LabPod[];
   /** the Node's labels, e.g. topology.kubernetes.io/zone */
   labels?: Record<string, string>;
+  /** how its pods are joined to it (the topology's `cni`; absent = routes) */
+  cni?: CniLayout;
 }
 
 export interface LabClient {
@@ -67,6 +80,8 @@ export interface Topology {
   manifests: string;
   clusterCidr: string;
   serviceCidr: string;
+  /** the pod network layout of every node (CniLayout) */
+  cni: CniLayout;
   underlayCidr: string;
   underlayPrefix: number;
   nodes: LabNode[];
@@ -122,6 +137,9 @@ export function parseTopology(text: string, file: string): Topology {
   const underlayCidr = f.cidr(underlay, 'underlay', 'cidr');
   const clusterCidr = f.cidr(root, 'topology', 'clusterCidr');
   const servers = isObj(root.servers) ? root.servers : {};
+  const cni = root.cni === undefined ? 'routes' : f.str(root, 'topology', 'cni');
+  if (!(CNI_LAYOUTS as readonly string[]).includes(cni))
+    f.fail('topology', 'cni', `"${cni}" is not one of ${CNI_LAYOUTS.join(', ')}`);
   const topo: Topology = {
     file,
     hash: createHash('sha256').update(text).digest('hex'),
@@ -129,9 +147,12 @@ export function parseTopology(text: string, file: string): Topology {
     manifests: resolve(dirname(file), f.str(root, 'topology', 'manifests')),
     clusterCidr,
     serviceCidr: f.cidr(root, 'topology', 'serviceCidr'),
+    cni: cni as CniLayout,
     underlayCidr,
     underlayPrefix: parseCidr(underlayCidr).prefix,
-    nodes: f.list(root, 'topology', 'nodes').map((n, i) => parseNode(f, n, i)),
+    nodes: f
+      .list(root, 'topology', 'nodes')
+      .map((n, i) => ({ ...parseNode(f, n, i), cni: cni as CniLayout })),
     clients: (root.clients === undefined ? [] : f.list(root, 'topology', 'clients')).map((c, i) =>
       parseClient(f, c, i),
     ),

@@ -59,6 +59,7 @@ import { HealthNodePorts, healthServices } from './health-nodeport.ts';
 import { configzBody, type KpcView } from './kube-proxy-config.ts';
 import { findKubeProxyRules, removeKubeProxyRules } from './kube-proxy-leftovers.ts';
 import { ensurePrivateDir } from './private-dir.ts';
+import { localSourceCidr } from '../rules/local-detect.ts';
 import {
   externalAddrs,
   natDatapathConfig,
@@ -137,6 +138,9 @@ function configView(opts: AgentOptions, net: AgentNet, dp: Datapath): KpcView {
     minSyncPeriodMs: opts.minSyncPeriodMs ?? DEFAULT_MIN_INTERVAL_MS,
     scheduler: opts.scheduler ?? 'random',
     kubeconfig: opts.kubeconfig,
+    detectLocalMode: net.local.mode,
+    bridgeInterface: opts.bridgeInterface ?? '',
+    interfaceNamePrefix: opts.interfaceNamePrefix ?? '',
     ctMax: c.ctCapacity,
     ctTcpEstablishedSec: c.ctTcpEstablished,
     ctTcpCloseWaitSec: c.ctTcpCloseWait,
@@ -300,7 +304,9 @@ export class NodeAgent {
     const net = validateOptions(opts);
     const ct = parseCtRunFlags(opts.ctFlags ?? {}, availableParallelism()); // --ct-* (ct-flags.ts)
     const vipEcho = opts.vipEcho === true; // --vip-echo (datapath/stages/vip-echo.ts)
-    const cfg = { ...natDatapathConfig(opts), ...ct.datapath, vipEcho }; // node addresses for NAT (nat.ts)
+    const localCidr = localSourceCidr(net.local, opts.podCidr); // --detect-local-mode
+    const nat = natDatapathConfig({ ...opts, localCidr }); // node addresses for NAT (nat.ts)
+    const cfg = { ...nat, ...ct.datapath, vipEcho };
     if (await ctlAlive(opts.ctlSocket)) {
       throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
     }
@@ -332,7 +338,9 @@ export class NodeAgent {
       throw err;
     }
     try {
-      agent.steering.install(opts.podIfaces ?? discoverPodIfaces(net.podCidr, agent.exclude()));
+      agent.steering.install(
+        opts.podIfaces ?? discoverPodIfaces(net.local, net.podCidr, agent.exclude()),
+      );
       await agent.syncExternal();
       log.info({ commands: agent.steering.applied }, 'steering installed');
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
@@ -538,7 +546,7 @@ export class NodeAgent {
 
   private rescan(): void {
     try {
-      const now = discoverPodIfaces(this.net.podCidr, this.exclude());
+      const now = discoverPodIfaces(this.net.local, this.net.podCidr, this.exclude());
       for (const dev of now) {
         if (this.steering.hooked.has(dev)) continue;
         this.steering.hookPod(dev);

@@ -1,7 +1,19 @@
-// Pod interfaces: the lab (and a CNI's host-local routes) puts `<pod ip>/32 dev <veth>` in the
-// node's main table, so a pod interface is any device other than the uplink and the TUN with a
-// route to a destination inside this node's pod CIDR. A route wider than the pod CIDR (a default
-// route, the cluster CIDR) does not count.
+// Pod interfaces: the devices whose ingress steering hooks (steering.ts hookPod), for the two
+// layouts CNIs build on a node.
+//
+//   per-pod veths with host routes (kindnet, Calico, the lab's default): the node's main table
+//     holds `<pod ip>/32 dev <veth>`; a pod interface is any device other than the uplink and the
+//     TUN with a route to a destination inside this node's pod CIDR. A route wider than the pod
+//     CIDR (a default route, the cluster CIDR) does not count.
+//   pods on a bridge (flannel, the bridge plugin: `cni0`): the pod CIDR is the bridge's connected
+//     route, and the pods' veths are its ports. The ports are hooked, not the bridge: a reply of
+//     a local backend to a local client is bridged port to port and never reaches the bridge's
+//     own ingress (kube-proxy needs br_netfilter for that; a port's tc ingress sees every frame).
+//
+// kube-proxy's interface detectors name the devices instead (src/rules/local-detect.ts):
+// BridgeInterface hooks exactly the named bridge's ports, InterfaceNamePrefix every link whose
+// name starts with the prefix (Calico's `cali`). The CIDR modes discover by route.
+import type { LocalDetector } from '../rules/local-detect.ts';
 import { type Cidr, ipv4ToU32 } from '../wire/addr.ts';
 import { runJson } from './sh.ts';
 
@@ -9,6 +21,14 @@ interface IpRoute {
   dst: string;
   dev?: string;
   type?: string;
+}
+
+/** `ip -j -d link show`: the fields discovery reads. */
+export interface IpLink {
+  ifname: string;
+  /** the bridge (or bond) this link is a port of */
+  master?: string;
+  linkinfo?: { info_kind?: string };
 }
 
 export function podIfacesFromRoutes(
@@ -33,7 +53,49 @@ export function podIfacesFromRoutes(
   return [...found].sort();
 }
 
-export function discoverPodIfaces(podCidr: Cidr, exclude: readonly string[]): string[] {
+/** The ports of a bridge (its veths), sorted. */
+export function bridgePorts(links: readonly IpLink[], bridge: string): string[] {
+  return links
+    .filter((l) => l.master === bridge)
+    .map((l) => l.ifname)
+    .sort();
+}
+
+/** Devices found by route, each bridge among them replaced by its ports. */
+export function expandBridges(devs: readonly string[], links: readonly IpLink[]): string[] {
+  const kind = new Map(links.map((l) => [l.ifname, l.linkinfo?.info_kind]));
+  const out = new Set<string>();
+  for (const d of devs) {
+    if (kind.get(d) === 'bridge') for (const p of bridgePorts(links, d)) out.add(p);
+    else out.add(d);
+  }
+  return [...out].sort();
+}
+
+/** The pod interfaces for this detector (see the header), from `ip` JSON (pure, for tests). */
+export function podIfacesFor(
+  local: LocalDetector,
+  routes: readonly IpRoute[],
+  links: readonly IpLink[],
+  podCidr: Cidr,
+  exclude: readonly string[],
+): string[] {
+  if (local.by === 'iface' && !local.prefix) return bridgePorts(links, local.iface);
+  if (local.by === 'iface') {
+    return links
+      .map((l) => l.ifname)
+      .filter((n) => n.startsWith(local.iface) && !exclude.includes(n))
+      .sort();
+  }
+  return expandBridges(podIfacesFromRoutes(routes, podCidr, exclude), links);
+}
+
+export function discoverPodIfaces(
+  local: LocalDetector,
+  podCidr: Cidr,
+  exclude: readonly string[],
+): string[] {
   const routes = runJson<IpRoute>(['ip', '-j', '-4', 'route', 'show', 'table', 'main']);
-  return podIfacesFromRoutes(routes, podCidr, exclude);
+  const links = runJson<IpLink>(['ip', '-j', '-d', 'link', 'show']);
+  return podIfacesFor(local, routes, links, podCidr, exclude);
 }

@@ -25,6 +25,9 @@ export interface KpcFlags {
   scheduler?: string;
   ctMax?: string;
   ctTimeout?: string;
+  detectLocalMode?: string;
+  podBridgeInterface?: string;
+  podInterfaceNamePrefix?: string;
 }
 
 /** A --config file kubetun cannot take: names the file and the field. */
@@ -82,6 +85,19 @@ export const FIELDS: readonly KpcField[] = [
   { path: 'iptables.syncPeriod', flag: 'syncPeriod', conv: ms, doc: '--sync-period (ms)' },
   { path: 'iptables.minSyncPeriod', flag: 'minSyncPeriod', conv: ms, doc: '--min-sync-period' },
   { path: 'ipvs.scheduler', flag: 'scheduler', conv: str, doc: '--scheduler' },
+  { path: 'detectLocalMode', flag: 'detectLocalMode', conv: str, doc: '--detect-local-mode' },
+  {
+    path: 'detectLocal.bridgeInterface',
+    flag: 'podBridgeInterface',
+    conv: str,
+    doc: '--pod-bridge-interface',
+  },
+  {
+    path: 'detectLocal.interfaceNamePrefix',
+    flag: 'podInterfaceNamePrefix',
+    conv: str,
+    doc: '--pod-interface-name-prefix',
+  },
   {
     path: 'conntrack.maxPerCore',
     flag: 'ctMaxPerCore',
@@ -114,7 +130,6 @@ export const FIELDS: readonly KpcField[] = [
 const NOTED: Record<string, string> = {
   mode: 'kubetun is its own data plane; the mode is ignored',
   nodePortAddresses: 'NodePorts are served on the node IP only',
-  detectLocalMode: 'local traffic is detected by the cluster CIDR (ClusterCIDR mode)',
 };
 
 const ROOT_SKIP = new Set(['apiVersion', 'kind']);
@@ -234,6 +249,9 @@ export interface KpcView {
   minSyncPeriodMs: number;
   scheduler: string;
   kubeconfig?: string;
+  detectLocalMode: string;
+  bridgeInterface: string;
+  interfaceNamePrefix: string;
   ctMax: number;
   ctTcpEstablishedSec: number;
   ctTcpCloseWaitSec: number;
@@ -258,7 +276,11 @@ export function configzBody(v: KpcView): Record<string, unknown> {
       syncPeriod: goDuration(v.syncPeriodMs),
       minSyncPeriod: goDuration(v.minSyncPeriodMs),
       ipvs: { scheduler: v.scheduler },
-      detectLocalMode: 'ClusterCIDR',
+      detectLocalMode: v.detectLocalMode,
+      detectLocal: {
+        bridgeInterface: v.bridgeInterface,
+        interfaceNamePrefix: v.interfaceNamePrefix,
+      },
       conntrack: {
         maxPerCore: 0,
         min: v.ctMax,

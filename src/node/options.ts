@@ -2,6 +2,7 @@
 import { UserError } from '../errors.ts';
 import { SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
 import type { CtRunFlags } from './ct-flags.ts';
+import { type LocalDetector, localDetector } from '../rules/local-detect.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
 
 export interface AgentOptions {
@@ -28,8 +29,14 @@ export interface AgentOptions {
   nodeIp: string;
   /** this node's pod CIDR (steered in from the uplink; pod interfaces are found by it) */
   podCidr: string;
-  /** validated; not used by the ClusterIP steering yet (kept for SNAT / NodePort decisions) */
+  /** all pods: the ClusterCIDR local traffic detector, external IPs never inside it */
   clusterCidr: string;
+  /** kube-proxy --detect-local-mode ('' = ClusterCIDR; src/rules/local-detect.ts) */
+  detectLocalMode?: string;
+  /** --pod-bridge-interface (detectLocal.bridgeInterface): BridgeInterface mode's bridge */
+  bridgeInterface?: string;
+  /** --pod-interface-name-prefix (detectLocal.interfaceNamePrefix) */
+  interfaceNamePrefix?: string;
   serviceCidr: string;
   uplink: string;
   tun: string;
@@ -72,6 +79,8 @@ export interface AgentNet {
   podCidr: Cidr;
   clusterCidr: Cidr;
   serviceCidr: Cidr;
+  /** kube-proxy's local traffic detector for these options */
+  local: LocalDetector;
 }
 
 /** A `kubetun run` flag with a bad value: the user's to fix (src/errors.ts). */
@@ -144,7 +153,20 @@ export function validateOptions(o: AgentOptions): AgentNet {
     podCidr: checked('pod-cidr', () => parseCidr(o.podCidr)),
     clusterCidr: checked('cluster-cidr', () => parseCidr(o.clusterCidr)),
     serviceCidr: checked('service-cidr', () => parseCidr(o.serviceCidr)),
+    local: checked('detect-local-mode', () =>
+      localDetector({
+        mode: o.detectLocalMode,
+        clusterCidr: o.clusterCidr,
+        nodeCidr: o.podCidr,
+        bridgeInterface: o.bridgeInterface,
+        interfaceNamePrefix: o.interfaceNamePrefix,
+      }),
+    ),
   };
+  if (net.local.by === 'iface') {
+    const flag = net.local.prefix ? 'pod-interface-name-prefix' : 'pod-bridge-interface';
+    ifname(flag, net.local.iface);
+  }
   return net;
 }
 

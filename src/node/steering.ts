@@ -303,11 +303,15 @@ function hex(n: number): string {
   return `0x${n.toString(16)}`;
 }
 
-/** The NAT part of the datapath config for this node (nat.ts). */
+/**
+ * The NAT part of the datapath config for this node (nat.ts). localCidr is the local traffic
+ * detector's source network (src/rules/local-detect.ts localSourceCidr; '' = no detector): the
+ * datapath's clusterCidr, "from a pod" in kube-proxy's masquerade decisions.
+ */
 export function natDatapathConfig(o: {
   nodeIp: string;
   podCidr: string;
-  clusterCidr: string;
+  localCidr: string;
 }): Partial<DatapathConfig> {
   const pod = parseCidr(o.podCidr);
   return {
@@ -316,7 +320,7 @@ export function natDatapathConfig(o: {
     // usual CNI bridge convention): MASQUERADE toward a local pod picks it.
     podGateway: (pod.addr + 1) >>> 0,
     podCidr: o.podCidr,
-    clusterCidr: o.clusterCidr,
+    clusterCidr: o.localCidr,
   };
 }
 

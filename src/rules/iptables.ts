@@ -13,7 +13,13 @@ import type { ResolvedServicePort } from '../model.ts';
 import { extChainName, fwChainName, sepChainName, svcChainName, svlChainName } from './hash.ts';
 import { cidr4Contains, nodePortCidrs, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
 import { LineBuffer } from './linebuf.ts';
-import { type ResolvedRulesOptions, type RulesOptions, resolveRulesOptions } from './options.ts';
+import { iptablesLocalMatch } from './local-detect.ts';
+import {
+  type ResolvedRulesOptions,
+  type RulesOptions,
+  resolveRulesOptions,
+  rulesLocalDetector,
+} from './options.ts';
 import { type EndpointInfo, externallyAccessible, type PortInfo, portInfos } from './portinfo.ts';
 import { computeProbability } from './probability.ts';
 import { type Categorized, categorizeEndpoints } from './topology.ts';
@@ -45,7 +51,8 @@ interface Buffers {
 interface Ctx extends Buffers {
   o: ResolvedRulesOptions;
   /** `-s <podCIDR>` of the local-traffic detector, or null without one */
-  podCidr: string | null;
+  /** the local traffic detector's matches (local-detect.ts); null = no detector */
+  local: { local: string[]; notLocal: string[] } | null;
   localhostNodePorts: boolean;
   largeClusterMode: boolean;
 }
@@ -239,10 +246,10 @@ function writeInternalMasquerade(ctx: Ctx, x: Plan): void {
   const args = [...cmt(q(`${x.p.spn} cluster IP`)), ...serviceMatch(x, x.p.clusterIP, x.p.port)];
   if (ctx.o.masqueradeAll) {
     ctx.natRules.write('-A', x.internalChain, args, '-j', KUBE_MARK_MASQ);
-  } else if (ctx.podCidr !== null) {
+  } else if (ctx.local !== null) {
     // Off-cluster clients reaching a ClusterIP (a static route to the service range) may be
     // bridged to another node, so they are masqueraded.
-    ctx.natRules.write('-A', x.internalChain, args, '!', '-s', ctx.podCidr, '-j', KUBE_MARK_MASQ);
+    ctx.natRules.write('-A', x.internalChain, args, ...ctx.local.notLocal, '-j', KUBE_MARK_MASQ);
   }
 }
 
@@ -260,13 +267,12 @@ function writeExternalChain(ctx: Ctx, x: Plan): void {
     );
   } else {
     // Pods reaching an external IP get Cluster policy, as if they went out to the LB and back.
-    if (ctx.podCidr !== null) {
+    if (ctx.local !== null) {
       ctx.natRules.write(
         '-A',
         x.ext,
         cmt(q(`pod traffic for ${spn} external destinations`)),
-        '-s',
-        ctx.podCidr,
+        ...ctx.local.local,
         '-j',
         x.svc,
       );
@@ -557,13 +563,9 @@ export function renderIptables(
   const o = resolveRulesOptions(opts);
   const infos = portInfos(ports, o.nodeName);
   const total = infos.reduce((n, p) => n + p.endpoints.length, 0);
-  const pod = o.clusterCIDR === undefined ? null : parseCidr4Sloppy(o.clusterCIDR);
-  if (o.clusterCIDR !== undefined && pod === null) {
-    throw new RangeError(`clusterCIDR: "${o.clusterCIDR}" is not an IPv4 CIDR`);
-  }
   const ctx: Ctx = {
     o,
-    podCidr: pod === null ? null : pod.text,
+    local: iptablesLocalMatch(rulesLocalDetector(o)),
     localhostNodePorts: localhostAllowed(o),
     largeClusterMode: total > o.largeClusterEndpointsThreshold,
     filterChains: new LineBuffer(),

@@ -13,11 +13,20 @@
 import type { ResolvedServicePort } from '../model.ts';
 import { nftEndpointNameBase, nftServiceNameBase } from './hash.ts';
 import { cidr4Contains, nodePortCidrs, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
-import { type ResolvedRulesOptions, type RulesOptions, resolveRulesOptions } from './options.ts';
+import { nftLocalMatch } from './local-detect.ts';
+import {
+  type ResolvedRulesOptions,
+  type RulesOptions,
+  resolveRulesOptions,
+  rulesLocalDetector,
+} from './options.ts';
 import { type EndpointInfo, externallyAccessible, type PortInfo, portInfos } from './portinfo.ts';
 import { type Categorized, categorizeEndpoints } from './topology.ts';
 
 const T = 'ip kube-proxy';
+
+/** the local traffic detector's expressions (local-detect.ts); null = no detector */
+type NftLocal = ReturnType<typeof nftLocalMatch>;
 
 export interface NftOptions extends RulesOptions {
   /** ServiceCIDRs (kube-apiserver --service-cluster-ip-range): unallocated ClusterIPs are dropped */
@@ -236,15 +245,14 @@ function writeDispatchElements(tx: Tx, x: NftPlan): void {
   if (!x.hasExternal) tx.element('no-endpoint-nodeports', np, noEps, p.spn);
 }
 
-function writeExternalChain(tx: Tx, x: NftPlan, podCidr: string | null): void {
+function writeExternalChain(tx: Tx, x: NftPlan, local: NftLocal): void {
   if (!(x.c.hasAny && externallyAccessible(x.p))) return;
   tx.chain(x.ext);
   if (!x.p.externalPolicyLocal) {
     tx.rule(x.ext, 'jump mark-for-masquerade');
   } else {
     // Pods and the host itself get Cluster policy, as if they went out to the LB and back.
-    if (podCidr !== null)
-      tx.rule(x.ext, `ip saddr ${podCidr} goto ${x.svc}`, 'short-circuit pod traffic');
+    if (local !== null) tx.rule(x.ext, `${local.local} goto ${x.svc}`, 'short-circuit pod traffic');
     tx.rule(x.ext, 'fib saddr type local jump mark-for-masquerade', 'masquerade local traffic');
     tx.rule(x.ext, `fib saddr type local goto ${x.svc}`, 'short-circuit local traffic');
   }
@@ -297,14 +305,14 @@ function writeEndpointChains(tx: Tx, x: NftPlan): void {
   }
 }
 
-function writeService(tx: Tx, x: NftPlan, o: ResolvedRulesOptions, podCidr: string | null): void {
+function writeService(tx: Tx, x: NftPlan, o: ResolvedRulesOptions, local: NftLocal): void {
   writeDispatchElements(tx, x);
   const { p, c } = x;
   const internalChain = p.internalPolicyLocal ? x.local : x.svc;
   let masq: string | null = null;
   if (x.hasInternal && o.masqueradeAll) masq = `ip daddr ${p.clusterIP} jump mark-for-masquerade`;
-  else if (x.hasInternal && podCidr !== null)
-    masq = `ip daddr ${p.clusterIP} ip saddr != ${podCidr} jump mark-for-masquerade`;
+  else if (x.hasInternal && local !== null)
+    masq = `ip daddr ${p.clusterIP} ${local.notLocal} jump mark-for-masquerade`;
   if (c.cluster.length > 0 && (!p.internalPolicyLocal || externallyAccessible(p))) {
     writePolicyChain(tx, x, x.svc, c.cluster, internalChain === x.svc ? masq : null);
   }
@@ -314,7 +322,7 @@ function writeService(tx: Tx, x: NftPlan, o: ResolvedRulesOptions, podCidr: stri
   ) {
     writePolicyChain(tx, x, x.local, c.local, internalChain === x.local ? masq : null);
   }
-  writeExternalChain(tx, x, podCidr);
+  writeExternalChain(tx, x, local);
   writeFirewallChain(tx, x, parseIpv4Sloppy(o.nodeIPs[0] ?? ''));
   writeEndpointChains(tx, x);
 }
@@ -325,10 +333,7 @@ export function renderNftables(
   opts: NftOptions = {},
 ): string {
   const o = resolveRulesOptions(opts);
-  const pod = o.clusterCIDR === undefined ? null : parseCidr4Sloppy(o.clusterCIDR);
-  if (o.clusterCIDR !== undefined && pod === null) {
-    throw new RangeError(`clusterCIDR: "${o.clusterCIDR}" is not an IPv4 CIDR`);
-  }
+  const local = nftLocalMatch(rulesLocalDetector(o));
   const serviceCIDRs: string[] = [];
   for (const s of opts.serviceCIDRs ?? []) {
     const c = parseCidr4Sloppy(s);
@@ -339,7 +344,7 @@ export function renderNftables(
   writeBase(tx, o, nodePortSelection(o), serviceCIDRs);
   const node = { nodeName: o.nodeName, nodeZone: o.nodeZone, preferSameNode: o.preferSameNode };
   for (const p of portInfos(ports, o.nodeName)) {
-    writeService(tx, nftPlan(p, categorizeEndpoints(p, node)), o, pod === null ? null : pod.text);
+    writeService(tx, nftPlan(p, categorizeEndpoints(p, node)), o, local);
   }
   return tx.text();
 }

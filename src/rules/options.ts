@@ -2,6 +2,8 @@
 // (--masquerade-bit 14, --iptables-localhost-nodeports, nodePortAddresses unset, nf_conntrack
 // not in liberal mode, iptables with --random-fully, nfacct counters available).
 
+import { type LocalDetector, localDetector } from './local-detect.ts';
+
 export interface RulesOptions {
   /** Endpoints whose nodeName equals this are local (kube-proxy's --hostname-override). */
   nodeName?: string;
@@ -9,6 +11,11 @@ export interface RulesOptions {
   nodeZone?: string;
   /** Pod CIDR for the "local traffic" detector (--cluster-cidr); none means no detector. */
   clusterCIDR?: string;
+  /**
+   * The local traffic detector (--detect-local-mode and its settings, local-detect.ts); when
+   * absent, ClusterCIDR mode on clusterCIDR, kube-proxy's default.
+   */
+  localDetector?: LocalDetector;
   /** Node IPs; the first is kube-proxy's nodeIP (LoadBalancer source-range self-check). */
   nodeIPs?: string[];
   /** --nodeport-addresses CIDRs; empty or absent means every local address. */
@@ -34,13 +41,23 @@ export interface RulesOptions {
 }
 
 export type ResolvedRulesOptions = Required<
-  Omit<RulesOptions, 'nodeName' | 'nodeZone' | 'clusterCIDR'>
+  Omit<RulesOptions, 'nodeName' | 'nodeZone' | 'clusterCIDR' | 'localDetector'>
 > &
-  Pick<RulesOptions, 'nodeName' | 'nodeZone' | 'clusterCIDR'>;
+  Pick<RulesOptions, 'nodeName' | 'nodeZone' | 'clusterCIDR' | 'localDetector'>;
 
 /** Go's fmt.Sprintf("%#08x", v): eight zero-padded hex digits after the "0x" prefix. */
 export function goHexMark(v: number): string {
   return `0x${v.toString(16).padStart(8, '0')}`;
+}
+
+/** The detector the renderers use: the one given, else ClusterCIDR mode on clusterCIDR. */
+export function rulesLocalDetector(o: ResolvedRulesOptions): LocalDetector {
+  if (o.localDetector) return o.localDetector;
+  try {
+    return localDetector({ mode: 'ClusterCIDR', clusterCidr: o.clusterCIDR });
+  } catch {
+    throw new RangeError(`clusterCIDR: "${o.clusterCIDR}" is not an IPv4 CIDR`);
+  }
 }
 
 export function resolveRulesOptions(o: RulesOptions = {}): ResolvedRulesOptions {
@@ -52,6 +69,7 @@ export function resolveRulesOptions(o: RulesOptions = {}): ResolvedRulesOptions 
     nodeName: o.nodeName,
     nodeZone: o.nodeZone,
     clusterCIDR: o.clusterCIDR,
+    localDetector: o.localDetector,
     nodeIPs: o.nodeIPs ?? [],
     nodePortAddresses: o.nodePortAddresses ?? [],
     masqueradeAll: o.masqueradeAll ?? false,

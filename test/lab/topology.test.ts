@@ -107,6 +107,23 @@ describe('lab up plan', () => {
     );
   });
 
+  it("cni: bridge joins pods to the node's cni0 (gateway /24 on it), without host routes or proxy_arp", () => {
+    const b = planUp(parseWith((s) => `cni: bridge\n${s}`)).flatMap((p) =>
+      p.cmds.map((c) => c.join(' ')),
+    );
+    expect(b).toContain('ip -n kt-node2 link add cni0 type bridge');
+    expect(b).toContain('ip -n kt-node2 addr add 10.244.2.1/24 dev cni0');
+    expect(b).toContain('ip -n kt-node2 link set veth-pod-d master cni0 up');
+    expect(b).toContain('ip -n kt-pod-d addr add 10.244.2.3/24 dev eth0');
+    expect(b).toContain('ip -n kt-pod-d route add default via 10.244.2.1 dev eth0');
+    expect(
+      b.filter((c) => / route add 10\.244\.\d+\.\d+\/32 /.test(c) || /proxy_arp/.test(c)),
+    ).toEqual([]);
+    expect(() => parseWith((s) => `cni: flannel\n${s}`)).toThrow(
+      /topology: cni: "flannel" is not one of routes, bridge/,
+    );
+  });
+
   it('routes each node to the other nodes pod CIDRs over the underlay (host-gw)', () => {
     expect(cmds).toContain(
       `ip -n ${LAB_PREFIX}node1 route add 10.244.2.0/24 via 172.30.0.12 dev eth0`,

@@ -86,6 +86,22 @@ describe('KubeProxyConfiguration file', () => {
     );
   });
 
+  it('detectLocalMode and detectLocal become the --detect-local-mode flags', () => {
+    const f = file(
+      'detect.yaml',
+      `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+detectLocalMode: BridgeInterface
+detectLocal:
+  bridgeInterface: cni0
+  interfaceNamePrefix: ""
+`,
+    );
+    const r = readKubeProxyConfig(f, 2);
+    expect(r.flags).toEqual({ detectLocalMode: 'BridgeInterface', podBridgeInterface: 'cni0' });
+    expect(r.notes).toEqual([]);
+  });
+
   it('reads Go durations as kube-proxy writes them', () => {
     expect(goDurationMs('1h0m0s', 'f', 'x')).toBe(3_600_000);
     expect(goDurationMs('1m30s', 'f', 'x')).toBe(90_000);
@@ -133,6 +149,9 @@ describe('metrics port URLs kube-proxy serves', () => {
       ctTcpCloseWaitSec: 3600,
       ctUdpSec: 30,
       ctUdpStreamSec: 120,
+      detectLocalMode: 'BridgeInterface',
+      bridgeInterface: 'cni0',
+      interfaceNamePrefix: '',
     };
     const h = await startMetricsServer(new ProxyMetrics(), {
       host: '127.0.0.1',
@@ -154,6 +173,8 @@ describe('metrics port URLs kube-proxy serves', () => {
       syncPeriod: '30s',
       minSyncPeriod: '1s',
       conntrack: { tcpEstablishedTimeout: '86400s', tcpCloseWaitTimeout: '3600s' },
+      detectLocalMode: 'BridgeInterface',
+      detectLocal: { bridgeInterface: 'cni0' },
     });
     expect((await fetch(`${base}/nope`)).status).toBe(404);
   });

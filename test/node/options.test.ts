@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { toOptions } from '../../src/cli/run.ts';
-import { podIfacesFromRoutes } from '../../src/node/discover.ts';
+import { podIfacesFor, podIfacesFromRoutes } from '../../src/node/discover.ts';
+import { localDetector } from '../../src/rules/local-detect.ts';
 import { validateOptions } from '../../src/node/options.ts';
 import { parseCidr } from '../../src/wire/addr.ts';
 import { runFlags as flags } from '../fixtures/run-flags.ts';
-
 
 describe('run options', () => {
   it('defaults the control socket to /run/kubetun/<node>.sock and splits --pod-ifaces', () => {
@@ -41,6 +41,12 @@ describe('run options', () => {
     [{ nodeName: 'Node_1' }, /^--node-name: not a Kubernetes node name/],
     [{ logLevel: 'loud' }, /^--log-level: one of/],
     [{ batch: '0' }, /^--batch: /],
+    [{ detectLocalMode: 'Bridge' }, /^--detect-local-mode: detectLocalMode: unknown/],
+    [{ detectLocalMode: 'BridgeInterface' }, /^--detect-local-mode: detectLocal.bridgeInterface/],
+    [
+      { detectLocalMode: 'BridgeInterface', podBridgeInterface: 'cni0;x' },
+      /^--pod-bridge-interface: invalid interface name/,
+    ],
   ])('rejects %o naming the flag', (bad, msg) => {
     expect(() => validateOptions(toOptions({ ...flags, ...bad }))).toThrow(msg);
   });
@@ -61,6 +67,38 @@ describe('pod interface discovery', () => {
 
   it('finds devices with routes inside the pod CIDR, excluding uplink and TUN', () => {
     expect(podIfacesFromRoutes(routes, pod, ['eth0', 'kt0', 'lo'])).toEqual(['va', 'vb', 'vc']);
+  });
+
+  // flannel / the bridge plugin: the pod CIDR is cni0's connected route, the pods its ports
+  const bridged = [
+    { dst: 'default', dev: 'eth0' },
+    { dst: '10.244.1.0/24', dev: 'cni0' },
+    { dst: '10.244.2.0/24', dev: 'eth0' },
+  ];
+  const links = [
+    { ifname: 'lo' },
+    { ifname: 'eth0' },
+    { ifname: 'cni0', linkinfo: { info_kind: 'bridge' } },
+    { ifname: 'vethb2', master: 'cni0', linkinfo: { info_kind: 'veth' } },
+    { ifname: 'vetha1', master: 'cni0', linkinfo: { info_kind: 'veth' } },
+    { ifname: 'cali1', linkinfo: { info_kind: 'veth' } },
+    { ifname: 'cali2', linkinfo: { info_kind: 'veth' } },
+    { ifname: 'kt0', linkinfo: { info_kind: 'tun' } },
+  ];
+  const ex = ['eth0', 'kt0', 'lo'];
+
+  it('a bridge found by route is replaced by its ports (a port-to-port reply is caught)', () => {
+    const cidr = localDetector({ clusterCidr: '10.244.0.0/16' });
+    expect(podIfacesFor(cidr, bridged, links, pod, ex)).toEqual(['vetha1', 'vethb2']);
+    // host routes: as before, the veths themselves
+    expect(podIfacesFor(cidr, routes, links, pod, ex)).toEqual(['va', 'vb', 'vc']);
+  });
+
+  it("BridgeInterface hooks the named bridge's ports, InterfaceNamePrefix the prefixed links", () => {
+    const br = localDetector({ mode: 'BridgeInterface', bridgeInterface: 'cni0' });
+    expect(podIfacesFor(br, [], links, pod, ex)).toEqual(['vetha1', 'vethb2']);
+    const cali = localDetector({ mode: 'InterfaceNamePrefix', interfaceNamePrefix: 'cali' });
+    expect(podIfacesFor(cali, routes, links, pod, ex)).toEqual(['cali1', 'cali2']);
   });
 });
 
