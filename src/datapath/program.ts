@@ -39,6 +39,7 @@ import {
 import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply } from './stages/nat.ts';
 import { dp4Parse } from './stages/parse.ts';
 import {
+  DROP_BAD_L4_CSUM,
   DROP_CT_INVALID,
   DROP_ECHO_TO_VIP,
   DROP_ICMP_TO_VIP,
@@ -54,7 +55,10 @@ import {
   TX_DNAT,
   TX_REVNAT,
 } from './state/reasons.ts';
-import { lb4Reject } from './stages/reject.ts';
+import { lb4Reject, lb4TtlExceeded } from './stages/reject.ts';
+import { lb4MartianSource } from './stages/martian.ts';
+import { l4ChecksumValid } from '../wire/checksum.ts';
+import { ipv4Ttl } from '../wire/ipv4.ts';
 import { V_TX } from './state/verdict.ts';
 import { lb4EchoReply } from './stages/vip-echo.ts';
 
@@ -63,7 +67,9 @@ import { lb4EchoReply } from './stages/vip-echo.ts';
  * The single exit: every stage returns a reason, counted here once and turned into the verdict
  * by the reason table (reasons.ts). A GSO super-packet (offloads, src/node/loop.ts) is processed
  * once, as a whole: `segs` is how many packets the wire will carry for it and `extraBytes` the
- * headers its later segments repeat, so that conntrack counts what the wire sees.
+ * headers its later segments repeat, so that conntrack counts what the wire sees. `csumTrusted`
+ * 1: the L4 checksum is partial or already verified (virtio NEEDS_CSUM / DATA_VALID), so a new
+ * flow's first packet is not verified again (the kernel skips CHECKSUM_PARTIAL/UNNECESSARY too).
  */
 export function dpProcess(
   dp: Datapath,
@@ -73,7 +79,9 @@ export function dpProcess(
   nowMs: number,
   segs = 1,
   extraBytes = 0,
+  csumTrusted = 0,
 ): number {
+  dp.csumTrusted = csumTrusted;
   dp.segs = segs;
   dp.segExtraBytes = extraBytes;
   dp.outLen = 0;
@@ -112,6 +120,7 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   const { proto, saddr, daddr, sport, dport, nowSec } = dp;
   let i = ct4LookupOrig(ct, proto, saddr, daddr, sport, dport, dp.tcpFlags, nowSec);
   if (i >= 0) {
+    if (lb4TtlRunsOut(dp, buf)) return lb4TtlExceeded(dp, buf);
     const t = lb4Track(dp, i, CT_DIR_ORIG, bytes);
     if (t !== R_CONTINUE) return t;
     lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
@@ -134,10 +143,18 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
 
 function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
   const m = lb4LookupService(dp);
-  if (m < 0) {
-    if (lb4IsVip(dp, dp.daddr)) return lb4Reject(dp, buf, REPLY_REJECT_UNKNOWN_PORT);
-    return PASS_NOT_SERVICE;
+  if (m < 0 && !lb4IsVip(dp, dp.daddr)) return PASS_NOT_SERVICE;
+  // toward a service: what the kernel would refuse to track or route is never translated
+  const bad = lb4MartianSource(dp);
+  if (bad !== R_CONTINUE) return bad;
+  if (dp.csumTrusted === 0 && dp.frag === 0 && dp.proto !== IPPROTO_SCTP) {
+    if (!l4ChecksumValid(buf, dp.ipOff)) {
+      ct4Invalid(dp, false); // INVALID whatever ctDropInvalid says: nothing to translate it to
+      return DROP_BAD_L4_CSUM;
+    }
   }
+  if (lb4TtlRunsOut(dp, buf)) return lb4TtlExceeded(dp, buf);
+  if (m < 0) return lb4Reject(dp, buf, REPLY_REJECT_UNKNOWN_PORT);
   const svc = dp.svc;
   const x = nat4Frontend(dp, buf, m, bytes); // source ranges, externalTrafficPolicy: Local
   if (x !== R_CONTINUE) return x;
@@ -164,6 +181,15 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
   const x2 = nat4Masq(dp, buf, i, m, baddr, bport);
   if (x2 !== R_CONTINUE) return x2;
   return lb4NewFlowTx(dp, buf, i, bytes);
+}
+
+/**
+ * The packet would be forwarded by the kernel after our DNAT with a TTL of 1 or 0: it expires
+ * at this node. Node-originated packets are exempt (the kernel never decrements those).
+ */
+function lb4TtlRunsOut(dp: Datapath, buf: Uint8Array): boolean {
+  if (ipv4Ttl(buf, dp.ipOff) > 1) return false;
+  return dp.saddr !== dp.nat.nodeIp && dp.saddr !== dp.nat.podGateway;
 }
 
 /** ICMP: only traffic to a VIP is ours (iptables mode: echo neither translated nor answered). */

@@ -26,8 +26,11 @@ import { read16, read32s } from '../wire/bytes.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import { ipv4RewriteSrc, l4PartialCsumAfterNat, l4RewriteSrcPort } from '../wire/rewrite.ts';
 import {
+  VNET_F_DATA_VALID,
+  VNET_F_NEEDS_CSUM,
   VNET_HDR_LEN,
   VNET_OK,
+  vnetFlags,
   vnetCheck,
   vnetCsumFieldOff,
   vnetExtraBytes,
@@ -138,12 +141,15 @@ export function createPacketLoop(
       counters[AGENT_GSO_SEGMENTS] += segs;
     }
     const extra = segs > 1 ? vnetExtraBytes(buf, off, end) : 0;
-    if (!vnetNeedsCsum(buf, off)) return dpProcess(dp, buf, ip, end - ip, now, segs, extra);
+    // a partial checksum is not a checksum yet, and DATA_VALID says the kernel verified it
+    const trusted = (vnetFlags(buf, off) & (VNET_F_NEEDS_CSUM | VNET_F_DATA_VALID)) !== 0 ? 1 : 0;
+    if (!vnetNeedsCsum(buf, off))
+      return dpProcess(dp, buf, ip, end - ip, now, segs, extra, trusted);
     const csumAt = ip + vnetCsumFieldOff(buf, off);
     const seed = read16(buf, csumAt);
     const src = read32s(buf, ip + 12);
     const dst = read32s(buf, ip + 16);
-    const v = dpProcess(dp, buf, ip, end - ip, now, segs, extra);
+    const v = dpProcess(dp, buf, ip, end - ip, now, segs, extra, trusted);
     if (v === V_TX && (dp.proto === IPPROTO_TCP || dp.proto === IPPROTO_UDP)) {
       l4PartialCsumAfterNat(buf, ip, csumAt, seed, src, dst);
     }

@@ -111,10 +111,15 @@ describe('reject', () => {
     expect(run(dp, syn).out).toEqual(expectedUnreach(syn, '10.0.0.1'));
   });
 
-  it('never answers a source that is not a single host (RFC 1122 3.2.2)', () => {
-    for (const src of ['0.0.0.0', '224.0.0.5', '255.255.255.255']) {
+  it('never answers a source that is not a single host (RFC 1122 3.2.2): martians, dropped first', () => {
+    const why: Record<string, string> = {
+      '0.0.0.0': 'DROP_MARTIAN_ZERONET',
+      '224.0.0.5': 'DROP_MARTIAN_MULTICAST',
+      '255.255.255.255': 'DROP_MARTIAN_BROADCAST',
+    };
+    for (const [src, reason] of Object.entries(why)) {
       const r = run(dp, buildUdp({ src, dst: VIP, sport: 68, dport: 53 }));
-      expect([src, r.verdict, r.reason]).toEqual([src, V_DROP, 'DROP_REJECT_SUPPRESSED']);
+      expect([src, r.verdict, r.reason]).toEqual([src, V_DROP, reason]);
       expect(dp.outLen).toBe(0);
     }
   });

@@ -3,30 +3,61 @@
 // unless DatapathConfig.icmpErrorSrc says otherwise. Like the kernel's icmp_send, it is never
 // sent where RFC 1122 3.2.2 forbids it (icmpErrorAllowed: non-unicast source, multicast
 // destination, non-first fragment, an ICMP error), and it is rate-limited by a token bucket
-// (net.ipv4.icmp_msgs_per_sec / icmp_msgs_burst).
+// (net.ipv4.icmp_msgs_per_sec / icmp_msgs_burst). A TTL that runs out toward a service is
+// answered the same way with time exceeded (lb4TtlExceeded).
 
-import { ICMP_PORT_UNREACH, icmpBuildDestUnreach, icmpErrorAllowed } from '../../wire/icmp.ts';
+import {
+  ICMP_DEST_UNREACH,
+  ICMP_EXC_TTL,
+  ICMP_PORT_UNREACH,
+  ICMP_TIME_EXCEEDED,
+  icmpBuildError,
+  icmpErrorAllowed,
+} from '../../wire/icmp.ts';
 import type { Datapath } from '../state/datapath.ts';
 import {
   DROP_ICMP_RATELIMIT,
   DROP_REJECT_FAILED,
   DROP_REJECT_SUPPRESSED,
+  REPLY_TTL_EXCEEDED,
 } from '../state/reasons.ts';
 
 /** Answer the packet at dp.ipOff with ICMP port unreachable; `reason` names why. */
 export function lb4Reject(dp: Datapath, buf: Uint8Array, reason: number): number {
+  return icmp4Answer(dp, buf, reason, ICMP_DEST_UNREACH, ICMP_PORT_UNREACH);
+}
+
+/**
+ * TTL <= 1 toward a service: the kernel's ip_forward sends time exceeded after its DNAT, and
+ * its NAT translates the quote back, so the client sees its own packet to the VIP quoted — the
+ * packet here is untranslated, so quoting it as it is gives the same bytes.
+ */
+export function lb4TtlExceeded(dp: Datapath, buf: Uint8Array): number {
+  return icmp4Answer(dp, buf, REPLY_TTL_EXCEEDED, ICMP_TIME_EXCEEDED, ICMP_EXC_TTL);
+}
+
+function icmp4Answer(
+  dp: Datapath,
+  buf: Uint8Array,
+  reason: number,
+  type: number,
+  code: number,
+): number {
   const len = dp.ipEnd - dp.ipOff;
   if (!icmpErrorAllowed(buf, dp.ipOff, len)) return DROP_REJECT_SUPPRESSED;
   if (!icmpTakeToken(dp)) return DROP_ICMP_RATELIMIT;
   const src = dp.cfg.icmpErrorSrc !== 0 ? dp.cfg.icmpErrorSrc | 0 : dp.daddr;
-  const n = icmpBuildDestUnreach(
-    dp.out,
+  const out = dp.out;
+  const n = icmpBuildError(
+    out,
     0,
-    dp.out.length,
+    out.length,
     buf,
     dp.ipOff,
     len,
-    ICMP_PORT_UNREACH,
+    type,
+    code,
+    0,
     src,
     dp.cfg.icmpTtl,
   );

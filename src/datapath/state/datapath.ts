@@ -86,6 +86,8 @@ export class Datapath {
   segs = 1;
   /** bytes the wire carries beyond the super-packet: headers its later segments repeat */
   segExtraBytes = 0;
+  /** 1 when the L4 checksum is partial or verified already (dpProcess argument) */
+  csumTrusted = 0;
   /** the packet's clock in seconds (conntrack time) and milliseconds (rate limits) */
   nowSec = 0;
   nowMs = 0;

@@ -54,6 +54,14 @@ export const REPLY_ECHO_FROM_VIP = 35;
 export const DROP_BAD_SCTP_CHUNK = 36;
 export const DROP_BAD_SCTP_CSUM = 37;
 export const DROP_SCTP_FRAGMENT = 38;
+export const DROP_MARTIAN_ZERONET = 39;
+export const DROP_MARTIAN_LOOPBACK = 40;
+export const DROP_MARTIAN_MULTICAST = 41;
+export const DROP_MARTIAN_CLASS_E = 42;
+export const DROP_MARTIAN_BROADCAST = 43;
+export const DROP_MARTIAN_VIP_SOURCE = 44;
+export const DROP_BAD_L4_CSUM = 45;
+export const REPLY_TTL_EXCEEDED = 46;
 
 export interface ReasonInfo {
   readonly name: string;
@@ -229,6 +237,46 @@ export const REASONS: readonly ReasonInfo[] = [
     'DROP_SCTP_FRAGMENT',
     V_DROP,
     'An IP-fragmented SCTP packet: its CRC32c covers the whole packet, which needs reassembly (not done; SCTP fragments itself into chunks below the path MTU).',
+  ),
+  row(
+    'DROP_MARTIAN_ZERONET',
+    V_DROP,
+    'A service packet from 0.0.0.0/8: a martian source the kernel drops (ip_route_input, ipv4_is_zeronet); never translated.',
+  ),
+  row(
+    'DROP_MARTIAN_LOOPBACK',
+    V_DROP,
+    'A service packet from 127.0.0.0/8 arriving from outside: martian (route_localnet off); never translated.',
+  ),
+  row(
+    'DROP_MARTIAN_MULTICAST',
+    V_DROP,
+    'A service packet from a multicast source (224.0.0.0/4): martian; never translated.',
+  ),
+  row(
+    'DROP_MARTIAN_CLASS_E',
+    V_DROP,
+    'A service packet from the reserved 240.0.0.0/4 (class E): no host sends from it; never translated.',
+  ),
+  row(
+    'DROP_MARTIAN_BROADCAST',
+    V_DROP,
+    'A service packet from 255.255.255.255: martian (ipv4_is_lbcast); never translated.',
+  ),
+  row(
+    'DROP_MARTIAN_VIP_SOURCE',
+    V_DROP,
+    'A service packet whose source is a ClusterIP: no host owns a VIP, so it is spoofed; never translated.',
+  ),
+  row(
+    'DROP_BAD_L4_CSUM',
+    V_DROP,
+    'The first packet of a would-be flow with a bad TCP/UDP checksum: conntrack INVALID (nf_conntrack_checksum=1, counted in ctInvalid); no flow is created.',
+  ),
+  row(
+    'REPLY_TTL_EXCEEDED',
+    V_REPLY,
+    'TTL <= 1 toward a service: ICMP time exceeded, quoting the packet as the client sent it (to the VIP), as the kernel does after its NAT; no flow is created.',
   ),
 ];
 
