@@ -8,6 +8,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { portPolicy, selectPortEndpoints } from '../endpoints/select.ts';
 import type { ResolvedServicePort } from '../model.ts';
 
 /** prometheus.ExponentialBuckets(0.001, 2, 15): 1 ms .. 16.384 s */
@@ -295,28 +296,6 @@ export class ProxyMetrics {
   }
 }
 
-function isLocal(e: { nodeName?: string }, nodeName: string): boolean {
-  return e.nodeName === nodeName;
-}
-
-/** Ready endpoints, or serving+terminating ones when none is ready (kube-proxy's fallback). */
-function usable<T extends { ready: boolean; serving: boolean; terminating: boolean }>(
-  eps: T[],
-): T[] {
-  const ready = eps.filter((e) => e.ready);
-  return ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating);
-}
-
-function externallyAccessible(p: ResolvedServicePort): boolean {
-  const s = p.service;
-  return (
-    s.type === 'NodePort' ||
-    s.type === 'LoadBalancer' ||
-    s.externalIPs.length > 0 ||
-    s.loadBalancerIPs.length > 0
-  );
-}
-
 /**
  * kube-proxy's no_local_endpoints gauge: service ports that have endpoints somewhere but none on
  * this node for a Local policy (internal: internalTrafficPolicy; external: externalTrafficPolicy
@@ -329,11 +308,11 @@ export function countNoLocalEndpoints(
   let internal = 0;
   let external = 0;
   for (const p of ports) {
-    if (usable(p.endpoints).length === 0) continue;
-    const local = usable(p.endpoints.filter((e) => isLocal(e, nodeName)));
-    if (local.length > 0) continue;
-    if (p.service.internalTrafficPolicy === 'Local') internal++;
-    if (p.service.externalTrafficPolicy === 'Local' && externallyAccessible(p)) external++;
+    const c = selectPortEndpoints(p, { nodeName });
+    if (!c.hasAny || c.local.length > 0) continue;
+    const policy = portPolicy(p, nodeName);
+    if (policy.internalLocal) internal++;
+    if (policy.externalLocal) external++;
   }
   return { internal, external };
 }

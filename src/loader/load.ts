@@ -32,7 +32,7 @@ import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
 import { protoName } from '../wire/proto.ts';
 import { DP_PROTO_NUM } from './protocols.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
-import { eligibleEndpoints } from '../endpoints/select.ts';
+import { selectPortEndpoints } from '../endpoints/select.ts';
 import { checkExternal, type ExtFrontend, ExternalWriter } from './nodeport.ts';
 
 /** Service annotation: per-endpoint weights, "ip-or-pod=weight,..." (0..65535, default 1). */
@@ -43,6 +43,8 @@ export interface DpLoadOptions {
   nodeName?: string;
   /** this node's zone (topology.kubernetes.io/zone): enables topology-aware routing */
   nodeZone?: string;
+  /** honour EndpointSlice hints.forNodes (PreferSameNode); default true, as the rules */
+  preferSameNode?: boolean;
   /** scheduler of services without a kubetun.io/scheduler annotation (SCHED_*; random) */
   defaultScheduler?: number;
 }
@@ -87,6 +89,8 @@ interface PortPlan {
   frontends: PlanFrontend[];
   /** distinct backends of the port */
   backends: PlanBackend[];
+  /** ids of kube-proxy's local endpoints (externalTrafficPolicy Local's scoped key) */
+  local: number[];
   vips: number[];
 }
 
@@ -187,7 +191,7 @@ function updateServices(
   txn.be.commit();
   txn.rn.commit();
   const stats = applyLoad(dp, st, plans);
-  ext.update(changed, deleted); // NodePort, externalIPs, LoadBalancer (nodeport.ts)
+  ext.update(changed, deleted, (spn) => st.ports.get(spn)?.local ?? []); // NodePort, externalIPs, LoadBalancer (nodeport.ts)
   return stats;
 }
 
@@ -240,32 +244,38 @@ function planServicePort(
   const where = describe(rsp);
   const v4 = svc.clusterIPs.map((ip, k) => [ip, k] as const).filter(([ip]) => !ip.includes(':'));
   const vips = v4.map(([ip, k]) => parseAddr(ip, `${where}: spec.clusterIPs[${k}]`));
-  const plan: PortPlan = { frontends: [], backends: [], vips };
+  const plan: PortPlan = { frontends: [], backends: [], local: [], vips };
   const proto = DP_PROTO_NUM[rsp.port.protocol];
   if (proto === undefined) return plan; // not a protocol the datapath serves; the VIP is still known
   checkPort(rsp.port.port, `${where}: spec.ports[${rsp.port.name || rsp.port.port}].port`);
   const sched = serviceScheduler(svc, opts, where);
   const weightOf = serviceWeights(svc, where);
   const itp = svc.internalTrafficPolicy === 'Local' && opts.nodeName !== undefined;
-  const eps = eligibleEndpoints(rsp.endpoints, {
-    node: itp ? opts.nodeName : undefined,
-    zone: opts.nodeZone,
-    preferClose: svc.trafficDistribution === 'PreferClose',
-  });
-  const backends: PlanBackend[] = [];
-  const weights: number[] = [];
-  for (const ep of eps.list) {
-    const w = weightOf(ep);
-    if (sched === SCHED_RANDOM && w === 0) continue; // random: weight 0 only means "no new flows"
-    const be = planBackend(ep, proto, eps.terminating, opts, txn.be, where);
-    if (!be) continue;
-    backends.push(be);
-    weights.push(w);
-  }
-  plan.backends = backends;
+  const sel = selectPortEndpoints(rsp, opts);
+  const byKey = new Map<string, PlanBackend>();
+  const slots = (list: readonly ResolvedEndpoint[], terminating: boolean) => {
+    const out: { be: PlanBackend; w: number }[] = [];
+    for (const ep of list) {
+      const w = weightOf(ep);
+      if (sched === SCHED_RANDOM && w === 0) continue; // random: weight 0 only means "no new flows"
+      const be = planBackend(ep, proto, terminating, opts, txn.be, where);
+      if (!be) continue;
+      const known = byKey.get(be.key) ?? be;
+      byKey.set(be.key, known);
+      out.push({ be: known, w });
+    }
+    return out;
+  };
+  // The ClusterIP frontend's slots: internalTrafficPolicy Local sends to this node's endpoints.
+  const vipSlots = itp ? slots(sel.local, sel.localTerminating) : slots(sel.cluster, sel.clusterTerminating);
+  // externalTrafficPolicy Local: external clients go to kube-proxy's local set (nodeport.ts).
+  plan.local = slots(sel.local, sel.localTerminating).map((x) => x.be.id);
+  const backends = vipSlots.map((x) => x.be);
+  const weights = vipSlots.map((x) => x.w);
+  plan.backends = [...byKey.values()];
   // kube-proxy: internalTrafficPolicy Local drops when endpoints exist only elsewhere, but a
   // service with no endpoint anywhere is rejected like any other.
-  let flags = itp && eligibleEndpoints(rsp.endpoints).list.length > 0 ? SVC_F_ITP_LOCAL : 0;
+  let flags = itp && sel.hasAny ? SVC_F_ITP_LOCAL : 0;
   if (svc.sessionAffinity === 'ClientIP') flags |= SVC_F_AFFINITY;
   const affinityTimeout = flags & SVC_F_AFFINITY ? svc.affinityTimeoutSeconds : 0;
   for (const vip of vips) {

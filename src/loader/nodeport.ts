@@ -10,7 +10,6 @@
 //
 // Incremental like load.ts: changed service ports are rewritten, deleted ones removed, the rest
 // untouched. Validation (addresses, CIDRs) happens before any map write.
-import { BE_F_LOCAL } from '../maps/backends.ts';
 import {
   SVC_F_AFFINITY,
   SVC_F_ETP_LOCAL,
@@ -43,6 +42,8 @@ interface ExtPlan {
   /** the ClusterIP frontend the backends come from */
   vip: number;
   vport: number;
+  /** backend ids of the local endpoints (src/endpoints/select.ts), for the scoped key */
+  local: readonly number[];
 }
 
 /** The external frontends of one Datapath and what it last wrote for them (DpLoader's part). */
@@ -59,10 +60,15 @@ export class ExternalWriter {
   /**
    * Write the external frontends of `changed` service ports and remove those of `deleted`
    * ones (service port names). Call after load.ts has applied the same change. Throws (maps
-   * untouched) on a bad address or CIDR, naming the object and field.
+   * untouched) on a bad address or CIDR, naming the object and field. `localIds` gives the
+   * backend ids of a port's local endpoints (kube-proxy's local set, load.ts planned them).
    */
-  update(changed: readonly ResolvedServicePort[], deleted: readonly string[]): void {
-    updateExternal(this.dp, this.ports, changed, deleted);
+  update(
+    changed: readonly ResolvedServicePort[],
+    deleted: readonly string[],
+    localIds: (spn: string) => readonly number[] = () => [],
+  ): void {
+    updateExternal(this.dp, this.ports, changed, deleted, localIds);
   }
 }
 
@@ -71,11 +77,14 @@ function updateExternal(
   ports: Map<string, ExtPlan>,
   changed: readonly ResolvedServicePort[],
   deleted: readonly string[],
+  localIds: (spn: string) => readonly number[],
 ): void {
   const st = { ports };
   const plans = new Map<string, ExtPlan | null>();
   for (const spn of deleted) plans.set(spn, null);
-  for (const rsp of changed) plans.set(rsp.servicePortName, planExternal(dp, rsp));
+  for (const rsp of changed) {
+    plans.set(rsp.servicePortName, planExternal(dp, rsp, localIds(rsp.servicePortName)));
+  }
   for (const [spn, plan] of plans) {
     const keep = new Set(plan?.frontends.map(feKey));
     const old = new Map(st.ports.get(spn)?.frontends.map((f) => [feKey(f), f]));
@@ -110,7 +119,11 @@ function feKey(f: ExtFrontend): string {
   return `${f.addr}:${f.port}:${f.proto}`;
 }
 
-function planExternal(dp: Datapath, rsp: ResolvedServicePort): ExtPlan | null {
+function planExternal(
+  dp: Datapath,
+  rsp: ResolvedServicePort,
+  local: readonly number[],
+): ExtPlan | null {
   const svc = rsp.service;
   const proto = DP_PROTO_NUM[rsp.port.protocol];
   const vip = svc.clusterIPs.find((ip) => !ip.includes(':'));
@@ -148,7 +161,7 @@ function planExternal(dp: Datapath, rsp: ResolvedServicePort): ExtPlan | null {
     const port = flag === SVC_F_NODEPORT ? rsp.port.nodePort : rsp.port.port;
     return { addr: a, port, proto, flags, count: 0, localCount: etp ? 0 : -1 };
   });
-  return { frontends, revNat: dp.svc.revNat(m), ranges, vip: v, vport: rsp.port.port };
+  return { frontends, revNat: dp.svc.revNat(m), ranges, vip: v, vport: rsp.port.port, local };
 }
 
 function addr(ip: string, where: string): number {
@@ -206,10 +219,7 @@ function writeFrontend(dp: Datapath, p: ExtPlan, f: ExtFrontend, old?: ExtFronte
   f.count = ids.length;
   const scoped = f.proto | SVC_SCOPE_LOCAL;
   if (f.localCount >= 0) {
-    const local = ids.filter((id) => {
-      const b = dp.be.lookup(id);
-      return b >= 0 && (dp.be.flags(b) & BE_F_LOCAL) !== 0;
-    });
+    const local = p.local;
     writeKey(dp, f, scoped, local, Math.max(old?.localCount ?? 0, 0), m);
     f.localCount = local.length;
   } else if (old && old.localCount >= 0) {

@@ -20,9 +20,17 @@ import {
   resolveRulesOptions,
   rulesLocalDetector,
 } from './options.ts';
-import { type EndpointInfo, externallyAccessible, type PortInfo, portInfos } from './portinfo.ts';
+import {
+  categorizePort,
+  type EndpointInfo,
+  externallyAccessible,
+  type PortInfo,
+  portInfos,
+} from './portinfo.ts';
 import { computeProbability } from './probability.ts';
-import { type Categorized, categorizeEndpoints } from './topology.ts';
+import type { Categorized as CategorizedOf } from '../endpoints/select.ts';
+
+type Categorized = CategorizedOf<EndpointInfo>;
 
 export const KUBE_SERVICES = 'KUBE-SERVICES';
 export const KUBE_EXTERNAL_SERVICES = 'KUBE-EXTERNAL-SERVICES';
@@ -575,7 +583,7 @@ export function renderIptables(
   };
   writePrologue(ctx);
   const node = { nodeName: o.nodeName, nodeZone: o.nodeZone, preferSameNode: o.preferSameNode };
-  for (const p of infos) writeService(ctx, plan(p, categorizeEndpoints(p, node)));
+  for (const p of infos) writeService(ctx, plan(p, categorizePort(p, node)));
   writeEpilogue(ctx);
   return (
     `*filter\n${ctx.filterChains.text()}${ctx.filterRules.text()}COMMIT\n` +

@@ -20,8 +20,16 @@ import {
   resolveRulesOptions,
   rulesLocalDetector,
 } from './options.ts';
-import { type EndpointInfo, externallyAccessible, type PortInfo, portInfos } from './portinfo.ts';
-import { type Categorized, categorizeEndpoints } from './topology.ts';
+import {
+  categorizePort,
+  type EndpointInfo,
+  externallyAccessible,
+  type PortInfo,
+  portInfos,
+} from './portinfo.ts';
+import type { Categorized as CategorizedOf } from '../endpoints/select.ts';
+
+type Categorized = CategorizedOf<EndpointInfo>;
 
 const T = 'ip kube-proxy';
 
@@ -344,7 +352,7 @@ export function renderNftables(
   writeBase(tx, o, nodePortSelection(o), serviceCIDRs);
   const node = { nodeName: o.nodeName, nodeZone: o.nodeZone, preferSameNode: o.preferSameNode };
   for (const p of portInfos(ports, o.nodeName)) {
-    writeService(tx, nftPlan(p, categorizeEndpoints(p, node)), o, local);
+    writeService(tx, nftPlan(p, categorizePort(p, node)), o, local);
   }
   return tx.text();
 }

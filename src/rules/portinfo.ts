@@ -3,6 +3,13 @@
 // flags computed the way pkg/api/v1/service does, and endpoints deduplicated and ordered by
 // their "ip:port" string as kube-proxy's EndpointsMap holds them.
 
+import {
+  type Categorized,
+  categorizeEndpoints,
+  endpointFacts,
+  policyFacts,
+  type TopologyNode,
+} from '../endpoints/select.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { type Cidr4, canonIpv4, parseCidr4Sloppy } from './ipv4.ts';
 
@@ -53,22 +60,13 @@ function canonList(ips: readonly string[]): string[] {
 
 function collectEndpoints(rsp: ResolvedServicePort, nodeName: string | undefined): EndpointInfo[] {
   const byStr = new Map<string, EndpointInfo>();
+  const facts = endpointFacts(rsp.endpoints, nodeName, rsp.service.trafficDistribution === 'PreferClose');
   for (const ep of rsp.endpoints) {
     const ip = canonIpv4(ep.ip);
     if (ip === null) continue;
     const str = `${ip}:${ep.port}`;
     if (byStr.has(str)) continue;
-    byStr.set(str, {
-      ip,
-      port: ep.port,
-      str,
-      ready: ep.ready,
-      serving: ep.serving,
-      terminating: ep.terminating,
-      local: nodeName !== undefined && ep.nodeName === nodeName,
-      zoneHints: ep.hintsForZones ?? [],
-      nodeHints: ep.hintsForNodes ?? [],
-    });
+    byStr.set(str, { ip, port: ep.port, str, ...facts(ep) });
   }
   // Plain code-unit order, as Go's sort on strings: "10.1.1.11:11" < "10.1.1.1:11".
   return [...byStr.values()].sort((a, b) => (a.str < b.str ? -1 : a.str > b.str ? 1 : 0));
@@ -120,11 +118,15 @@ export function externallyAccessible(p: PortInfo): boolean {
 }
 
 export function usesClusterEndpoints(p: PortInfo): boolean {
-  return !p.internalPolicyLocal || externallyAccessible(p);
+  return policyOf(p).usesCluster;
 }
 
 export function usesLocalEndpoints(p: PortInfo): boolean {
-  return p.internalPolicyLocal || (p.externalPolicyLocal && externallyAccessible(p));
+  return policyOf(p).usesLocal;
+}
+
+function policyOf(p: PortInfo) {
+  return policyFacts(p.internalPolicyLocal, p.externalPolicyLocal, externallyAccessible(p));
 }
 
 /** Service ports in a stable order (kube-proxy walks a Go map: its order is unspecified). */
@@ -132,4 +134,9 @@ export function portInfos(ports: readonly ResolvedServicePort[], nodeName?: stri
   const infos = ports.map((r) => portInfo(r, nodeName)).filter((p) => p !== null);
   const key = (p: PortInfo) => `${p.spn}\u0000${p.protocol}`;
   return infos.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+}
+
+/** kube-proxy's CategorizeEndpoints for one port (src/endpoints/select.ts). */
+export function categorizePort(p: PortInfo, node: TopologyNode): Categorized<EndpointInfo> {
+  return categorizeEndpoints(p.endpoints, policyOf(p), node);
 }

@@ -54,14 +54,14 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   sched: ['wire', 'maps'],
   model: ['wire'],
   endpoints: [...LEAVES, 'model'],
-  rules: [...LEAVES, 'model', 'manifests'],
+  rules: [...LEAVES, 'model', 'manifests', 'endpoints'],
   'datapath/state': [...LEAVES, 'maps', 'sched'],
   'datapath/stages': [...LEAVES, 'maps', 'sched', 'datapath/state'],
   'datapath/program': [...LEAVES, 'maps', 'datapath/state', 'datapath/stages'],
   'datapath/tune': [],
   loader: [...LEAVES, 'maps', 'sched', 'model', 'endpoints', 'datapath/state'],
   housekeeping: [...LEAVES, 'datapath/state', 'datapath/stages', 'loader'],
-  control: [...LEAVES, 'model', 'manifests', 'loader', 'datapath/state'],
+  control: [...LEAVES, 'model', 'manifests', 'endpoints', 'loader', 'datapath/state'],
 };
 
 /** Files outside the datapath that may run the program (the packet loop, the pcap replayer). */

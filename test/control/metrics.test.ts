@@ -153,7 +153,14 @@ describe('countNoLocalEndpoints', () => {
       rsp({ internalTrafficPolicy: 'Local' }, ['n2']),
       rsp({ internalTrafficPolicy: 'Local' }, ['n1']),
       rsp({ internalTrafficPolicy: 'Local' }, []),
-      rsp({ type: 'NodePort', externalTrafficPolicy: 'Local' }, ['n2', 'n3']),
+      rsp(
+        {
+          type: 'NodePort',
+          externalTrafficPolicy: 'Local',
+          ports: [port('http', 'TCP', 80, { nodePort: 30080 })],
+        },
+        ['n2', 'n3'],
+      ),
       rsp({ externalTrafficPolicy: 'Local' }, ['n2']), // ClusterIP only: not externally reachable
     ];
     expect(countNoLocalEndpoints(ports, 'n1')).toEqual({ internal: 1, external: 1 });

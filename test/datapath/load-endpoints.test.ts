@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { eligibleEndpoints } from '../../src/endpoints/select.ts';
+import { selectPortEndpoints } from '../../src/endpoints/select.ts';
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
 import {
   ACK,
@@ -37,6 +37,12 @@ function web(list: ResolvedEndpoint[], over: Partial<Service> = {}): ResolvedSer
 }
 
 const ips = (r: { list: ResolvedEndpoint[] }) => r.list.map((e) => e.ip);
+
+/** The Cluster-policy endpoints a node in `o.zone` picks (src/endpoints/select.ts). */
+function eligibleEndpoints(list: ResolvedEndpoint[], o: { zone?: string; preferClose?: boolean }) {
+  const over: Partial<Service> = o.preferClose ? { trafficDistribution: 'PreferClose' } : {};
+  return { list: selectPortEndpoints(web(list, over)[0], { nodeZone: o.zone }).cluster };
+}
 
 let sport = 40000;
 function connect(dp: Datapath): { reason: string; to: string } {

@@ -7,7 +7,7 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { eligibleEndpoints } from '../../src/endpoints/select.ts';
+import { selectPortEndpoints } from '../../src/endpoints/select.ts';
 import { BE_ACTIVE, BE_F_LOCAL, BE_TERMINATING } from '../../src/maps/backends.ts';
 import { SVC_F_WILDCARD } from '../../src/maps/services.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
@@ -73,7 +73,8 @@ describe('dpLoadServices', () => {
       endpoint('10.244.1.5:8080', { ready: false, serving: true, terminating: true }),
       endpoint('10.244.2.5:8080', { ready: false, serving: false, terminating: true }),
     ];
-    expect(eligibleEndpoints(eps).list.map((e) => e.ip)).toEqual(['10.244.1.5']);
+    const svcPort = servicePort(service('web', '10.96.0.10'), 80, 'TCP', eps);
+    expect(selectPortEndpoints(svcPort, {}).cluster.map((e) => e.ip)).toEqual(['10.244.1.5']);
     loaderOf(dp).load([servicePort(service('web', '10.96.0.10'), 80, 'TCP', eps)]);
     expect(slots(dp, VIP, 80, 6)).toEqual(['10.244.1.5:8080']);
     const b = dp.be.lookup(dp.svc.backendId(dp.svc.lookup(VIP, 80, 6, 1)));
