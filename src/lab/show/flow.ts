@@ -14,7 +14,7 @@
 //                          node has no ready local endpoint; loadBalancerSourceRanges drop others
 //   pod/client → pod       routed, no translation
 import { UsageError } from '../../errors.ts';
-import { eligibleEndpoints } from '../../endpoints/select.ts';
+import { selectPortEndpoints } from '../../endpoints/select.ts';
 import { ipInCidr } from '../../manifests/ip.ts';
 import type { ResolvedEndpoint, ResolvedServicePort } from '../../model.ts';
 import type { DrawNode, LabDrawing } from './model.ts';
@@ -140,7 +140,8 @@ export function traceFlow(
   const local = external && svc.externalTrafficPolicy === 'Local';
   // kube-proxy: an external client of a Local service reaches only this node's endpoints; a
   // pod's traffic to it is short-circuited to every endpoint.
-  const eligible = eligibleEndpoints(r.endpoints, local && client ? entry.name : {}).list;
+  const sel = selectPortEndpoints(r, { nodeName: entry.name });
+  const eligible = local && client ? sel.local : sel.cluster;
   const ranges = svc.loadBalancerSourceRanges;
   const denied =
     r.entry.kind === 'lb' && ranges.length > 0 && !ranges.some((c) => ipInCidr(srcIp, c));
