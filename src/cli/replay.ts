@@ -3,7 +3,7 @@
 // what the kernel's kube-proxy rules did to the same traffic.
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { REASON_NAMES } from '../datapath/state/reasons.ts';
+import { PASS_NOT_SERVICE, REASON_NAMES } from '../datapath/state/reasons.ts';
 import { VERDICT_NAMES } from '../datapath/state/verdict.ts';
 import { fromErrno, UserError } from '../errors.ts';
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
@@ -36,14 +36,21 @@ export function replayFiles(o: ReplayFilesOptions): ReplayResult {
     throw userIo(e, '--in: cannot read', o.input);
   }
   const print = o.print ?? ((l: string) => process.stdout.write(`${l}\n`));
+  const pods = endpointPods(ports);
+  const endpointIps = new Set([...pods.keys()].map((k) => k.split(':')[0]));
+  let podSide = 0;
   const result = replayPcap(ports, input, {
     nodeName: o.nodeName,
     name: o.input,
     datapath: o.seed === undefined ? undefined : { seed: o.seed },
-    onPacket: o.trace
-      ? (e) => print(o.json ? replayEntryJson(e) : formatReplayEntry(e))
-      : undefined,
+    onPacket: (e) => {
+      // A reply from an endpoint that is not a service flow: the capture saw it pod-side.
+      const src = /^\S+ (\d+\.\d+\.\d+\.\d+)/.exec(e.input)?.[1];
+      if (e.reason === PASS_NOT_SERVICE && src && endpointIps.has(src)) podSide++;
+      if (o.trace) print(o.json ? replayEntryJson(e) : formatReplayEntry(e, pods));
+    },
   });
+  if (podSide > 0) result.podSideReplies = podSide;
   try {
     writeFileSync(o.output, result.pcap);
   } catch (e) {
@@ -51,6 +58,18 @@ export function replayFiles(o: ReplayFilesOptions): ReplayResult {
   }
   return result;
 }
+
+/** "ip:port" of every endpoint -> the Pod it names (targetRef), for the trace's backend column. */
+function endpointPods(ports: ReturnType<typeof resolveServicePorts>): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const r of ports)
+    for (const e of r.endpoints) if (e.targetName) out.set(`${e.ip}:${e.port}`, e.targetName);
+  return out;
+}
+
+/** Where a capture for replay must be taken, said when the input looks taken elsewhere. */
+export const CAPTURE_HINT =
+  "capture where the node's data plane sees the client's packets: on the client pod's node-side veth (in the lab: kubetun lab exec node1 -- tcpdump -i veth-pod-a -w in.pcap), both directions; replies captured on the backend pod's side are not service flows (PASS_NOT_SERVICE)";
 
 /** A path given on the command line that cannot be read or written: the user's to fix. */
 function userIo(e: unknown, what: string, path: string): UserError {
@@ -76,20 +95,28 @@ export function replaySummary(r: ReplayResult): string {
     .flatMap((n, i) => (n > 0 ? [`${REASON_NAMES[i]} ${n}`] : []))
     .join(', ');
   const skipped = r.skipped > 0 ? `, ${r.skipped} non-IPv4 records skipped` : '';
-  return `${r.packetsIn} packets in, ${r.packetsOut} out (${verdicts || 'none'})${skipped}${reasons ? `; ${reasons}` : ''}`;
+  const hint = r.podSideReplies
+    ? `\nreplay: ${r.podSideReplies} packets from service endpoints passed as PASS_NOT_SERVICE: ${CAPTURE_HINT}`
+    : '';
+  return `${r.packetsIn} packets in, ${r.packetsOut} out (${verdicts || 'none'})${skipped}${reasons ? `; ${reasons}` : ''}${hint}`;
 }
 
 export function register(program: Command): void {
   program
     .command('replay')
-    .description('run a pcap through the datapath offline and write what it would send')
+    .description(
+      `run a pcap through the datapath offline and write what it would send; ${CAPTURE_HINT}`,
+    )
     .requiredOption('--manifests <path>', 'Service/EndpointSlice YAML file or directory')
     .requiredOption(
       '--in <file>',
       'input capture (classic pcap: raw IP, IPv4, Ethernet, Linux cooked)',
     )
     .requiredOption('--out <file>', 'output capture (pcap, raw IP)')
-    .option('--trace', 'print one line per packet: verdict, reason, conntrack state, backend')
+    .option(
+      '--trace',
+      'print one line per packet: tcpdump-style time, verdict, reason, conntrack state, backend (pod@ip:port)',
+    )
     .option('--json', 'with --trace: one JSON object per packet')
     .option(
       '--node-name <name>',

@@ -51,6 +51,8 @@ export interface ReplayResult {
   /** packets per verdict (index: V_PASS..V_DROP) */
   verdicts: number[];
   dp: Datapath;
+  /** packets from service endpoints that passed as no service flow (a pod-side capture) */
+  podSideReplies?: number;
 }
 
 /** Largest IPv4 datagram; the copy a packet is processed in (the input stays untouched). */
@@ -161,14 +163,27 @@ function ipString(a: number): string {
 }
 
 /**
- * "3 1700000000.000200 TCP 10.244.0.5:40000 > 10.96.0.10:80 [P.] len 5 TX TX_DNAT ct=established
- *  backend=10.244.1.5:8080 => TCP 10.244.0.5:40000 > 10.244.1.5:8080 [P.] len 5"
+ * tcpdump's default time stamp, HH:MM:SS.uuuuuu — of the UTC day, so a trace reads the same on
+ * every machine (tcpdump itself uses local time; -tttt adds the date).
  */
-export function formatReplayEntry(e: ReplayEntry): string {
-  const time = `${e.tsSec}.${String(Math.floor(e.tsNsec / 1000)).padStart(6, '0')}`;
+export function tcpdumpTime(sec: number, nsec: number): string {
+  const d = new Date(sec * 1000);
+  const two = (n: number) => String(n).padStart(2, '0');
+  const us = String(Math.floor(nsec / 1000)).padStart(6, '0');
+  return `${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())}.${us}`;
+}
+
+/**
+ * "3 22:13:20.000200 TCP 10.244.0.5:40000 > 10.96.0.10:80 [P.] len 5 TX TX_DNAT ct=established
+ *  backend=pod-b@10.244.1.5:8080 => TCP 10.244.0.5:40000 > 10.244.1.5:8080 [P.] len 5"
+ */
+export function formatReplayEntry(e: ReplayEntry, pods?: ReadonlyMap<string, string>): string {
+  const time = tcpdumpTime(e.tsSec, e.tsNsec);
   const verdict = VERDICT_NAMES[e.verdict] ?? String(e.verdict);
   const reason = REASON_NAMES[e.reason] ?? `reason ${e.reason}`;
-  let line = `${e.n} ${time} ${e.input} ${verdict} ${reason} ct=${e.ct} backend=${e.backend || '-'}`;
+  const pod = e.backend ? pods?.get(e.backend) : undefined;
+  const backend = e.backend ? `${pod ? `${pod}@` : ''}${e.backend}` : '-';
+  let line = `${e.n} ${time} ${e.input} ${verdict} ${reason} ct=${e.ct} backend=${backend}`;
   if (e.output !== '' && e.output !== e.input) line += ` => ${e.output}`;
   return line;
 }

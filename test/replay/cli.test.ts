@@ -5,8 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadManifests, resolveServicePorts } from '../../src/manifests/index.ts';
+import { replayFiles } from '../../src/cli/replay.ts';
 import { replayPcap } from '../../src/pcap/replay.ts';
-import { PACKETS, scenarioPcap } from './scenario.ts';
+import { PACKETS, scenarioPcap, T0 } from './scenario.ts';
+import { craftPcap } from '../fixtures/pcap-craft.ts';
 
 let dir = '';
 const kubetun = (...args: string[]) =>
@@ -43,7 +45,7 @@ describe('kubetun replay', () => {
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines.length).toBe(PACKETS.filter((p) => p.data).length);
     expect(lines[0]).toMatch(
-      /^1 1700000000\.000001 TCP 10\.244\.0\.5:40000 > 10\.96\.0\.10:80 \[S\] .* TX_DNAT_NEW ct=new backend=10\.244\.1\.5:8080 /,
+      /^1 22:13:20\.000001 TCP 10\.244\.0\.5:40000 > 10\.96\.0\.10:80 \[S\] .* TX_DNAT_NEW ct=new backend=web-5@10\.244\.1\.5:8080 /,
     );
     expect(r.stderr).toContain(
       'replay: 14 packets in, 12 out (PASS 1, TX 10, REPLY 1, DROP 2), 1 non-IPv4 records skipped',
@@ -122,5 +124,51 @@ describe('kubetun replay', () => {
     );
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/^kubetun replay: .*junk\.pcap: not a pcap file/);
+  });
+
+  it('says where to capture when the input holds replies captured on the backend pod’s side', () => {
+    // only the backend's half of the web flow: what tcpdump on the backend pod's veth sees
+    const reply = PACKETS.filter((p) => p.what === 'SYN-ACK' || p.what === 'response');
+    const pcap = craftPcap({
+      bigEndian: false,
+      nanos: false,
+      linkType: 101,
+      records: reply.map((p, i) => ({ tsSec: T0 + i, frac: 0, data: p.data! })),
+    });
+    writeFileSync(join(dir, 'podside.pcap'), pcap);
+    const lines: string[] = [];
+    const r = replayFiles({
+      manifests: 'test/fixtures/cluster',
+      input: join(dir, 'podside.pcap'),
+      output: join(dir, 'podside-out.pcap'),
+      trace: true,
+      print: (l) => lines.push(l),
+    });
+    expect(r.podSideReplies).toBe(2);
+    expect(lines[0]).toMatch(/^1 22:13:20\.000000 TCP 10\.244\.1\.5:8080 > .* PASS_NOT_SERVICE /);
+    const r2 = kubetun(
+      'replay',
+      '--manifests',
+      'test/fixtures/cluster',
+      '--in',
+      join(dir, 'podside.pcap'),
+      '--out',
+      join(dir, 'p2.pcap'),
+    );
+    expect(r2.stderr).toMatch(
+      /2 packets from service endpoints passed as PASS_NOT_SERVICE: capture .* client pod's node-side veth/,
+    );
+    // the whole scenario (client side) draws no such hint
+    expect(
+      kubetun(
+        'replay',
+        '--manifests',
+        'test/fixtures/cluster',
+        '--in',
+        join(dir, 'in.pcap'),
+        '--out',
+        join(dir, 'p3.pcap'),
+      ).stderr,
+    ).not.toContain('node-side veth');
   });
 });

@@ -14,7 +14,7 @@ import {
   type ReplayResult,
   replayPcap,
 } from '../../src/pcap/replay.ts';
-import { PACKETS, scenarioPcap, T0, tsOf } from './scenario.ts';
+import { PACKETS, scenarioPcap, tsOf } from './scenario.ts';
 
 let dir = '';
 let input: Uint8Array;
@@ -95,15 +95,20 @@ describe('replay: what the datapath decided', () => {
   });
 
   it('writes one trace line per packet with index, time, packet, verdict, reason, ct state and backend', () => {
+    // tcpdump's time of day (T0 is 2023-11-14 22:13:20 UTC), not epoch seconds
     expect(formatReplayEntry(byWhat('SYN'))).toBe(
-      `1 ${T0}.000001 TCP 10.244.0.5:40000 > 10.96.0.10:80 [S] len 0 TX TX_DNAT_NEW ct=new backend=10.244.1.5:8080` +
+      `1 22:13:20.000001 TCP 10.244.0.5:40000 > 10.96.0.10:80 [S] len 0 TX TX_DNAT_NEW ct=new backend=10.244.1.5:8080` +
         ' => TCP 10.244.0.5:40000 > 10.244.1.5:8080 [S] len 0',
     );
     expect(formatReplayEntry(byWhat('truncated'))).toBe(
-      `15 ${T0 + 14}.014001 IPv4 truncated (12 bytes) DROP DROP_TRUNCATED_IPV4 ct=- backend=-`,
+      `15 22:13:34.014001 IPv4 truncated (12 bytes) DROP DROP_TRUNCATED_IPV4 ct=- backend=-`,
     );
     expect(formatReplayEntry(byWhat('pod to pod'))).toMatch(
       / PASS PASS_NOT_SERVICE ct=- backend=-$/,
+    );
+    // the backend by the Pod its endpoint names (targetRef), when known
+    expect(formatReplayEntry(byWhat('SYN'), new Map([['10.244.1.5:8080', 'web-5']]))).toContain(
+      ' backend=web-5@10.244.1.5:8080 => ',
     );
   });
 
