@@ -21,6 +21,7 @@ import {
 } from '@kubernetes/client-node';
 import { parseEndpointSlice } from '../manifests/endpointslice.ts';
 import { ObjectReader } from '../manifests/fields.ts';
+import { KUBE_PROXY_LABEL_SELECTOR } from '../manifests/proxied.ts';
 import { parseService } from '../manifests/service.ts';
 import type { EndpointSlice, Service } from '../model.ts';
 import { type Clock, systemClock, type TimerHandle } from './clock.ts';
@@ -28,9 +29,6 @@ import type { NodeLike } from './health.ts';
 import type { SourceName } from './runner.ts';
 import type { UpdateSink } from './source-dir.ts';
 
-/** kube-proxy's informer label selector (noProxyName, noHeadlessEndpoints). */
-export const KUBE_PROXY_LABEL_SELECTOR =
-  '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless';
 
 export interface K8sSourceOptions {
   kubeConfig: KubeConfig;

@@ -11,13 +11,20 @@
 
 import type {
   EndpointSlice,
-  Protocol,
-  ResolvedEndpoint,
   ResolvedServicePort,
   Service,
   ServicePort,
 } from '../model.ts';
 import { servicePortName } from '../model.ts';
+import { proxiedByKubeProxy } from '../manifests/proxied.ts';
+import {
+  buildEndpoints,
+  type EndpointsEntry,
+  endpointsKey,
+  endpointString,
+} from '../manifests/slices.ts';
+
+export { buildEndpoints };
 
 export function namespacedName(o: { namespace: string; name: string }): string {
   return `${o.namespace}/${o.name}`;
@@ -29,9 +36,11 @@ export const isIPv4 = (s: string): boolean => IPV4_RE.test(s);
 
 /**
  * kube-proxy's ShouldSkipService for the IPv4 family: ExternalName and headless services, and
- * services without an IPv4 cluster IP, have no service ports on this node.
+ * services without an IPv4 cluster IP, have no service ports on this node; nor have those
+ * labelled for another proxy or as headless (src/manifests/proxied.ts, for every source).
  */
 export function isProxiedService(svc: Service): boolean {
+  if (!proxiedByKubeProxy(svc.labels)) return false;
   return svc.type !== 'ExternalName' && svc.clusterIPs.some(isIPv4);
 }
 
@@ -101,103 +110,6 @@ function endpointFields(e: EndpointSlice['endpoints'][number]): unknown[] {
     e.hintsForNodes ?? [],
     e.targetName ?? '',
   ];
-}
-
-/** The merged endpoints of one service port, as kube-proxy's endpointSliceCache builds them. */
-export interface EndpointsEntry {
-  servicePortName: string;
-  protocol: Protocol;
-  /** deduplicated by "ip:port", sorted by that string */
-  endpoints: ResolvedEndpoint[];
-  /** comparison key of `endpoints` */
-  key: string;
-}
-
-/** Endpoints are keyed like kube-proxy's ServicePortName: name and protocol. */
-export function endpointsKey(spn: string, protocol: Protocol): string {
-  return `${spn}|${protocol}`;
-}
-
-export function endpointString(e: { ip: string; port: number }): string {
-  return `${e.ip}:${e.port}`;
-}
-
-/**
- * Merges the slices of one service into endpoints per endpointsKey(). Only IPv4 slices count;
- * an endpoint uses its first address (kube-proxy ignores the rest); slice ports without a
- * number are skipped. A duplicate "ip:port" keeps the first slice's copy (slices in name order)
- * unless a later one is ready where it was not, or, equally ready, local to nodeName where it
- * was not — the same rule as resolveServicePorts in src/manifests/resolve.ts, so both paths
- * program the same endpoints.
- */
-export function buildEndpoints(
-  slices: EndpointSlice[],
-  nodeName?: string,
-): Map<string, EndpointsEntry> {
-  const sets = new Map<
-    string,
-    { spn: string; protocol: Protocol; eps: Map<string, ResolvedEndpoint> }
-  >();
-  const ordered = [...slices].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  for (const s of ordered) {
-    if (s.addressType !== 'IPv4') continue;
-    for (const p of s.ports) {
-      if (!p.port) continue;
-      const spn = p.name
-        ? `${s.namespace}/${s.serviceName}:${p.name}`
-        : `${s.namespace}/${s.serviceName}`;
-      const key = endpointsKey(spn, p.protocol);
-      let set = sets.get(key);
-      if (!set) {
-        set = { spn, protocol: p.protocol, eps: new Map() };
-        sets.set(key, set);
-      }
-      addSliceEndpoints(set.eps, s, p.port, nodeName);
-    }
-  }
-  const out = new Map<string, EndpointsEntry>();
-  for (const [key, set] of sets) {
-    const keys = [...set.eps.keys()].sort();
-    const endpoints = keys.map((k) => set.eps.get(k)!);
-    out.set(key, {
-      servicePortName: set.spn,
-      protocol: set.protocol,
-      endpoints,
-      key: JSON.stringify(endpoints),
-    });
-  }
-  return out;
-}
-
-function addSliceEndpoints(
-  eps: Map<string, ResolvedEndpoint>,
-  s: EndpointSlice,
-  port: number,
-  nodeName: string | undefined,
-): void {
-  for (const e of s.endpoints) {
-    if (e.addresses.length === 0) continue;
-    const ep: ResolvedEndpoint = {
-      ip: e.addresses[0],
-      port,
-      ready: e.conditions.ready,
-      serving: e.conditions.serving,
-      terminating: e.conditions.terminating,
-    };
-    if (e.nodeName !== undefined) ep.nodeName = e.nodeName;
-    if (e.zone !== undefined) ep.zone = e.zone;
-    if (e.hintsForZones !== undefined) ep.hintsForZones = e.hintsForZones;
-    if (e.hintsForNodes !== undefined) ep.hintsForNodes = e.hintsForNodes;
-    if (e.targetName !== undefined) ep.targetName = e.targetName;
-    const k = endpointString(ep);
-    const prev = eps.get(k);
-    if (!prev || preferred(ep, prev, nodeName)) eps.set(k, ep);
-  }
-}
-
-function preferred(cand: ResolvedEndpoint, prev: ResolvedEndpoint, nodeName?: string): boolean {
-  if (cand.ready !== prev.ready) return cand.ready;
-  return nodeName !== undefined && cand.nodeName === nodeName && prev.nodeName !== nodeName;
 }
 
 /** A UDP service address that no longer exists (service deleted, IP or port removed). */
