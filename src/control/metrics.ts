@@ -31,6 +31,12 @@ export interface DatapathStats {
   conntrackEntries?: number;
   /** map name → used/capacity in [0, 1] → kubetun_map_fill_ratio{map} */
   mapFill?: Record<string, number>;
+  /**
+   * the TUN's own drop counters as the kernel keeps them (sysfs, sampled at scrape):
+   * direction to_agent (tx_dropped: its queue toward the agent was full, or no agent read it)
+   * and from_agent (rx_dropped) → kubetun_tun_kernel_dropped_packets_total{direction}
+   */
+  tunKernelDrops?: Record<'to_agent' | 'from_agent', number>;
 }
 
 export type DatapathStatsFn = () => DatapathStats;
@@ -191,6 +197,18 @@ function datapathMetrics(registers: Registers, read: () => DatapathStats | undef
         if (n !== undefined) this.set(n);
       },
     }),
+    tunKernelDrops: new Counter({
+      name: 'kubetun_tun_kernel_dropped_packets_total',
+      help: 'Packets the kernel dropped at the TUN device before the agent read them (to_agent) or after it wrote them (from_agent), per device lifetime',
+      labelNames: ['direction'] as const,
+      registers,
+      collect() {
+        const d = read()?.tunKernelDrops;
+        if (!d) return;
+        this.reset();
+        for (const [direction, v] of Object.entries(d)) if (v >= 0) this.inc({ direction }, v);
+      },
+    }),
     mapFill: new Gauge({
       name: 'kubetun_map_fill_ratio',
       help: 'Used entries over capacity, per datapath map',
@@ -231,6 +249,7 @@ export class ProxyMetrics {
   declare readonly datapathPackets: Built['datapathPackets'];
   declare readonly conntrackEntries: Built['conntrackEntries'];
   declare readonly mapFill: Built['mapFill'];
+  declare readonly tunKernelDrops: Built['tunKernelDrops'];
   private changes: ChangeCounts | undefined;
   private datapath: DatapathStatsFn | undefined;
 

@@ -34,7 +34,7 @@ import { DpLoader } from '../loader/load.ts';
 import { dpTuneV8 } from '../datapath/tune.ts';
 import { loadManifests } from '../manifests/index.ts';
 import type { ResolvedServicePort } from '../model.ts';
-import { TunDevice } from '../tun/tun.ts';
+import { TunDevice, tunKernelStats } from '../tun/tun.ts';
 import { CtlServer, ctlAlive } from './ctl.ts';
 import { discoverPodIfaces } from './discover.ts';
 import {
@@ -106,7 +106,8 @@ async function startControl(
     source,
     program: sync.program,
     cleanupConntrack: sync.cleanupConntrack,
-    datapathStats: sync.stats,
+    // the TUN's kernel-side drops beside the datapath's own (tun.ts kernelStats)
+    datapathStats: () => ({ ...sync.stats(), tunKernelDrops: tunDrops(opts.tun) }),
     nodeName: opts.nodeName,
     syncPeriodMs: opts.syncPeriodMs,
     minSyncPeriodMs: opts.minSyncPeriodMs,
@@ -123,6 +124,12 @@ async function startControl(
   clearTimeout(timer);
   if (!ok) log.warn({ ms: FIRST_SYNC_TIMEOUT_MS }, 'no successful sync yet; starting anyway');
   return cp;
+}
+
+/** The TUN's kernel-side drops, by metric direction (sysfs; the device may not exist yet). */
+function tunDrops(tun: string): Record<'to_agent' | 'from_agent', number> {
+  const k = tunKernelStats(tun);
+  return { to_agent: k.txDropped, from_agent: k.rxDropped };
 }
 
 /** The running settings in the shape /configz serves (kube-proxy-config.ts). */
@@ -427,6 +434,8 @@ export class NodeAgent {
       counters: reasonTable(this.dp),
       agent: agentTable(this.loop.counters),
       tun: this.tun.stats,
+      // dropped by the kernel before we read them (tx) / after we wrote them (rx), sampled now
+      tunKernel: this.tun.kernelStats(),
       offload: this.tun.offloadCounters(),
       ctInvalid: this.dp.ctInvalid,
     };

@@ -16,6 +16,7 @@
 //
 // Address, MTU and link state: `opts.mtu` / `opts.up` use SIOCSIFMTU / SIOCSIFFLAGS from the
 // addon; addresses and routes are left to `ip` (the agent and the lab run it anyway).
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 interface NativeQueue {
@@ -157,6 +158,25 @@ function probeOffloads(native: NativeAddon, fd: number, steps: readonly OffloadS
   return { flags, enabled, refused };
 }
 
+/** TunDevice.kernelStats: the device's drops as the kernel counts them. */
+export interface TunKernelStats {
+  txDropped: number;
+  rxDropped: number;
+}
+
+/** Reads the kernel's drop counters of device `name` (sysfs; -1 for a counter it cannot read). */
+export function tunKernelStats(name: string, root = '/sys/class/net'): TunKernelStats {
+  const read = (f: string): number => {
+    try {
+      const v = Number(readFileSync(`${root}/${name}/statistics/${f}`, 'utf8').trim());
+      return Number.isFinite(v) ? v : -1;
+    } catch {
+      return -1;
+    }
+  };
+  return { txDropped: read('tx_dropped'), rxDropped: read('rx_dropped') };
+}
+
 let addon: NativeAddon | undefined;
 
 /** Loads build/Release/kubetun_tun.node; the error says how to build it. */
@@ -292,6 +312,18 @@ export class TunDevice {
 
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /**
+   * The device's own counters as the kernel keeps them (/sys/class/net/DEV/statistics): the
+   * packets it dropped before this reader saw them — `txDropped`, the kernel's transmit into
+   * the TUN, i.e. toward the reader: its queue (txqueuelen) was full or no reader was attached
+   * — and of those written back, `rxDropped`. Per device lifetime: a persistent TUN keeps
+   * counting across agent restarts (what was dropped while no agent ran included). -1 when the
+   * file cannot be read. `root` for tests.
+   */
+  kernelStats(root = '/sys/class/net'): TunKernelStats {
+    return tunKernelStats(this.name, root);
   }
 
   /**

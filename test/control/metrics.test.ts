@@ -114,6 +114,16 @@ describe('ProxyMetrics over HTTP', () => {
     expect(value(text, 'kubetun_datapath_packets_total{reason="DROP_BAD_IP_CSUM"}')).toBe(7);
   });
 
+  it('exports the TUN kernel-side drops by direction, and skips an unreadable one', async () => {
+    const m = new ProxyMetrics();
+    m.setDatapathStats(() => ({ tunKernelDrops: { to_agent: 81234, from_agent: -1 } }));
+    const text = await scrape(m);
+    expect(value(text, 'kubetun_tun_kernel_dropped_packets_total{direction="to_agent"}')).toBe(
+      81234,
+    );
+    expect(text).not.toContain('direction="from_agent"');
+  });
+
   it('answers 404 off /metrics', async () => {
     handle = await startMetricsServer(new ProxyMetrics(), { host: '127.0.0.1', port: 0 });
     expect((await fetch(`http://127.0.0.1:${handle.port}/other`)).status).toBe(404);
