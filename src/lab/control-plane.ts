@@ -229,15 +229,29 @@ export class LabControlPlane {
     this.problems = problems;
   }
 
-  /** The scheduler: spread Pods without a node over the nodes, fewest Pods first. */
+  /**
+   * The scheduler: spread Pods without a node over the nodes — fewest Pods of the same owner
+   * (ReplicaSet) first, as kube-scheduler's default topology spreading prefers, then fewest Pods,
+   * then by name — so a Deployment's replicas land on different nodes whatever else is placed in
+   * the same pass.
+   */
   private bindPods(): void {
     const pods = this.store.list<Pod>('Pod').filter((p) => !p.metadata.deletionTimestamp);
     const load = new Map(this.t.nodes.map((n) => [n.name, 0]));
-    for (const p of pods)
-      if (p.spec.nodeName) load.set(p.spec.nodeName, (load.get(p.spec.nodeName) ?? 0) + 1);
+    const owned = new Map<string, number>(); // "<owner uid>/<node>" → Pods
+    const ownerOf = (p: Pod) => p.metadata.ownerReferences?.[0]?.uid ?? '';
+    const place = (p: Pod, node: string) => {
+      load.set(node, (load.get(node) ?? 0) + 1);
+      const k = `${ownerOf(p)}/${node}`;
+      if (ownerOf(p)) owned.set(k, (owned.get(k) ?? 0) + 1);
+    };
+    for (const p of pods) if (p.spec.nodeName) place(p, p.spec.nodeName);
     for (const p of pods.filter((x) => !x.spec.nodeName)) {
-      const [node] = [...load].sort((a, b) => a[1] - b[1] || a[0].localeCompare(b[0]))[0]!;
-      load.set(node, load.get(node)! + 1);
+      const same = (node: string) => owned.get(`${ownerOf(p)}/${node}`) ?? 0;
+      const [node] = [...load].sort(
+        (a, b) => same(a[0]) - same(b[0]) || a[1] - b[1] || a[0].localeCompare(b[0]),
+      )[0]!;
+      place(p, node);
       this.report(this.store.apply({ ...p, spec: { ...p.spec, nodeName: node } }, 'scheduler'));
     }
   }
