@@ -3,12 +3,11 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { registerClusterCommands } from './lab-cluster.ts';
-import { DEFAULT_TOPOLOGY, execArgv, labDown, labUp } from '../lab/lab.ts';
+import { DEFAULT_TOPOLOGY, execArgv, execNamespace, labDown, labUp } from '../lab/lab.ts';
 import { NoLabError, requireRoot, UsageError } from '../errors.ts';
-import { listNetns } from '../lab/sh.ts';
 import { LAB_MODES, type LabMode, readState } from '../lab/state.ts';
 import { formatStatus, labStatus } from '../lab/status.ts';
-import { loadTopology, targetNamespace } from '../lab/topology.ts';
+import { loadTopology } from '../lab/topology.ts';
 import { registerExercise } from './exercise.ts';
 
 const progress = (msg: string) => process.stderr.write(`lab: ${msg}\n`);
@@ -117,26 +116,20 @@ export function register(program: Command): void {
   lab
     .command('exec <target> <cmd...>')
     .description(
-      'run a command in a pod, node or client namespace (or "underlay"): lab exec pod-a -- curl ...',
+      'run a command in a pod (any Pod of `lab get pods`), node or client namespace (or "underlay"): lab exec pod-a -- curl ...',
     )
     .addOption(topo())
-    .action((target: string, cmd: string[], o: { topology: string }) =>
+    .addOption(new Option('-n, --namespace <ns>', "the Pod's namespace").default('default'))
+    .action((target: string, cmd: string[], o: { topology: string; namespace: string }) =>
       guarded('exec', () => {
         const t = loadTopology(readState()?.topologyFile ?? o.topology);
-        const ns = targetNamespace(t, target);
+        const ns = execNamespace(t, target, o.namespace);
         if (!ns) {
-          const names = [
-            ...t.nodes.map((n) => n.name),
-            ...t.nodes.flatMap((n) => n.pods.map((p) => p.name)),
-            ...t.clients.map((c) => c.name),
-            'underlay',
-          ];
+          if (!readState()) throw new NoLabError(`${target} does not exist: the lab is not up`);
+          const names = [...t.nodes.map((n) => n.name), ...t.clients.map((c) => c.name)];
           throw new UsageError(
-            `no pod, node or client named "${target}" (known: ${names.join(', ')})`,
+            `no Pod "${target}" in namespace ${o.namespace}, and no node or client of that name (nodes and clients: ${names.join(', ')}, underlay; Pods: kubetun lab get pods -A)`,
           );
-        }
-        if (!listNetns().includes(ns)) {
-          throw new NoLabError(`${target} does not exist: the lab is not up`);
         }
         const argv = execArgv(ns, cmd);
         const r = spawnSync(argv[0]!, argv.slice(1), { stdio: 'inherit' });

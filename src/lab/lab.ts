@@ -17,6 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { API_SOCKET } from './api.ts';
 import { UserError } from '../errors.ts';
 import { removeResolvConf } from '../cluster/dns/resolv-conf.ts';
+import { sandboxNames } from '../cluster/kubelet.ts';
+import type { Pod } from '../cluster/types.ts';
 import { recordedSandboxes, renderStaticView } from './control-plane.ts';
 import { checkManifestEndpoints, readLabServices } from './manifests.ts';
 import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
@@ -46,7 +48,14 @@ import {
   VIEW_DIR,
   writeState,
 } from './state.ts';
-import { allPods, LAB_PREFIX, labNamespaces, loadTopology, type Topology } from './topology.ts';
+import {
+  allPods,
+  LAB_PREFIX,
+  labNamespaces,
+  loadTopology,
+  type Topology,
+  targetNamespace,
+} from './topology.ts';
 
 function podNamespaces(t: Topology): Set<string> {
   return new Set(allPods(t).map((p) => p.ns));
@@ -339,6 +348,20 @@ async function stopNsProcesses(ns: string): Promise<number> {
 /** argv to run cmd in a lab target (pod, node, client or "underlay"). */
 export function execArgv(ns: string, cmd: string[]): string[] {
   return inNs(ns, cmd);
+}
+
+/**
+ * The network namespace `lab exec TARGET` runs in: a node, client, "underlay" or named pod of
+ * the topology, else any Pod of the store by name in `namespace` (a Deployment's Pod
+ * api-7c9f…-x2k4q): its sandbox, named as the kubelet names it. Undefined when no such
+ * namespace exists on this machine (the lab is down, or there is no such Pod).
+ */
+export function execNamespace(t: Topology, target: string, namespace: string): string | undefined {
+  const present = new Set(listNetns());
+  const named = namespace === 'default' ? targetNamespace(t, target) : undefined;
+  if (named) return present.has(named) ? named : undefined;
+  const { ns } = sandboxNames({ metadata: { name: target, namespace } } as Pod);
+  return present.has(ns) ? ns : undefined;
 }
 
 export const LOCK_FILE = join(LAB_DIR, 'lock');

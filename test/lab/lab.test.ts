@@ -358,7 +358,7 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(ok.out).toContain('10.244.2.2/32');
     expect(kubetun(['lab', 'exec', 'pod-c', '--', 'sh', '-c', 'exit 3']).status).toBe(3);
     expect(kubetun(['lab', 'exec', 'nosuchpod', '--', 'true']).err).toContain(
-      'no pod, node or client named "nosuchpod"',
+      'no Pod "nosuchpod" in namespace default, and no node or client of that name',
     );
   }, 180_000);
 
