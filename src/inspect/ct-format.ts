@@ -6,32 +6,30 @@
 //
 //   (one line; wrapped here) = protocol name padded to 8, protocol number, seconds to expiry,
 //   TCP state, original tuple + counters, [UNREPLIED] if no reply yet, reply tuple + counters,
-//   [ASSURED], mark, use. ICMP tuples are "type=8 code=0 id=N" / "type=0 code=0 id=N".
+//   [ASSURED], mark, use. The datapath tracks TCP, UDP and SCTP flows only (no ICMP entry
+//   exists: echo to a VIP is answered or dropped, errors ride the flow they quote).
 // kubetun has no packet marks and one reference per flow: mark=0 use=1 always.
 import type { CtEntry, CtTuple } from './types.ts';
-import { ICMP_ECHO, ICMP_ECHO_REPLY } from '../wire/icmp.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
+import { IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 
-
-function tuple(protoNum: number, t: CtTuple, icmpType: number): string {
+function tuple(protoNum: number, t: CtTuple): string {
   const addrs = `src=${t.src} dst=${t.dst}`;
   const counters = `packets=${t.packets} bytes=${t.bytes}`;
   if (protoNum === IPPROTO_TCP || protoNum === IPPROTO_UDP) {
     return `${addrs} sport=${t.sport} dport=${t.dport} ${counters}`;
   }
-  if (protoNum === IPPROTO_ICMP) return `${addrs} type=${icmpType} code=0 id=${t.sport} ${counters}`;
   return `${addrs} ${counters}`;
 }
 
 /** One `conntrack -L` line (no newline). */
 export function formatCtEntry(e: CtEntry): string {
-  const known = e.protoNum === IPPROTO_ICMP || e.protoNum === IPPROTO_TCP || e.protoNum === IPPROTO_UDP;
+  const known = e.protoNum === IPPROTO_TCP || e.protoNum === IPPROTO_UDP;
   const name = known ? e.proto : 'unknown';
   const parts = [`${name.toLowerCase().padEnd(8)} ${e.protoNum}`, String(e.expiresInSec)];
   if (e.protoNum === IPPROTO_TCP) parts.push(e.state);
-  parts.push(tuple(e.protoNum, e.orig, ICMP_ECHO));
+  parts.push(tuple(e.protoNum, e.orig));
   if (!e.seenReply) parts.push('[UNREPLIED]');
-  parts.push(tuple(e.protoNum, e.reply, ICMP_ECHO_REPLY));
+  parts.push(tuple(e.protoNum, e.reply));
   if (e.assured) parts.push('[ASSURED]');
   parts.push('mark=0 use=1');
   return parts.join(' ');

@@ -33,7 +33,6 @@ const TIMEOUT_FLAG_NAMES: Record<string, keyof CtTimeouts> = {
   'tcp-close': 'ctTcpClose',
   udp: 'ctUdp',
   'udp-stream': 'ctUdpStream',
-  icmp: 'ctIcmp',
 };
 
 function posInt(flag: string, v: string, max = 0x7fffffff): number {

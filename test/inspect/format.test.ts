@@ -62,22 +62,21 @@ describe('formatCtEntry (conntrack -L)', () => {
     );
   });
 
-  it('prints ICMP echo flows as type/code/id, echo request one way and reply the other', () => {
-    const t = { sport: 77, dport: 77, packets: 1, bytes: 84 };
+  it('prints a flow of a protocol without ports as addresses and counters (no ICMP format)', () => {
+    const t = { sport: 0, dport: 0, packets: 1, bytes: 84 };
     const e = entry({
       proto: 'ICMP',
       protoNum: 1,
       state: 'UNREPLIED',
-      expiresInSec: 29,
+      expiresInSec: 59,
       orig: { src: '10.244.1.3', dst: '10.96.0.10', ...t },
       reply: { src: '10.244.2.2', dst: '10.244.1.3', ...t, packets: 0, bytes: 0 },
       seenReply: false,
       assured: false,
     });
     expect(formatCtEntry(e)).toBe(
-      'icmp     1 29 src=10.244.1.3 dst=10.96.0.10 type=8 code=0 id=77 packets=1 bytes=84 ' +
-        '[UNREPLIED] src=10.244.2.2 dst=10.244.1.3 type=0 code=0 id=77 packets=0 bytes=0 ' +
-        'mark=0 use=1',
+      'unknown  1 59 src=10.244.1.3 dst=10.96.0.10 packets=1 bytes=84 ' +
+        '[UNREPLIED] src=10.244.2.2 dst=10.244.1.3 packets=0 bytes=0 mark=0 use=1',
     );
   });
 

@@ -30,7 +30,7 @@
 // nf_conntrack's SCTP states in the same nibble (ct-sctp.ts), with the kernel's lifetimes.
 
 import { CT_CLASH, CT_FULL, type ConntrackMap } from '../../maps/conntrack.ts';
-import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from '../../wire/tcp.ts';
 import {
   CT_DEFAULT_TIMEOUTS,
@@ -53,7 +53,6 @@ import {
   CT_TCP_SYN_RECV,
   CT_TCP_SYN_SENT,
   CT_TCP_TIME_WAIT,
-  CT_TMO_ICMP,
   CT_TMO_OTHER,
   CT_TMO_SCTP,
   CT_TMO_UDP,
@@ -74,7 +73,7 @@ export function ct4Timeout(proto: number, flags: number, tmo = CT_DEFAULT_TIMEOU
     return (flags & CT_F_SEEN_REPLY) !== 0 ? tmo[CT_TMO_UDP_STREAM] : tmo[CT_TMO_UDP];
   }
   if (proto === IPPROTO_SCTP) return tmo[CT_TMO_SCTP + (flags >>> CT_STATE_SHIFT)];
-  return proto === IPPROTO_ICMP ? tmo[CT_TMO_ICMP] : tmo[CT_TMO_OTHER];
+  return tmo[CT_TMO_OTHER];
 }
 
 /** Entries live while now < expires. */

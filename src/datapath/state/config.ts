@@ -5,7 +5,7 @@ import { type CtTimeouts, DEFAULT_CT_TIMEOUTS } from './ct-state.ts';
 import { checkNatConfig } from './nat-config.ts';
 
 export interface DatapathConfig extends CtTimeouts {
-  // CtTimeouts (ct.ts): ctTcpSynSent .. ctTcpClose, ctUdp, ctUdpStream, ctIcmp, seconds
+  // CtTimeouts (ct.ts): ctTcpSynSent .. ctTcpClose, ctUdp, ctUdpStream, seconds
   /** drop packets conntrack classifies INVALID (kube-proxy's ctstate INVALID DROP); else pass */
   ctDropInvalid: boolean;
   /** IP fragment tracking entries (frag.ts): (src, dst, id, proto) -> translation */

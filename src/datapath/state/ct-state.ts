@@ -59,10 +59,11 @@ export function ctTcpState(flags: number): number {
 // ---- timeout table: index = TCP state (0..9), then these
 export const CT_TMO_UDP = 10;
 export const CT_TMO_UDP_STREAM = 11;
-export const CT_TMO_ICMP = 12;
-export const CT_TMO_OTHER = 13;
+// No ICMP lifetime: the datapath tracks no ICMP flow (echo to a VIP is answered or dropped,
+// errors ride the flow they quote), so no entry of protocol 1 ever exists.
+export const CT_TMO_OTHER = 12;
 /** SCTP state s has its lifetime at CT_TMO_SCTP + s */
-export const CT_TMO_SCTP = 14;
+export const CT_TMO_SCTP = 13;
 const CT_TMO_SIZE = CT_TMO_SCTP + CT_SCTP_STATES;
 
 // kube-proxy's settings (kernel defaults in the comments), seconds
@@ -76,7 +77,6 @@ export const CT_TIMEOUT_TCP_TIME_WAIT = 120;
 export const CT_TIMEOUT_TCP_CLOSE = 10;
 export const CT_TIMEOUT_UDP = 30;
 export const CT_TIMEOUT_UDP_STREAM = 120;
-export const CT_TIMEOUT_ICMP = 30;
 export const CT_TIMEOUT_OTHER = 60;
 // SCTP: the kernel's defaults (nf_conntrack_proto_sctp.c sctp_timeouts, the
 // net.netfilter.nf_conntrack_sctp_timeout_* sysctls; kube-proxy sets none of them). NONE, the
@@ -107,7 +107,6 @@ export interface CtTimeouts {
   ctTcpClose: number;
   ctUdp: number;
   ctUdpStream: number;
-  ctIcmp: number;
 }
 
 export const DEFAULT_CT_TIMEOUTS: Readonly<CtTimeouts> = {
@@ -121,7 +120,6 @@ export const DEFAULT_CT_TIMEOUTS: Readonly<CtTimeouts> = {
   ctTcpClose: CT_TIMEOUT_TCP_CLOSE,
   ctUdp: CT_TIMEOUT_UDP,
   ctUdpStream: CT_TIMEOUT_UDP_STREAM,
-  ctIcmp: CT_TIMEOUT_ICMP,
 };
 
 /** Build the per-state lifetime table the fast path indexes (slow world, once). */
@@ -139,7 +137,6 @@ export function ct4TimeoutTable(t: CtTimeouts): Uint32Array {
   a[CT_TCP_CLOSE] = t.ctTcpClose;
   a[CT_TMO_UDP] = t.ctUdp;
   a[CT_TMO_UDP_STREAM] = t.ctUdpStream;
-  a[CT_TMO_ICMP] = t.ctIcmp;
   a[CT_TMO_OTHER] = CT_TIMEOUT_OTHER;
   for (let s = 0; s < CT_SCTP_STATES; s++) a[CT_TMO_SCTP + s] = CT_TIMEOUT_SCTP[s];
   return a;
