@@ -20,7 +20,8 @@
 //   written it or its directory (private-dir.ts); otherwise nothing in it runs.
 // - A restart within the grace window (--restart-grace, default 5 s) loses nothing: the maps are
 //   pinned in a file (pin.ts) and the TUN is persistent (TUNSETPERSIST), so while no agent runs
-//   the redirects stay and their packets are dropped at the TUN (counted in its tx_dropped; TCP
+//   the redirects stay and their packets are dropped on their way into the TUN nobody reads
+//   (routed ones counted in its tx_dropped, tc-redirected ones at the redirect; TCP
 //   retransmits). The watchdog waits out the window; a restarted agent claims the dead one's
 //   LEASE (an atomic rename of a file only that run created), the watchdog sees the lease gone
 //   and exits without undoing anything, and the new agent attaches to the maps and the TUN and
