@@ -2,23 +2,40 @@
 // Slow world, but it must describe malformed packets too (they are what a trace is read for),
 // so every read is bounded by the bytes actually present and nothing here throws.
 
-const PROTO_NAMES: Record<number, string> = { 1: 'ICMP', 6: 'TCP', 17: 'UDP', 132: 'SCTP' };
-// tcpdump's order and letters: FIN SYN RST PSH ACK URG ECE CWR
-const TCP_FLAG_LETTERS = 'FSRP.UEW';
+// Fields are read with src/wire's accessors once the bytes they need are known to be present.
 
-function be16(b: Uint8Array, at: number): number {
-  return (b[at] << 8) | b[at + 1];
-}
+import { u32ToIpv4 } from '../wire/addr.ts';
+import {
+  ICMP_DEST_UNREACH,
+  ICMP_ECHO,
+  ICMP_ECHO_REPLY,
+  ICMP_FRAG_NEEDED,
+  ICMP_HEADER_LEN,
+  ICMP_PARAMETER_PROBLEM,
+  ICMP_TIME_EXCEEDED,
+  icmpCode,
+  icmpEchoId,
+  icmpEchoSeq,
+  icmpNextHopMtu,
+  icmpType,
+} from '../wire/icmp.ts';
+import {
+  IPV4_MIN_HEADER_LEN,
+  ipv4FragOffset,
+  ipv4HeaderLen,
+  ipv4Proto,
+  ipv4Src,
+  ipv4Dst,
+  ipv4TotalLen,
+  ipv4Version,
+} from '../wire/ipv4.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, protoName } from '../wire/proto.ts';
+import { tcpDataOffset, tcpDstPort, tcpFlags, tcpSrcPort } from '../wire/tcp.ts';
+import { tcpdumpFlags } from '../wire/tcpdump.ts';
+import { UDP_HEADER_LEN, udpDstPort, udpSrcPort } from '../wire/udp.ts';
 
-function addr(b: Uint8Array, at: number): string {
-  return `${b[at]}.${b[at + 1]}.${b[at + 2]}.${b[at + 3]}`;
-}
-
-export function tcpFlagString(flags: number): string {
-  let s = '';
-  for (let i = 0; i < 8; i++) if (flags & (1 << i)) s += TCP_FLAG_LETTERS[i];
-  return s === '' ? 'none' : s;
-}
+/** tcpdump's letters for a TCP flags byte (src/wire/tcpdump.ts). */
+export const tcpFlagString = tcpdumpFlags;
 
 /** Describe the IPv4 packet buf[off, off+len). */
 export function summarizeIpv4(buf: Uint8Array, off: number, len: number): string {
@@ -27,22 +44,24 @@ export function summarizeIpv4(buf: Uint8Array, off: number, len: number): string
 
 function describe(b: Uint8Array, off: number, end: number, depth: number): string {
   const avail = end - off;
-  if (avail < 20) return `IPv4 truncated (${avail} bytes)`;
-  const version = b[off] >> 4;
+  if (avail < IPV4_MIN_HEADER_LEN) return `IPv4 truncated (${avail} bytes)`;
+  const version = ipv4Version(b, off);
   if (version !== 4) return `IP version ${version} (${avail} bytes)`;
-  const ihl = (b[off] & 0x0f) * 4;
-  const proto = b[off + 9];
-  const name = PROTO_NAMES[proto] ?? `proto ${proto}`;
-  const src = addr(b, off + 12);
-  const dst = addr(b, off + 16);
-  const fragOff = (be16(b, off + 6) & 0x1fff) * 8;
+  const ihl = ipv4HeaderLen(b, off);
+  const proto = ipv4Proto(b, off);
+  const name = protoName(proto) === String(proto) ? `proto ${proto}` : protoName(proto);
+  const src = u32ToIpv4(ipv4Src(b, off) >>> 0);
+  const dst = u32ToIpv4(ipv4Dst(b, off) >>> 0);
+  const fragOff = ipv4FragOffset(b, off) * 8; // the field counts 8-byte units
   if (ihl < 20 || off + ihl > end) return `${name} ${src} > ${dst} bad header length ${ihl}`;
   if (fragOff !== 0) return `${name} ${src} > ${dst} fragment at ${fragOff}`;
   // Within an ICMP error only the first bytes are quoted: trust the bytes present, not totlen.
-  const ipEnd = depth === 0 ? Math.min(end, off + be16(b, off + 2)) : end;
+  const ipEnd = depth === 0 ? Math.min(end, off + ipv4TotalLen(b, off)) : end;
   const l4 = off + ihl;
-  if (proto === 6 || proto === 17) return `${name} ${ports(b, l4, ipEnd, src, dst, proto, depth)}`;
-  if (proto === 1) return `ICMP ${src} > ${dst} ${icmp(b, l4, ipEnd, depth)}`;
+  if (proto === IPPROTO_TCP || proto === IPPROTO_UDP) {
+    return `${name} ${ports(b, l4, ipEnd, src, dst, proto, depth)}`;
+  }
+  if (proto === IPPROTO_ICMP) return `ICMP ${src} > ${dst} ${icmp(b, l4, ipEnd, depth)}`;
   return `${name} ${src} > ${dst} len ${ipEnd - l4}`;
 }
 
@@ -56,11 +75,15 @@ function ports(
   depth: number,
 ): string {
   if (l4 + 4 > end) return `${src} > ${dst} truncated`;
-  const head = `${src}:${be16(b, l4)} > ${dst}:${be16(b, l4 + 2)}`;
-  if (proto === 17) return depth > 0 || l4 + 8 > end ? head : `${head} len ${end - l4 - 8}`;
+  // source and destination ports are the first 4 bytes of both headers
+  const head = `${src}:${tcpSrcPort(b, l4)} > ${dst}:${tcpDstPort(b, l4)}`;
+  if (proto === IPPROTO_UDP) {
+    const u = `${src}:${udpSrcPort(b, l4)} > ${dst}:${udpDstPort(b, l4)}`;
+    return depth > 0 || l4 + UDP_HEADER_LEN > end ? u : `${u} len ${end - l4 - UDP_HEADER_LEN}`;
+  }
   if (l4 + 14 > end) return head;
-  const flags = `${head} [${tcpFlagString(b[l4 + 13])}]`;
-  const doff = (b[l4 + 12] >> 4) * 4;
+  const flags = `${head} [${tcpdumpFlags(tcpFlags(b, l4))}]`;
+  const doff = tcpDataOffset(b, l4);
   return depth > 0 || l4 + doff > end ? flags : `${flags} len ${end - l4 - doff}`;
 }
 
@@ -74,18 +97,21 @@ const UNREACH_CODES: Record<number, string> = {
 };
 
 function icmp(b: Uint8Array, l4: number, end: number, depth: number): string {
-  if (l4 + 8 > end) return 'truncated';
-  const type = b[l4];
-  const code = b[l4 + 1];
-  if (type === 8 || type === 0) {
-    return `echo ${type === 8 ? 'request' : 'reply'} id ${be16(b, l4 + 4)} seq ${be16(b, l4 + 6)}`;
+  if (l4 + ICMP_HEADER_LEN > end) return 'truncated';
+  const type = icmpType(b, l4);
+  const code = icmpCode(b, l4);
+  if (type === ICMP_ECHO || type === ICMP_ECHO_REPLY) {
+    const kind = type === ICMP_ECHO ? 'request' : 'reply';
+    return `echo ${kind} id ${icmpEchoId(b, l4)} seq ${icmpEchoSeq(b, l4)}`;
   }
   let what = `type ${type} code ${code}`;
-  if (type === 3) what = `unreachable ${UNREACH_CODES[code] ?? `code ${code}`}`;
-  if (type === 3 && code === 4) what += ` (mtu ${be16(b, l4 + 6)})`;
-  if (type === 11) what = 'time exceeded';
-  if ((type === 3 || type === 11 || type === 12) && depth === 0) {
-    what += ` quoting {${describe(b, l4 + 8, end, depth + 1)}}`;
+  const unreach = type === ICMP_DEST_UNREACH;
+  if (unreach) what = `unreachable ${UNREACH_CODES[code] ?? `code ${code}`}`;
+  if (unreach && code === ICMP_FRAG_NEEDED) what += ` (mtu ${icmpNextHopMtu(b, l4)})`;
+  if (type === ICMP_TIME_EXCEEDED) what = 'time exceeded';
+  const quotes = unreach || type === ICMP_TIME_EXCEEDED || type === ICMP_PARAMETER_PROBLEM;
+  if (quotes && depth === 0) {
+    what += ` quoting {${describe(b, l4 + ICMP_HEADER_LEN, end, depth + 1)}}`;
   }
   return what;
 }

@@ -11,6 +11,48 @@
 //   |                       Source Address                          |
 //   |                    Destination Address                        |
 //   +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+   (RFC 791)
+//
+// Fields are read with src/wire's accessors once the bytes are known to be there; TCP flags are
+// written as tcpdump writes them (src/wire/tcpdump.ts, shared with the pcap summaries).
+
+import { u32ToIpv4 } from '../../wire/addr.ts';
+import { csumAdd, csumFold } from '../../wire/checksum.ts';
+import {
+  ICMP_DEST_UNREACH,
+  ICMP_ECHO,
+  ICMP_ECHO_REPLY,
+  ICMP_HEADER_LEN,
+  ICMP_TIME_EXCEEDED,
+  icmpCode,
+  icmpEchoId,
+  icmpEchoSeq,
+  icmpType,
+} from '../../wire/icmp.ts';
+import {
+  IPV4_MIN_HEADER_LEN,
+  ipv4Df,
+  ipv4Dst,
+  ipv4HeaderLen,
+  ipv4Id,
+  ipv4Proto,
+  ipv4Src,
+  ipv4TotalLen,
+  ipv4Ttl,
+  ipv4Version,
+} from '../../wire/ipv4.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
+import {
+  TCP_MIN_HEADER_LEN,
+  tcpAck,
+  tcpDataOffset,
+  tcpDstPort,
+  tcpFlags,
+  tcpSeq,
+  tcpSrcPort,
+  tcpWindow,
+} from '../../wire/tcp.ts';
+import { tcpdumpFlags } from '../../wire/tcpdump.ts';
+import { UDP_HEADER_LEN, udpDstPort, udpLength, udpSrcPort } from '../../wire/udp.ts';
 
 export interface Pkt {
   /** capture time, microseconds */
@@ -43,60 +85,59 @@ export interface Pkt {
   inner?: Pkt;
 }
 
-const ip4 = (b: Uint8Array, o: number) => `${b[o]}.${b[o + 1]}.${b[o + 2]}.${b[o + 3]}`;
 const be16 = (b: Uint8Array, o: number) => (b[o]! << 8) | b[o + 1]!;
-const be32 = (b: Uint8Array, o: number) => be16(b, o) * 65536 + be16(b, o + 2);
 
 function ipCsumOk(b: Uint8Array, ihl: number): boolean {
-  let sum = 0;
-  for (let i = 0; i < ihl; i += 2) sum += be16(b, i);
-  while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
-  return sum === 0xffff;
+  return csumFold(csumAdd(b, 0, ihl)) === 0xffff;
+}
+
+function protoOf(n: number): Pkt['proto'] {
+  if (n === IPPROTO_TCP) return 'tcp';
+  if (n === IPPROTO_UDP) return 'udp';
+  return n === IPPROTO_ICMP ? 'icmp' : n;
 }
 
 /** An IPv4 packet (or, for ICMP errors, a truncated embedded one); undefined if unreadable. */
 export function decodeIpv4(b: Uint8Array, tUs = 0, embedded = false): Pkt | undefined {
-  if (b.length < 20 || b[0]! >> 4 !== 4) return undefined;
-  const ihl = (b[0]! & 15) * 4;
-  const total = Math.min(be16(b, 2), b.length);
-  if (ihl < 20 || b.length < ihl) return undefined;
-  const protoNum = b[9]!;
-  const proto =
-    protoNum === 6 ? 'tcp' : protoNum === 17 ? 'udp' : protoNum === 1 ? 'icmp' : protoNum;
+  if (b.length < IPV4_MIN_HEADER_LEN || ipv4Version(b, 0) !== 4) return undefined;
+  const ihl = ipv4HeaderLen(b, 0);
+  const total = Math.min(ipv4TotalLen(b, 0), b.length);
+  if (ihl < IPV4_MIN_HEADER_LEN || b.length < ihl) return undefined;
+  const proto = protoOf(ipv4Proto(b, 0));
   const p: Pkt = {
     tUs,
-    src: ip4(b, 12),
-    dst: ip4(b, 16),
+    src: u32ToIpv4(ipv4Src(b, 0) >>> 0),
+    dst: u32ToIpv4(ipv4Dst(b, 0) >>> 0),
     proto,
-    ttl: b[8]!,
-    ipId: be16(b, 4),
-    df: (b[6]! & 0x40) !== 0,
+    ttl: ipv4Ttl(b, 0),
+    ipId: ipv4Id(b, 0),
+    df: ipv4Df(b, 0),
     ipCsumOk: ipCsumOk(b, ihl),
     len: 0,
   };
   const l4 = b.subarray(ihl, embedded ? b.length : total);
-  if (proto === 'tcp' && l4.length >= (embedded ? 8 : 20)) decodeTcp(p, l4, embedded);
-  else if (proto === 'udp' && l4.length >= 8) {
-    p.sport = be16(l4, 0);
-    p.dport = be16(l4, 2);
-    p.len = embedded ? 0 : be16(l4, 4) - 8;
-  } else if (proto === 'icmp' && l4.length >= 8) decodeIcmp(p, l4, tUs, embedded);
+  // an ICMP error quotes at least 8 bytes of the L4 header: ports and sequence number
+  const tcpMin = embedded ? 8 : TCP_MIN_HEADER_LEN;
+  if (proto === 'tcp' && l4.length >= tcpMin) decodeTcp(p, l4, embedded);
+  else if (proto === 'udp' && l4.length >= UDP_HEADER_LEN) {
+    p.sport = udpSrcPort(l4, 0);
+    p.dport = udpDstPort(l4, 0);
+    p.len = embedded ? 0 : udpLength(l4, 0) - UDP_HEADER_LEN;
+  } else if (proto === 'icmp' && l4.length >= ICMP_HEADER_LEN) decodeIcmp(p, l4, tUs, embedded);
   return p;
 }
 
 function decodeTcp(p: Pkt, t: Uint8Array, embedded: boolean): void {
-  p.sport = be16(t, 0);
-  p.dport = be16(t, 2);
-  p.seq = be32(t, 4);
+  p.sport = tcpSrcPort(t, 0);
+  p.dport = tcpDstPort(t, 0);
+  p.seq = tcpSeq(t, 0);
   if (embedded) return;
-  p.ack = be32(t, 8);
-  const off = (t[12]! >> 4) * 4;
-  const f = t[13]!;
-  const letters = (f & 2 ? 'S' : '') + (f & 1 ? 'F' : '') + (f & 8 ? 'P' : '') + (f & 4 ? 'R' : '');
-  p.flags = letters + (f & 16 ? '.' : '') || 'none';
-  p.win = be16(t, 14);
+  p.ack = tcpAck(t, 0);
+  const off = tcpDataOffset(t, 0);
+  p.flags = tcpdumpFlags(tcpFlags(t, 0));
+  p.win = tcpWindow(t, 0);
   p.len = t.length - off;
-  p.opts = tcpOptions(t.subarray(20, off));
+  p.opts = tcpOptions(t.subarray(TCP_MIN_HEADER_LEN, off));
 }
 
 function tcpOptions(o: Uint8Array): string {
@@ -122,13 +163,13 @@ function tcpOptions(o: Uint8Array): string {
 }
 
 function decodeIcmp(p: Pkt, c: Uint8Array, tUs: number, embedded: boolean): void {
-  p.icmpType = c[0]!;
-  p.icmpCode = c[1]!;
-  p.len = c.length - 8;
-  if (p.icmpType === 0 || p.icmpType === 8) {
-    p.icmpId = be16(c, 4);
-    p.icmpSeq = be16(c, 6);
-  } else if (!embedded && (p.icmpType === 3 || p.icmpType === 11)) {
-    p.inner = decodeIpv4(c.subarray(8), tUs, true);
+  p.icmpType = icmpType(c, 0);
+  p.icmpCode = icmpCode(c, 0);
+  p.len = c.length - ICMP_HEADER_LEN;
+  if (p.icmpType === ICMP_ECHO_REPLY || p.icmpType === ICMP_ECHO) {
+    p.icmpId = icmpEchoId(c, 0);
+    p.icmpSeq = icmpEchoSeq(c, 0);
+  } else if (!embedded && (p.icmpType === ICMP_DEST_UNREACH || p.icmpType === ICMP_TIME_EXCEEDED)) {
+    p.inner = decodeIpv4(c.subarray(ICMP_HEADER_LEN), tUs, true);
   }
 }
