@@ -31,6 +31,8 @@ export const KUBECTL_CASES: Record<string, string[]> = {
   'svc-loadbalancer': ['create', 'service', 'loadbalancer', 'lb', '--tcp=443:8443'],
   'svc-externalname': ['create', 'service', 'externalname', 'ext', '--external-name=example.com'],
   'deploy-web': ['create', 'deployment', 'web', '--image=nginx', '--port=8080', '--replicas=3'],
+  // the Deployment behind svc-clusterip's Service foo (test/lab/cluster-dns.test.ts applies both)
+  'deploy-foo': ['create', 'deployment', 'foo', '--image=nginx', '--port=8080', '--replicas=2'],
   'pod-run': ['run', 'pod-a', '--image=nginx', '--port=8080', '--labels=app=web'],
   'ns-demo': ['create', 'namespace', 'demo'],
 };

@@ -12,23 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { matchesSelector, parseSelector } from '../../src/cluster/selector.ts';
-import type { EndpointSlice, KObject, Pod } from '../../src/cluster/types.ts';
-import { apiCall } from '../../src/lab/api.ts';
+import type { Pod } from '../../src/cluster/types.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import { LAB_PREFIX } from '../../src/lab/topology.ts';
+import { isReady, kubetun, list, readyAddresses, until } from './living.ts';
 
-const ROOT = join(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'kubetun-cluster-'));
 const POD_D = `${LAB_PREFIX}pod-d`;
-
-function kubetun(args: string[]): { out: string; err: string; status: number } {
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin/kubetun.mjs'), ...args], {
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
-  return { out: r.stdout, err: r.stderr, status: r.status ?? -1 };
-}
 
 function inPodD(script: string, timeout = 60_000): { out: string; status: number } {
   const r = spawnSync('ip', ['netns', 'exec', POD_D, 'sh', '-c', script], {
@@ -45,41 +35,6 @@ function apply(name: string, yaml: string): string {
   expect(r.err).toBe('');
   return r.out;
 }
-
-/** Objects straight from the control plane's API (no CLI start-up per poll: this machine may be loaded). */
-async function list<T extends KObject>(
-  kind: string,
-  selector?: string,
-  namespace = 'default',
-): Promise<T[]> {
-  const q = new URLSearchParams({ kind, namespace });
-  const got = (await apiCall<{ items: T[] }>('GET', `/objects?${q}`)).items;
-  const sel = selector ? parseSelector(selector) : undefined;
-  return got.filter((o) => !sel || matchesSelector(o.metadata.labels, sel));
-}
-
-async function until<T>(ms: number, f: () => T | Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await f();
-  while (!ok(v) && Date.now() < end) {
-    await sleep(200);
-    v = await f();
-  }
-  return v;
-}
-
-/** The ready addresses of a Service's EndpointSlices. */
-async function readyAddresses(svc: string): Promise<string[]> {
-  return (await list<EndpointSlice>('EndpointSlice', `kubernetes.io/service-name=${svc}`))
-    .flatMap((s) => s.endpoints ?? [])
-    .filter((e) => e.conditions?.ready !== false)
-    .flatMap((e) => e.addresses)
-    .sort();
-}
-
-const isReady = (p: Pod) =>
-  !p.metadata.deletionTimestamp &&
-  (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
 
 function deployment(name: string, ip: string, opts: { preStop: boolean; period: number }): string {
   const hook = opts.preStop

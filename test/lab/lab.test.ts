@@ -191,15 +191,17 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
   });
 
   it('creates every namespace of the topology, runs a server in every Pod and records kubetun per node', () => {
-    // the topology's namespaces, and the sandboxes of the two kube-dns Pods (coredns Deployment)
+    // the topology's namespaces, and the sandboxes of the Deployments' Pods: two kube-dns Pods
+    // (coredns, kube-system) and two of api (lab/manifests/api.yaml)
     const extra = labNetns().filter((n) => !labNamespaces(t).includes(n));
     expect(
       labNetns()
         .filter((n) => labNamespaces(t).includes(n))
         .sort(),
     ).toEqual(labNamespaces(t).sort());
-    expect(extra).toHaveLength(2);
-    for (const n of extra) expect(n).toMatch(new RegExp(`^${LAB_PREFIX}kube-system\\.coredns-`));
+    expect(extra).toHaveLength(4);
+    expect(extra.filter((n) => n.startsWith(`${LAB_PREFIX}kube-system.coredns-`))).toHaveLength(2);
+    expect(extra.filter((n) => n.startsWith(`${LAB_PREFIX}api-`))).toHaveLength(2);
     const got = JSON.parse(kubetun(['lab', 'get', 'pods', '-A', '-o', 'json']).out) as {
       items: Pod[];
     };
@@ -210,6 +212,8 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     ).toEqual(
       [
         ...pods.map((p) => [p.name, 'Running']),
+        ['api', 'Running'],
+        ['api', 'Running'],
         ['coredns', 'Running'],
         ['coredns', 'Running'],
       ].sort(),
@@ -323,11 +327,12 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     expect(s.mode).toBe('kubetun');
     expect(s.nodes.map((n) => n.kubetun?.alive)).toEqual([true, true]);
     // Each agent found its node's pod veths by the <pod ip>/32 routes lab up installs.
-    // (and one kube-dns Pod's veth on each node)
+    // (and one kube-dns Pod's and one api Pod's veth on each node: the scheduler spreads each
+    // Deployment's replicas)
     for (const [i, n] of t.nodes.entries()) {
       const found = s.nodes[i]!.kubetun?.agent?.podIfaces ?? [];
       expect(found).toEqual(expect.arrayContaining(n.pods.map((p) => p.hostIf)));
-      expect(found).toHaveLength(n.pods.length + 1);
+      expect(found).toHaveLength(n.pods.length + 2);
     }
     expect(s.pods.map((p) => [p.name, p.node, p.ns, p.ip])).toEqual(
       pods.map((p) => [p.name, p.node, p.ns, p.ip]),

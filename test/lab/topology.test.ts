@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { patternChunks } from '../../lab/servers/pattern.mjs';
+import { writeScenario } from '../../scripts/bench-e2e/manifests.ts';
 import { renderStaticView } from '../../src/lab/control-plane.ts';
 import {
   checkManifestEndpoints,
@@ -12,6 +13,7 @@ import {
   readLabServices,
 } from '../../src/lab/manifests.ts';
 import { planUp } from '../../src/lab/plan.ts';
+import { loadManifests } from '../../src/manifests/index.ts';
 import {
   LAB_PREFIX,
   labNamespaces,
@@ -163,6 +165,19 @@ describe('lab manifests', () => {
     expect(services.find((s) => s.name === 'empty')!.ports[0]!.endpoints).toEqual([]);
     // the named targetPort "http" resolved to the Pods' container port
     expect(web.ports[0]!.endpoints.map((e) => e.port)).toEqual([8080, 8080, 8080]);
+  });
+
+  it('leave room for the e2e benchmark: its scenario over these manifests is admitted whole', async () => {
+    // scripts/bench-e2e copies lab/manifests and adds its own Services at fixed ClusterIPs
+    const sc = writeScenario(mkdtempSync(join(tmpdir(), 'kubetun-bench-')), t.manifests!, 50);
+    expect(() => loadManifests(sc.manifests)).not.toThrow();
+    const refused: string[] = [];
+    await renderStaticView(
+      loadTopology(sc.topology),
+      mkdtempSync(join(tmpdir(), 'kubetun-view-')),
+      (m) => refused.push(m),
+    );
+    expect(refused).toEqual([]);
   });
 
   it('flag a hand-written endpoint IP that no pod of the topology has', async () => {
