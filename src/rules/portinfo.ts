@@ -6,6 +6,7 @@
 import {
   type Categorized,
   categorizeEndpoints,
+  type EndpointFacts,
   endpointFacts,
   policyFacts,
   type TopologyNode,
@@ -13,17 +14,12 @@ import {
 import type { ResolvedServicePort } from '../model.ts';
 import { type Cidr4, canonIpv4, parseCidr4Sloppy } from './ipv4.ts';
 
-export interface EndpointInfo {
+/** An endpoint as the renderer writes it, with what selection reads (EndpointFacts). */
+export interface EndpointInfo extends EndpointFacts {
   ip: string;
   port: number;
   /** "ip:port", the form hashed into KUBE-SEP names and used in comments and DNAT */
   str: string;
-  ready: boolean;
-  serving: boolean;
-  terminating: boolean;
-  local: boolean;
-  zoneHints: readonly string[];
-  nodeHints: readonly string[];
 }
 
 export interface PortInfo {
