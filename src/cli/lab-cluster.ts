@@ -294,6 +294,17 @@ export function registerClusterCommands(lab: Command): void {
     );
 
   lab
+    .command('apiserver', { hidden: true })
+    .description("serve the lab's view and Nodes over list/watch (lab up --source api starts it)")
+    .requiredOption('--topology <file>', 'lab topology YAML')
+    .action((o: { topology: string }) =>
+      guard('apiserver', async () => {
+        const { runApiServer } = await import('../lab/apiserver.ts');
+        await runApiServer(o.topology);
+      })(),
+    );
+
+  lab
     .command('control-plane', { hidden: true })
     .description('run the lab control plane (lab up starts it)')
     .requiredOption('--topology <file>', 'lab topology YAML')

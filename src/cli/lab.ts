@@ -43,9 +43,23 @@ export function register(program: Command): void {
         .default('kubetun'),
     )
     .option('--no-offload', 'kubetun mode: agents without TUN offloads (kubetun run --no-offload)')
-    .action((o: { topology: string; mode: LabMode; offload: boolean }) =>
+    .addOption(
+      new Option(
+        '--source <source>',
+        "what kubetun reads: the view directory, or the lab's API server (agents as the DaemonSet starts them)",
+      )
+        .choices(['dir', 'api'])
+        .default('dir'),
+    )
+    .action((o: { topology: string; mode: LabMode; offload: boolean; source: 'dir' | 'api' }) =>
       guarded('up', async () => {
-        await labUp({ topology: o.topology, mode: o.mode, noOffload: !o.offload, progress });
+        await labUp({
+          topology: o.topology,
+          mode: o.mode,
+          noOffload: !o.offload,
+          source: o.source,
+          progress,
+        });
       }),
     );
 

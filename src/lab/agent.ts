@@ -48,7 +48,10 @@ export function restartAgent(
     const keep = flags ?? s.agentFlags?.[node] ?? [];
     s.agentFlags = { ...s.agentFlags, [node]: keep };
     writeState(s);
-    const a = remember(s, startAgent(t, n, labTarget(n), ctlSocketFor(n), agentExtra(s, node)));
+    const a = remember(
+      s,
+      startAgent(t, n, labTarget(n), ctlSocketFor(n), agentExtra(s, node), undefined, s.source),
+    );
     say(`kubetun on ${node}: ${a.argv.slice(2).join(' ')}`);
     await waitAgent(a);
     say(`kubetun on ${node} answers on ${a.ctlSocket}`);

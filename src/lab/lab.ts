@@ -23,7 +23,9 @@ import { recordedSandboxes, renderStaticView } from './control-plane.ts';
 import { checkManifestEndpoints, readLabServices } from './manifests.ts';
 import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
 import { labTarget, planLab, planLinks, planNode } from './plan.ts';
-import { isAlive, procStartTime, stopProcess, tail, waitForLog } from './procs.ts';
+import { apiServerAt, prepareCredentials } from './apiserver.ts';
+import { writeAgentConfig } from './daemonset.ts';
+import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
 import {
   ctlSocketFor,
   freshLog,
@@ -74,6 +76,8 @@ export interface UpOptions {
   mode?: LabMode;
   /** kubetun mode: the agents run without TUN offloads (`kubetun run --no-offload`) */
   noOffload?: boolean;
+  /** what the agents read: the view directory (default) or the lab's API server */
+  source?: 'dir' | 'api';
   progress?: Progress;
 }
 
@@ -99,6 +103,7 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
     prev.topologyHash === t.hash &&
     prev.mode === mode &&
     (prev.noOffload ?? false) === (opts.noOffload ?? false) &&
+    (prev.source ?? 'dir') === (opts.source ?? 'dir') &&
     labHealthy(prev)
   ) {
     say(`lab is already up (${t.nodes.length} nodes, mode ${mode}); nothing to do`);
@@ -115,6 +120,7 @@ async function upUnlocked(opts: UpOptions): Promise<LabState> {
     topologyHash: t.hash,
     mode,
     noOffload: opts.noOffload,
+    source: opts.source,
     phase: 'building',
     createdAt: new Date().toISOString(),
     // the pods' namespaces are the kubelets' (recorded in SANDBOX_FILE as they make them)
@@ -148,6 +154,7 @@ async function build(t: Topology, state: LabState, say: Progress): Promise<void>
   runPhases(planLab(t), say);
   for (const n of t.nodes) runPhases(planNode(t, n, labTarget(n), { pods: false }), say);
   await startControlPlane(t, state, say);
+  if (state.source === 'api') await startApiServer(t, state, say);
   if (state.mode === 'kubetun') await startKubetun(t, state, say);
   if (isKernelMode(state.mode)) installKernelDataplane(t, state.mode, say);
 }
@@ -188,9 +195,26 @@ async function startControlPlane(t: Topology, state: LabState, say: Progress): P
   await waitForLog(p, /^synced /m, 90_000);
   say(`control plane synced: ${tail(p.log, 1).trim()}`);
 }
+/**
+ * --source api: the lab's API server (apiserver.ts) in node1's namespace, serving the view and
+ * the Nodes over HTTPS with a ServiceAccount token; the agents' config file from the ConfigMap.
+ */
+async function startApiServer(t: Topology, state: LabState, say: Progress): Promise<void> {
+  const at = apiServerAt(t);
+  prepareCredentials(at.host);
+  writeAgentConfig();
+  const argv = [process.execPath, join(REPO_ROOT, 'bin/kubetun.mjs'), 'lab', 'apiserver'];
+  argv.push('--topology', t.file);
+  const log = freshLog('apiserver.log');
+  const p = remember(state, startInNs('apiserver', 'apiserver', at.ns, argv, log));
+  await waitForLog(p, /serving https:/m, 90_000);
+  say(`API server: https://${at.host}:${at.port} (${tail(p.log, 1).trim()})`);
+}
+
 export async function startKubetun(t: Topology, state: LabState, say: Progress): Promise<void> {
   const agents = t.nodes.map((n) => {
-    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n), agentExtra(state, n.name), VIEW_DIR);
+    const extra = agentExtra(state, n.name);
+    const p = startAgent(t, n, labTarget(n), ctlSocketFor(n), extra, VIEW_DIR, state.source);
     say(`kubetun on ${n.name}: ${p.argv.slice(1).join(' ')}`);
     return remember(state, p);
   });

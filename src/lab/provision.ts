@@ -13,6 +13,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } f
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { renderStaticView } from './control-plane.ts';
+import { daemonSetAgentArgv } from './daemonset.ts';
 import { waitForCtl } from './ctl.ts';
 import { type NodeTarget, type Phase, planNode, planNodeUndo } from './plan.ts';
 import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
@@ -100,10 +101,15 @@ export function startAgent(
   ctlSocket: string,
   extra: string[] = [],
   manifests = VIEW_DIR,
+  source: 'dir' | 'api' = 'dir',
 ): LabProcess {
   mkdirSync(dirname(ctlSocket), { recursive: true });
   rmSync(ctlSocket, { force: true });
-  const argv = kubetunArgv(t, n, at.uplink, ctlSocket, process.execPath, manifests).concat(extra);
+  // --source api: started as deploy/daemonset.yaml starts it, fed by the lab's API server
+  const argv =
+    source === 'api'
+      ? daemonSetAgentArgv(t, n, ctlSocket, extra)
+      : kubetunArgv(t, n, at.uplink, ctlSocket, process.execPath, manifests).concat(extra);
   const log = freshLog(`kubetun-${n.name}.log`);
   const p =
     at.ns === undefined

@@ -22,7 +22,7 @@ export const LAB_MODES: readonly LabMode[] = ['kubetun', 'iptables', 'nftables',
 
 export interface LabProcess {
   /** workload: a process an exercise runs in a pod (a client, a connection pool) */
-  role: 'server' | 'kubetun' | 'capture' | 'control-plane' | 'workload';
+  role: 'server' | 'kubetun' | 'capture' | 'control-plane' | 'apiserver' | 'workload';
   /** the pod or node it serves */
   name: string;
   ns: string;
@@ -43,6 +43,8 @@ export interface LabState {
   mode: LabMode;
   /** the agents were started with --no-offload */
   noOffload?: boolean;
+  /** what the agents read: the view directory (default), or the lab's API server (apiserver.ts) */
+  source?: 'dir' | 'api';
   /** 'building' until lab up finished; a crash leaves it there */
   phase: 'building' | 'up';
   createdAt: string;

@@ -1,0 +1,62 @@
+// The lab's API server pieces without root: the view and the topology's Nodes become the served
+// objects, a sync upserts only what changed and removes what vanished (so a watcher sees one
+// event per real change), and the agent's argv is the DaemonSet's container command line.
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { API_DIR, desiredObjects, SA_DIR, SA_MOUNT, syncServer } from '../../src/lab/apiserver.ts';
+import { daemonSetAgentArgv } from '../../src/lab/daemonset.ts';
+import { ListWatchServer } from '../../src/lab/list-watch-server.ts';
+import { loadTopology } from '../../src/lab/topology.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+const t = loadTopology(join(ROOT, 'lab/topology.yaml'));
+const svc = (port: number) => ({
+  apiVersion: 'v1',
+  kind: 'Service',
+  metadata: { name: 'web', namespace: 'default', resourceVersion: '7' },
+  spec: { clusterIP: '10.96.0.10', ports: [{ port }] },
+});
+
+describe('lab API server sync', () => {
+  it("serves the Nodes with pod CIDR and InternalIP, and the view's Services; only changes are written", () => {
+    const s = new ListWatchServer();
+    const ns = { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default' } };
+    expect(syncServer(s, desiredObjects(t, [ns, svc(80)]))).toBe(t.nodes.length + 1);
+    const node1 = s.stored('Node').get('/node1') as Record<string, any>;
+    expect(node1.spec.podCIDR).toBe('10.244.1.0/24');
+    expect(node1.status.addresses).toContainEqual({ type: 'InternalIP', address: '172.30.0.11' });
+    const rv = s.rv;
+    expect(syncServer(s, desiredObjects(t, [svc(80)]))).toBe(0); // the same view: no event
+    expect(s.rv).toBe(rv);
+    expect(syncServer(s, desiredObjects(t, [svc(81)]))).toBe(1);
+    expect(syncServer(s, desiredObjects(t, []))).toBe(1); // the Service went away
+    expect(s.stored('Service').size).toBe(0);
+  });
+});
+
+describe('agent as the DaemonSet starts it', () => {
+  it('runs the container command with its env, the ServiceAccount mounted, the lab overrides named', () => {
+    const n = t.nodes[1]!;
+    const argv = daemonSetAgentArgv(t, n, '/run/x/node2.sock', ['--no-offload'], '/usr/bin/node');
+    expect(argv.slice(0, 4)).toEqual([
+      'env',
+      'KUBERNETES_SERVICE_HOST=172.30.0.11',
+      'KUBERNETES_SERVICE_PORT=6443',
+      'NODE_NAME=node2',
+    ]);
+    const sh = argv.indexOf('sh');
+    expect(argv[sh + 2]).toContain(`mount --bind "$0" ${SA_MOUNT}`);
+    expect(argv[sh + 3]).toBe(SA_DIR);
+    expect(argv.slice(sh + 4)).toEqual([
+      '/usr/bin/node',
+      join(ROOT, 'bin/kubetun.mjs'),
+      'run',
+      `--config=${API_DIR}/config.conf`,
+      '--hostname-override=node2',
+      '--service-cidr=10.96.0.0/16',
+      '--uplink=eth0',
+      '--ctl-socket=/run/x/node2.sock',
+      '--no-offload',
+    ]);
+  });
+});
