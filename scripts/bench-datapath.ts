@@ -37,6 +37,8 @@ if (!gcFn && process.env.KUBETUN_BENCH_CHILD !== '1') {
 }
 
 const QUICK = process.argv.includes('--quick');
+/** --ring: only the event ring's off/on figures (issue 20) */
+const RING_ONLY = process.argv.includes('--ring');
 /** --no-v8-tune: keep V8's default inlining budget (to see what dpTuneV8 buys) */
 const TUNE = !process.argv.includes('--no-v8-tune');
 if (TUNE) dpTuneV8();
@@ -276,6 +278,62 @@ function benchScale(services: number, ctCapacity = DEFAULT_DATAPATH_CONFIG.ctCap
   };
 }
 
+/**
+ * The event ring (monitor/tap): established DNAT with nobody listening (the one branch), with a
+ * subscriber whose filter matches nothing (filters run, nothing written), with one that takes
+ * every event, and with tap's byte capture. Off and on alternate, 5 rounds each, the median
+ * kept: on a shared machine a neighbour's burst then hits both sides alike.
+ */
+function benchRing(): { off: number; none: number; all: number; capture: number } {
+  const services = 1000;
+  const dp = datapathFor(services, DEFAULT_DATAPATH_CONFIG.ctCapacity);
+  const syns = packetSet(FLOWS, (b, off, f) =>
+    writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, SYN),
+  );
+  const orig = packetSet(FLOWS, (b, off, f) =>
+    writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, ACK),
+  );
+  runSet(dp, syns, 1, NOW);
+  runSet(dp, orig, 2, NOW);
+  const rounds = Math.max(1, Math.round(EST_PACKETS / FLOWS / 4));
+  progress(`event ring: ${rounds * FLOWS} established packets x 4 modes x 5`);
+  const harness = timeIt(() => runCopyOnly(orig, rounds)).ns;
+  const modes: Array<() => number> = [
+    () => -1,
+    () => dp.events.subscribe({ port: 1 }), // matches nothing here
+    () => dp.events.subscribe(),
+    () => dp.events.subscribe({}, true),
+  ];
+  const res: number[][] = modes.map(() => []);
+  for (let rep = 0; rep < 5; rep++) {
+    modes.forEach((on, m) => {
+      const k = on();
+      const t = timeIt(() => runSet(dp, orig, rounds, NOW));
+      dp.events.unsubscribe(k);
+      checkAll(dp, 'TX_DNAT', t.result, rounds * FLOWS);
+      res[m].push(mpps(rounds * FLOWS, t.ns - harness));
+    });
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+  const [off, none, all, capture] = res.map(median);
+  return { off, none, all, capture };
+}
+
+function printRing(): void {
+  const ring = benchRing();
+  const pct = (x: number) => `${fmt(((x - ring.off) / ring.off) * 100, 1)}%`;
+  console.log(
+    `event ring, established DNAT, 1000 services (median of 5, off/on alternating): off ${fmt(ring.off)} Mpps; on, filter matching nothing ${fmt(ring.none)} Mpps (${pct(ring.none)}); on, every event ${fmt(ring.all)} Mpps (${pct(ring.all)}); on with tap capture ${fmt(ring.capture)} Mpps (${pct(ring.capture)})`,
+  );
+  console.log(
+    `load average after the ring runs ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(
+        ' ',
+      )} on ${cpus().length} CPUs (a shared machine: compare off with on, not with other runs)`,
+  );
+}
+
 function checkAll(dp: Datapath, what: string, got: number, want: number): void {
   if (got !== want) {
     const counts = REASON_NAMES.map((n, i) => `${n}=${dp.counters[i]}`).filter(
@@ -496,6 +554,10 @@ async function main(): Promise<void> {
       .map((l) => l.toFixed(1))
       .join(' ')} on ${cpus().length} CPUs; rates are per CPU-second of this process\n`,
   );
+  if (RING_ONLY) {
+    printRing();
+    return;
+  }
   const mem = benchCtMemory();
   const rows = SCALES.map((n) => benchScale(n));
   // The conntrack's hash index is 8 B per entry of capacity, touched at random: past the CPU
@@ -530,6 +592,7 @@ async function main(): Promise<void> {
   console.log(
     `conntrack: ${fmt(mem.bytesPerFlow, 1)} B/flow of typed arrays; ${mem.flows} flows; RSS ${mib(mem.rss)} (grew ${fmt(mem.rssDelta, 1)} B/flow incl. maps and packet scratch)`,
   );
+  printRing();
   const heap = await benchHeap();
   const g = heap.growth.map((b) => `${b >= 0 ? '+' : ''}${b}`).join(' / ');
   // A quarter with a scavenge in it shows a drop; the largest quarter bounds the allocation.

@@ -36,6 +36,7 @@ if [ "${1:-}" = "--test" ]; then
   pkgs[chromium]=/usr/bin/chromium
   pkgs[vagrant]=/usr/bin/vagrant
   pkgs[ethtool]=/usr/sbin/ethtool  # test/lab/offload.test.ts: software segmentation on a veth
+  pkgs[tshark]=/usr/bin/tshark  # test/pcap/pcapng.test.ts, test/lab/observe.test.ts: tshark -r reads kubetun tap's pcapng
 fi
 # The VM lab (docs/vagrant.md) and its test stage: libvirt + QEMU, vagrant-libvirt, and what
 # scripts/box-build.sh makes the box with. `--test` includes them for the VM stage, which

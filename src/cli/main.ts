@@ -3,6 +3,7 @@ import { reportError } from '../errors.ts';
 import { register as registerCleanup } from './cleanup.ts';
 import { register as registerInspect } from './inspect.ts';
 import { register as registerLab } from './lab.ts';
+import { register as registerObserve } from './observe.ts';
 import { register as registerProvision } from './provision.ts';
 import { register as registerReplay } from './replay.ts';
 import { register as registerRules } from './rules.ts';
@@ -41,6 +42,7 @@ for (const register of [
   registerReplay,
   registerRules,
   registerInspect,
+  registerObserve,
   registerCleanup,
 ]) {
   register(program);

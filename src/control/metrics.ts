@@ -37,6 +37,12 @@ export interface DatapathStats {
    * and from_agent (rx_dropped) → kubetun_tun_kernel_dropped_packets_total{direction}
    */
   tunKernelDrops?: Record<'to_agent' | 'from_agent', number>;
+  /** events the datapath wrote into its event ring → kubetun_monitor_events_total */
+  monitorEvents?: number;
+  /** events monitor/tap streams lost (ring overwrites, slow readers) → kubetun_monitor_lost_events_total */
+  monitorLost?: number;
+  /** monitor/tap streams open now → kubetun_monitor_streams */
+  monitorStreams?: number;
 }
 
 export type DatapathStatsFn = () => DatapathStats;
@@ -221,6 +227,43 @@ function datapathMetrics(registers: Registers, read: () => DatapathStats | undef
         for (const [map, v] of Object.entries(m)) this.set({ map }, v);
       },
     }),
+    ...monitorMetrics(registers, read),
+  };
+}
+
+/** The event ring behind `kubetun monitor` / `tap` (src/node/monitor.ts). */
+function monitorMetrics(registers: Registers, read: () => DatapathStats | undefined) {
+  const counter = (name: string, help: string, pick: (s: DatapathStats) => number | undefined) =>
+    new Counter({
+      name,
+      help,
+      registers,
+      collect() {
+        const s = read();
+        const v = s ? pick(s) : undefined;
+        if (v !== undefined) setCounter(this, v);
+      },
+    });
+  return {
+    monitorEvents: counter(
+      'kubetun_monitor_events_total',
+      'Packet events the datapath wrote into its event ring (only while a monitor or tap listens)',
+      (s) => s.monitorEvents,
+    ),
+    monitorLost: counter(
+      'kubetun_monitor_lost_events_total',
+      'Events monitor and tap streams lost: overwritten in the ring or dropped for a slow reader',
+      (s) => s.monitorLost,
+    ),
+    monitorStreams: new Gauge({
+      name: 'kubetun_monitor_streams',
+      help: 'Monitor and tap streams open now',
+      registers,
+      collect() {
+        const n = read()?.monitorStreams;
+        if (n !== undefined) this.set(n);
+      },
+    }),
   };
 }
 
@@ -250,6 +293,9 @@ export class ProxyMetrics {
   declare readonly conntrackEntries: Built['conntrackEntries'];
   declare readonly mapFill: Built['mapFill'];
   declare readonly tunKernelDrops: Built['tunKernelDrops'];
+  declare readonly monitorEvents: Built['monitorEvents'];
+  declare readonly monitorLost: Built['monitorLost'];
+  declare readonly monitorStreams: Built['monitorStreams'];
   private changes: ChangeCounts | undefined;
   private datapath: DatapathStatsFn | undefined;
 

@@ -37,6 +37,7 @@ import {
   lb4Track,
 } from './stages/lb.ts';
 import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply } from './stages/nat.ts';
+import { obsAfter, obsBefore } from './stages/observe.ts';
 import { dp4Parse } from './stages/parse.ts';
 import {
   DROP_BAD_L4_CSUM,
@@ -90,10 +91,19 @@ export function dpProcess(
   dp.lastBackendId = 0;
   dp.nowMs = nowMs;
   dp.nowSec = Math.floor(nowMs / 1000) >>> 0;
-  const r = dp4Run(dp, buf, off, len);
+  // the one branch of observability: events only while someone listens (stages/observe.ts)
+  const r = dp.events.on === 0 ? dp4Run(dp, buf, off, len) : dp4Observed(dp, buf, off, len);
   dp.counters[r]++;
   dp.lastReason = r;
   return REASON_VERDICT[r];
+}
+
+/** dp4Run described in one ring event (monitor, tap). */
+function dp4Observed(dp: Datapath, buf: Uint8Array, off: number, len: number): number {
+  const cap = obsBefore(dp.events, dp, buf, off, len);
+  const r = dp4Run(dp, buf, off, len);
+  obsAfter(dp.events, dp, buf, off, len, r, cap);
+  return r;
 }
 
 /** The stages in order; returns the packet's reason (never R_CONTINUE). */

@@ -51,7 +51,9 @@ import {
   writeState,
 } from './failure.ts';
 import { attachPinned, createPinned, pinPathFor } from './pin.ts';
-import { agentTable, inspectAnswer, reasonTable } from './inspect.ts';
+import { agentTable, inspectAnswer, reasonTable, servicePortNames } from './inspect.ts';
+import { MonitorHub } from './monitor.ts';
+import { traceAnswer } from './trace.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
 import { parseCtRunFlags } from './ct-flags.ts';
 import { type AgentNet, type AgentOptions, validateOptions } from './options.ts';
@@ -80,6 +82,7 @@ async function startControl(
   dp: Datapath,
   loader: DpLoader,
   log: Logger,
+  monitor: MonitorHub,
 ) {
   const sync = datapathSync(
     dp,
@@ -106,8 +109,15 @@ async function startControl(
     source,
     program: sync.program,
     cleanupConntrack: sync.cleanupConntrack,
-    // the TUN's kernel-side drops beside the datapath's own (tun.ts kernelStats)
-    datapathStats: () => ({ ...sync.stats(), tunKernelDrops: tunDrops(opts.tun) }),
+    // the TUN's kernel-side drops beside the datapath's own (tun.ts kernelStats), and the
+    // event ring's figures (monitor.ts)
+    datapathStats: () => ({
+      ...sync.stats(),
+      tunKernelDrops: tunDrops(opts.tun),
+      monitorEvents: monitor.emitted,
+      monitorLost: monitor.lost,
+      monitorStreams: monitor.open,
+    }),
     nodeName: opts.nodeName,
     syncPeriodMs: opts.syncPeriodMs,
     minSyncPeriodMs: opts.minSyncPeriodMs,
@@ -254,6 +264,8 @@ export class NodeAgent {
   private stopping: Promise<void> | undefined;
   /** set once the control plane runs (after the packet loop when taking over) */
   cp!: ControlPlane;
+  /** monitor / tap streams of the datapath's event ring (monitor.ts) */
+  readonly monitor: MonitorHub;
   /** ms from start() to the packet loop reading the TUN */
   readyToForwardMs = 0;
   /** the dead run this one took over, if any */
@@ -266,8 +278,11 @@ export class NodeAgent {
     readonly dp: Datapath,
     readonly tun: TunDevice,
     handover: SavedState | undefined,
+    monitor?: MonitorHub,
   ) {
     this.statePath = statePathFor(opts.ctlSocket);
+    this.monitor = monitor ?? new MonitorHub(dp, opts.nodeName);
+    this.monitor.nameOf = (revNat, proto) => this.serviceName(revNat, proto);
     this.loop = createPacketLoop(dp, tun, net.serviceCidr, opts.batch, () => this.nowMs(), {
       vnet: tun.vnetHdr,
     });
@@ -326,7 +341,8 @@ export class NodeAgent {
     const pinned = graceMs(opts) > 0 ? createPinned(pinPathFor(opts.ctlSocket), cfg) : undefined;
     const dp = pinned?.dp ?? createDatapath(cfg);
     const loader = new DpLoader(dp); // the one writer of dp's service maps
-    const cp = await startControl(opts, net, dp, loader, log);
+    const monitor = new MonitorHub(dp, opts.nodeName); // monitor / tap streams (monitor.ts)
+    const cp = await startControl(opts, net, dp, loader, log, monitor);
     let tun: TunDevice;
     let agent: NodeAgent;
     try {
@@ -336,7 +352,7 @@ export class NodeAgent {
       throw err;
     }
     try {
-      agent = new NodeAgent(opts, net, log, dp, tun, undefined);
+      agent = new NodeAgent(opts, net, log, dp, tun, undefined, monitor);
       agent.cp = cp;
       agent.readyToForwardMs = performance.now() - t0;
     } catch (err) {
@@ -387,7 +403,7 @@ export class NodeAgent {
     );
     try {
       const loader = new DpLoader(dp);
-      agent.cp = await startControl(opts, net, dp, loader, log);
+      agent.cp = await startControl(opts, net, dp, loader, log, agent.monitor);
       await agent.syncExternal();
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
       agent.startTimers(ct.gc, loader);
@@ -424,6 +440,7 @@ export class NodeAgent {
       podIfaces: [...this.steering.hooked].sort(),
       watchdogPid: this.watchdog?.pid ?? 0,
       vipEcho: this.dp.cfg.vipEcho,
+      monitorStreams: this.monitor.open,
       readyToForwardMs: Math.round(this.readyToForwardMs * 10) / 10,
       tookOverPid: this.tookOver?.pid ?? 0,
     };
@@ -476,11 +493,31 @@ export class NodeAgent {
         return inspectAnswer(this.dp, req, Math.floor(this.nowMs() / 1000), this.ports());
       case 'reload':
         return this.reload();
+      case 'monitor':
+        return this.monitor.request(req);
+      case 'trace':
+        return traceAnswer(this.dp, req, this.nowMs(), this.ports(), {
+          node: this.opts.nodeName,
+          zone: this.opts.nodeZone,
+        });
       default:
         return {
-          error: `unknown cmd ${JSON.stringify(req.cmd)}; try status, counters, ct, ct-count, ct-flush, svc, reload`,
+          error: `unknown cmd ${JSON.stringify(req.cmd)}; try status, counters, ct, ct-count, ct-flush, svc, reload, monitor, trace`,
         };
     }
+  }
+
+  private names: { at: number; map: Map<string, string> } = { at: -1, map: new Map() };
+
+  /** "ns/name:port" of a revNat id (monitor events); the name table is rebuilt once a second. */
+  private serviceName(revNat: number, proto: number): string | undefined {
+    const now = Date.now();
+    if (now - this.names.at > 1000) this.names = { at: now, map: servicePortNames(this.ports()) };
+    const i = this.dp.revnat.lookup(revNat);
+    if (i < 0) return undefined;
+    const vip = this.dp.revnat.vip(i) >>> 0;
+    const port = this.dp.revnat.port(i);
+    return this.names.map.get(`${vip}:${port}:${proto}`);
   }
 
   /**
@@ -491,6 +528,7 @@ export class NodeAgent {
   stop(reason: string, forRestart = false): Promise<void> {
     this.stopping ??= (async () => {
       for (const t of this.timers) clearInterval(t);
+      this.monitor.stopAll();
       await this.ctl?.close();
       await this.health.close();
       await this.cp?.stop();

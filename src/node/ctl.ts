@@ -6,7 +6,12 @@
 //   {"cmd":"ct"}       -> {entries: [{proto, state, expiresInSec, orig, reply, backendId, ...}]}
 //   {"cmd":"ct-count"} / {"cmd":"ct-flush"} / {"cmd":"svc"}: the inspect views (`kubetun ct`,
 //                         `kubetun svc`); shapes and filters in src/node/inspect.ts
+//   {"cmd":"monitor", filter, capture} -> a stream: the connection becomes one-way, one JSON
+//                         event per line until the client goes (src/node/monitor.ts)
+//   {"cmd":"trace", ...} -> a dry run of the program (src/node/trace.ts)
 //
+// A handler answers a stream by returning a CtlStream: the reply chain hands it the socket and
+// reads no more requests from that connection.
 // The socket exists and answers `status` only once the agent is fully up (steering installed):
 // that is the readiness signal the lab waits for.
 import { chmodSync, existsSync, unlinkSync } from 'node:fs';
@@ -15,6 +20,11 @@ import { dirname } from 'node:path';
 import { ensurePrivateDir } from './private-dir.ts';
 
 export type CtlHandler = (req: Record<string, unknown>) => unknown;
+
+/** An answer that takes the connection over (monitor, tap): `start` owns the socket from then. */
+export class CtlStream {
+  constructor(readonly start: (sock: net.Socket) => void) {}
+}
 
 /** Largest request line accepted; a client sending more is cut off (it is not a bulk API). */
 const MAX_LINE = 64 * 1024;
@@ -80,8 +90,9 @@ function serve(sock: net.Socket, handle: CtlHandler): void {
   sock.setEncoding('utf8');
   // EPIPE / ECONNRESET from a client that left mid-answer: nothing to tell it.
   sock.on('error', () => sock.destroy());
+  let streaming = false;
   sock.on('data', (chunk: string) => {
-    if (sock.writableEnded) return; // cut off below; ignore what it still sends
+    if (sock.writableEnded || streaming) return; // cut off below, or a stream: ignore input
     pending += chunk;
     if (pending.length > MAX_LINE && !pending.includes('\n')) {
       pending = '';
@@ -92,17 +103,35 @@ function serve(sock: net.Socket, handle: CtlHandler): void {
     while (nl >= 0) {
       const line = pending.slice(0, nl).trim();
       pending = pending.slice(nl + 1);
-      if (line) chain = chain.then(() => reply(sock, line, handle));
+      if (line)
+        chain = chain.then(() =>
+          streaming
+            ? undefined
+            : reply(sock, line, handle, () => {
+                streaming = true;
+              }),
+        );
       nl = pending.indexOf('\n');
     }
   });
 }
 
 /** Answer one request line on sock; never rejects (an unhandled rejection ends the agent). */
-async function reply(sock: net.Socket, line: string, handle: CtlHandler): Promise<void> {
+async function reply(
+  sock: net.Socket,
+  line: string,
+  handle: CtlHandler,
+  onStream: () => void,
+): Promise<void> {
   let text: string;
   try {
-    text = JSON.stringify(await answer(line, handle));
+    const a = await answer(line, handle);
+    if (a instanceof CtlStream) {
+      onStream();
+      if (!sock.destroyed) a.start(sock);
+      return;
+    }
+    text = JSON.stringify(a);
   } catch (err) {
     // a failed promise answer, or one JSON cannot encode (a BigInt, a cycle)
     text = JSON.stringify({ error: (err as Error).message });

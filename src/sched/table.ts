@@ -122,6 +122,33 @@ export class SchedulerTable {
   }
 
   /**
+   * A table that picks what this one would pick next and whose picks leave this one as it is
+   * (`kubetun trace`'s dry run): the per-pick state (rr cursor, wrr mark, connection counts)
+   * copied, the tables built by the control plane shared (picks only read them).
+   */
+  copy(): SchedulerTable {
+    const t = Object.create(SchedulerTable.prototype) as SchedulerTable;
+    const svcs = this.svcs.map((s) =>
+      s === NONE
+        ? NONE
+        : new SvcSched(
+            s.kind,
+            s.flags,
+            s.n,
+            s.ids,
+            s.weights,
+            s.active.slice(),
+            s.inactive.slice(),
+            s.table,
+            s.st.slice(),
+            s.names,
+          ),
+    );
+    Object.assign(t, { ...this, svcs });
+    return t;
+  }
+
+  /**
    * Build (or rebuild) a service's scheduler. Returns false, touching nothing, when kind, flags
    * and backends (ids, weights, Maglev names, in order) are what is already there: the kernel
    * only reruns a scheduler's update hook when a destination changed, and a periodic full

@@ -18,6 +18,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import type { Datapath } from '../../src/datapath/state/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
+import { FILTER_DROPS } from '../../src/datapath/state/events.ts';
 import { dpTuneV8 } from '../../src/datapath/tune.ts';
 import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import { createPacketLoop } from '../../src/node/loop.ts';
@@ -118,6 +119,16 @@ describe('dpProcess allocates nothing per packet', () => {
     expect(g.minorGcs).toBe(0);
     expect(g.retained).toBeLessThan(MB);
     expect(total(dp)).toBe(1_200_000);
+  }, 120_000);
+
+  it('1M mixed packets with the event ring on (monitor filters + tap capture): no GC at all', async () => {
+    const dp = mixedDatapath(5, 2048, HIGH_ADDRS);
+    dp.events.subscribe({}, true); // every event, bytes before and after
+    dp.events.subscribe({ type: FILTER_DROPS, port: 80 });
+    const g = await measure(dp, HIGH_ADDRS, 200_000, 1_000_000);
+    expect(g.minorGcs).toBe(0);
+    expect(g.retained).toBeLessThan(MB);
+    expect(dp.events.head).toBe(1_200_000);
   }, 120_000);
 
   it('400k packets, >= 2^31 addresses, full conntrack table: no GC at all', async () => {

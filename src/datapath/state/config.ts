@@ -55,6 +55,10 @@ export interface DatapathConfig extends CtTimeouts {
    * kube-ipvs0; false = iptables/nftables behaviour, the ping goes unanswered
    */
   vipEcho: boolean;
+  /** event ring slots for monitor/tap (events.ts), a power of two */
+  eventRingCapacity: number;
+  /** bytes of each packet the ring keeps per side for `kubetun tap` (longer ones are cut) */
+  eventRingSnap: number;
 }
 
 /**
@@ -88,6 +92,8 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   snatPortMax: 0xf3ff,
   snatCapacity: 65536,
   vipEcho: false,
+  eventRingCapacity: 1024,
+  eventRingSnap: 1536,
 };
 
 /** Merge and validate (slow world: throws with the offending field named). */

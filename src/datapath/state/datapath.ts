@@ -15,6 +15,7 @@ import { ServiceMap } from '../../maps/services.ts';
 import { SchedulerTable } from '../../sched/table.ts';
 import { type Ct4GcState, ct4TimeoutTable } from './ct-state.ts';
 import { type DatapathConfig, resolveDatapathConfig } from './config.ts';
+import { EventRing } from './events.ts';
 import { NatState } from './nat-state.ts';
 import { REASON_COUNT } from './reasons.ts';
 import { Rng } from './rng.ts';
@@ -52,6 +53,8 @@ export class Datapath {
   /** packets per reason, indexed by the constants of reasons.ts */
   readonly counters: Float64Array;
   readonly rng: Rng;
+  /** per-packet events for monitor/tap (events.ts); `events.on` is 0 while nobody listens */
+  readonly events: EventRing;
   /** generated packet (V_REPLY) lives in out[0..outLen) until the next dpProcess call */
   readonly out: Uint8Array;
   outLen = 0;
@@ -115,6 +118,7 @@ export class Datapath {
     this.counters = new Float64Array(REASON_COUNT);
     this.rng = new Rng(cfg.seed);
     this.out = new Uint8Array(DP_OUT_CAPACITY);
+    this.events = new EventRing({ capacity: cfg.eventRingCapacity, snap: cfg.eventRingSnap });
     this.icmpTokens = cfg.icmpBurst;
     this.ctGc = { cursor: 0, batch: cfg.ctGcBatch, insertFailures: 0 };
   }

@@ -12,6 +12,13 @@ export class Rng {
     this.s = seed | 0;
   }
 
+  /** A generator that draws what this one would draw next (the trace's dry run). */
+  copy(): Rng {
+    const r = new Rng(0);
+    r.s = this.s;
+    return r;
+  }
+
   reseed(seed: number): void {
     this.s = seed | 0;
   }
