@@ -8,6 +8,7 @@
 import { REASON_NAMES } from '../datapath/state/reasons.ts';
 import { UsageError } from '../errors.ts';
 import { ipv4ToU32 } from '../wire/addr.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 
 export interface MonitorTuple {
   src: string;
@@ -60,7 +61,7 @@ export interface MonitorFilterReq {
   reasons?: string[];
 }
 
-const PROTOS: Record<string, number> = { tcp: 6, udp: 17, icmp: 1 };
+const PROTOS: Record<string, number> = { tcp: IPPROTO_TCP, udp: IPPROTO_UDP, icmp: IPPROTO_ICMP };
 
 /** --drops, --type, --proto, --addr, --port, --reason → the request's filter (names checked). */
 export function monitorFilterFromFlags(o: Record<string, unknown>): MonitorFilterReq {

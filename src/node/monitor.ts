@@ -36,6 +36,7 @@ import { REASON_NAMES } from '../datapath/state/reasons.ts';
 import { V_DROP } from '../datapath/state/verdict.ts';
 import type { MonitorEvent, MonitorFilterReq, MonitorStatus } from '../inspect/monitor.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
+import { protoName } from '../wire/proto.ts';
 import { CtlStream } from './ctl.ts';
 
 /** How often the ring is drained while a stream is open. */
@@ -46,7 +47,6 @@ const HIGH_WATER = 1 << 20;
 const DRAIN_MAX = 8192;
 const STATUS_MS = 1000;
 const VERDICTS = ['PASS', 'TX', 'REPLY', 'DROP'] as const;
-const PROTO_NAMES: Record<number, string> = { 1: 'icmp', 6: 'tcp', 17: 'udp', 132: 'sctp' };
 
 interface Stream {
   readonly k: number;
@@ -188,7 +188,7 @@ export class MonitorHub {
       node: this.node,
       reason: REASON_NAMES[w[EV_REASON]] ?? `reason-${w[EV_REASON]}`,
       verdict: VERDICTS[verdict] ?? 'PASS',
-      proto: PROTO_NAMES[protoNum] ?? String(protoNum),
+      proto: protoName(protoNum).toLowerCase(),
       stages: STAGE_NAMES.filter((_, i) => (stagesBits & (1 << i)) !== 0),
       before: tuple(w[EV_SADDR], w[EV_DADDR], w[EV_PORTS]),
       after: tuple(w[EV_A_SADDR], w[EV_A_DADDR], w[EV_A_PORTS]),

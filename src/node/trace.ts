@@ -18,10 +18,10 @@ import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
 import { read16, read32s } from '../wire/bytes.ts';
 import { l4FillCsum } from '../wire/checksum.ts';
 import { ipv4FillCsum } from '../wire/ipv4.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, protoName } from '../wire/proto.ts';
 import { ctStateName } from './inspect.ts';
 
-const PROTOS: Record<string, number> = { tcp: 6, udp: 17, icmp: 1 };
-const PROTO_UPPER: Record<number, string> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP' };
+const PROTOS: Record<string, number> = { tcp: IPPROTO_TCP, udp: IPPROTO_UDP, icmp: IPPROTO_ICMP };
 const VERDICTS = ['PASS', 'TX', 'REPLY', 'DROP'];
 /** the client port when --from gives none (an ephemeral port, as a client's kernel picks) */
 export const TRACE_DEFAULT_SPORT = 43210;
@@ -106,19 +106,20 @@ export function parseTraceReq(req: Record<string, unknown>): TraceReq {
   const proto = PROTOS[String(req.proto ?? 'tcp').toLowerCase()];
   if (proto === undefined) throw new Error(`proto: ${JSON.stringify(req.proto)}: tcp, udp or icmp`);
   const from = hostPort(req.from, 'from', false);
-  const to = hostPort(req.to, 'to', proto !== 1);
+  const icmp = proto === IPPROTO_ICMP;
+  const to = hostPort(req.to, 'to', !icmp);
   return {
     proto,
     src: from.ip,
-    sport: proto === 1 ? 0 : from.port || TRACE_DEFAULT_SPORT,
+    sport: icmp ? 0 : from.port || TRACE_DEFAULT_SPORT,
     dst: to.ip,
-    dport: proto === 1 ? 0 : to.port,
+    dport: icmp ? 0 : to.port,
   };
 }
 
 /** The probe packet: a TCP SYN, an empty UDP datagram or an ICMP echo request. */
 export function tracePacket(t: TraceReq): Uint8Array {
-  const l4 = t.proto === 6 ? 20 : 8;
+  const l4 = t.proto === IPPROTO_TCP ? 20 : 8;
   const p = new Uint8Array(20 + l4);
   p[0] = 0x45;
   p[2] = p.length >>> 8;
@@ -134,7 +135,7 @@ export function tracePacket(t: TraceReq): Uint8Array {
   };
   put32(12, t.src);
   put32(16, t.dst);
-  if (t.proto === 1) {
+  if (t.proto === IPPROTO_ICMP) {
     p[20] = 8; // echo request, id 1 seq 1
     p[25] = 1;
     p[27] = 1;
@@ -143,7 +144,7 @@ export function tracePacket(t: TraceReq): Uint8Array {
     p[21] = t.sport & 0xff;
     p[22] = t.dport >>> 8;
     p[23] = t.dport & 0xff;
-    if (t.proto === 6) {
+    if (t.proto === IPPROTO_TCP) {
       put32(24, 1); // seq
       p[32] = 0x50; // data offset 5
       p[33] = 0x02; // SYN
@@ -191,15 +192,15 @@ export function traceRun(
     ? {
         src: u32ToIpv4(read32s(pkt, 12) >>> 0),
         dst: u32ToIpv4(read32s(pkt, 16) >>> 0),
-        sport: t.proto === 1 ? 0 : read16(pkt, 20),
-        dport: t.proto === 1 ? 0 : read16(pkt, 22),
+        sport: t.proto === IPPROTO_ICMP ? 0 : read16(pkt, 20),
+        dport: t.proto === IPPROTO_ICMP ? 0 : read16(pkt, 22),
       }
     : tupleOf(t);
   const before = tupleOf(t);
   const ct = copy.lastCtIdx;
   const report: TraceReport = {
     node: where.node,
-    proto: Object.keys(PROTOS).find((k) => PROTOS[k] === t.proto) ?? String(t.proto),
+    proto: protoName(t.proto).toLowerCase(),
     packet: before,
     conntrack: {
       hit: ct >= 0 && copy.lastCtNew === 0,
@@ -234,7 +235,7 @@ function findPort(
   ports: readonly ResolvedServicePort[],
 ): { rsp: ResolvedServicePort; frontend: string } | undefined {
   const dst = u32ToIpv4(t.dst);
-  const proto = PROTO_UPPER[t.proto];
+  const proto = protoName(t.proto); // Kubernetes' spelling, as ServicePort.protocol
   for (const rsp of ports) {
     if (rsp.port.protocol !== proto) continue;
     const s = rsp.service;

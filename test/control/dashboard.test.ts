@@ -16,7 +16,7 @@ async function exported(): Promise<Set<string>> {
   const names = new Set<string>();
   for (const x of await m.registry.getMetricsAsJSON()) {
     names.add(x.name);
-    if (x.type === 'histogram')
+    if (String(x.type) === 'histogram')
       for (const s of ['_bucket', '_sum', '_count']) names.add(x.name + s);
   }
   return names;

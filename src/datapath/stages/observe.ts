@@ -7,7 +7,7 @@
 // before anything is written; with capture on, the bytes as received are copied first (the
 // program rewrites in place) and kept only if the event is emitted. Allocation-free.
 import { read16, read32s } from '../../wire/bytes.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/ipv4.ts';
+import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
 import type { Datapath } from '../state/datapath.ts';
 import {
   type EventRing,
