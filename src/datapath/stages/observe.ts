@@ -7,7 +7,7 @@
 // before anything is written; with capture on, the bytes as received are copied first (the
 // program rewrites in place) and kept only if the event is emitted. Allocation-free.
 import { read16, read32s } from '../../wire/bytes.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
+import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
 import type { Datapath } from '../state/datapath.ts';
 import {
   type EventRing,
@@ -73,7 +73,7 @@ export function obsAfter(
   if (v === V_TX && dp.ipOff >= 0) {
     as = read32s(buf, dp.ipOff + 12);
     ad = read32s(buf, dp.ipOff + 16);
-    if ((dp.proto === IPPROTO_TCP || dp.proto === IPPROTO_UDP) && dp.frag !== 2) {
+    if (hasPorts(dp.proto) && dp.frag !== 2) {
       aports = (read16(buf, dp.l4Off) << 16) | read16(buf, dp.l4Off + 2);
     }
   } else if (v === V_REPLY && dp.outLen >= 20) {
@@ -131,13 +131,18 @@ function copyBytes(dst: Uint8Array, at: number, src: Uint8Array, from: number, n
   for (let k = 0; k < n; k++) dst[at + k] = src[from + k];
 }
 
+/** TCP, UDP and SCTP start with the two ports (and are tracked by conntrack). */
+function hasPorts(proto: number): boolean {
+  return proto === IPPROTO_TCP || proto === IPPROTO_UDP || proto === IPPROTO_SCTP;
+}
+
 /** The stages a packet went through, from what it left behind (no per-stage bookkeeping). */
 function obsStages(dp: Datapath, r: number, v: number, ct: number, srcChanged: boolean): number {
   if (r === DROP_TRUNCATED_IPV4 || r === DROP_BAD_VERSION || r === DROP_BAD_IHL) return ST_PARSE;
   if (r === DROP_BAD_TOTLEN || r === DROP_BAD_IP_CSUM) return ST_PARSE;
   let s = ST_PARSE;
   if (r === TX_FRAG || r === DROP_FRAG_OUT_OF_ORDER || r === PASS_NON_FIRST_FRAGMENT) s |= ST_FRAG;
-  if (dp.proto === IPPROTO_TCP || dp.proto === IPPROTO_UDP) s |= ST_CT;
+  if (hasPorts(dp.proto)) s |= ST_CT;
   if (dp.proto === IPPROTO_ICMP) s |= ST_ICMP;
   if (dp.lastBackendId !== 0 || (ct >= 0 && dp.lastCtNew !== 0)) s |= ST_LB;
   // masquerade: a client -> service packet leaving with another source; its replies (REVSNAT)
