@@ -8,7 +8,7 @@
 //   - tap writes a pcapng whose two interfaces differ exactly by the NAT, and tshark reads it.
 // Which backend a random choice lands on is not asserted anywhere: only membership.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -106,7 +106,15 @@ const ipOf = (pod: string) =>
 beforeAll(async () => {
   await t.setup();
   writeFileSync(join(t.manifests, 'sticky.yaml'), STICKY_YAML);
-  agent = await t.startAgent();
+  try {
+    agent = await t.startAgent();
+  } catch (err) {
+    // the agent's own words say why (teardown removes the directory with its log)
+    for (const f of readdirSync(t.dir).filter((n) => n.startsWith('agent-'))) {
+      console.error(`${f}:\n${readFileSync(join(t.dir, f), 'utf8').slice(-4000)}`);
+    }
+    throw err;
+  }
 }, SLOW);
 
 afterAll(async () => {
