@@ -10,7 +10,7 @@ import { dpProcess } from '../datapath/program.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { dpDryRunCopy } from '../datapath/state/dry-run.ts';
 import { REASON_NAMES, REASONS } from '../datapath/state/reasons.ts';
-import { eligibleEndpoints } from '../endpoints/select.ts';
+import { portPolicy, selectPortEndpoints } from '../endpoints/select.ts';
 import { SVC_F_AFFINITY } from '../maps/services.ts';
 import type { ResolvedEndpoint, ResolvedServicePort } from '../model.ts';
 import { SCHED_NAMES } from '../sched/kinds.ts';
@@ -261,16 +261,16 @@ function serviceView(
   if (!found) return undefined;
   const { rsp, frontend } = found;
   const s = rsp.service;
-  // the loader's call (src/loader/load.ts planServicePort): ITP Local restricts to this node
-  const itp = s.internalTrafficPolicy === 'Local';
-  const sel = eligibleEndpoints(rsp.endpoints, {
-    node: itp ? where.node : undefined,
-    zone: where.zone,
-    preferClose: s.trafficDistribution === 'PreferClose',
-  });
-  const chosen = new Set(sel.list);
+  // the loader's choice (src/loader/load.ts): kube-proxy's categories, the ClusterIP taking
+  // the local set under internalTrafficPolicy Local, external frontends under ETP Local
+  const sel = selectPortEndpoints(rsp, { nodeName: where.node, nodeZone: where.zone });
+  const policy = portPolicy(rsp, where.node);
+  const useLocal = frontend === 'ClusterIP' ? policy.internalLocal : policy.externalLocal;
+  const list = useLocal ? sel.local : sel.cluster;
+  const fallback = useLocal ? sel.localTerminating : sel.clusterTerminating;
+  const chosen = new Set(list);
   const endpoints = rsp.endpoints.map((e) =>
-    endpointView(e, chosen.has(e), sel.terminating, itp, where),
+    endpointView(e, chosen.has(e), fallback, useLocal, where),
   );
   const m = dp.svc.lookup(t.dst, t.dport, t.proto, 0);
   return {
@@ -280,7 +280,7 @@ function serviceView(
     affinityTimeoutSec: s.sessionAffinity === 'ClientIP' ? s.affinityTimeoutSeconds : 0,
     internalTrafficPolicy: s.internalTrafficPolicy,
     externalTrafficPolicy: s.externalTrafficPolicy,
-    terminatingFallback: sel.terminating,
+    terminatingFallback: fallback,
     endpoints,
   };
 }
@@ -289,7 +289,7 @@ function endpointView(
   e: ResolvedEndpoint,
   eligible: boolean,
   fallback: boolean,
-  itp: boolean,
+  localOnly: boolean,
   where: { node: string; zone?: string },
 ): TraceEndpoint {
   const v: TraceEndpoint = {
@@ -303,10 +303,9 @@ function endpointView(
     ...(e.zone ? { zone: e.zone } : {}),
   };
   if (eligible) return v;
-  if (itp && e.nodeName !== where.node)
-    v.why = `not local (internalTrafficPolicy: Local, on ${e.nodeName ?? 'no node'})`;
-  else if (e.ready)
-    v.why = `other zone (topology hints keep new flows in ${where.zone ?? 'this zone'})`;
+  if (localOnly && e.nodeName !== where.node) {
+    v.why = `not local (traffic policy Local, on ${e.nodeName ?? 'no node'})`;
+  } else if (e.ready) v.why = 'topology hints send new flows to other endpoints';
   else if (e.terminating && !fallback) v.why = 'terminating (ready endpoints exist)';
   else if (!e.serving) v.why = 'not ready';
   else v.why = 'not selected (topology)';
