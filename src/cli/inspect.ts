@@ -12,14 +12,18 @@ import type { CtEntry, SvcReport } from '../inspect/types.ts';
 
 type Flags = Record<string, unknown>;
 
-function withSocket(c: Command): Command {
+/** --socket / --node: which agent (src/inspect/socket.ts); monitor, trace and tap take them too. */
+export function socketOptions(c: Command): Command {
   return c
     .option('--socket <path>', "the agent's control socket")
     .option(
       '--node <name>',
       'the agent of this node: <dir>/<name>.sock, dir from KUBETUN_LAB_PREFIX (kt-: /run/kubetun)',
-    )
-    .option('--json', 'print JSON instead of text');
+    );
+}
+
+function withSocket(c: Command): Command {
+  return socketOptions(c).option('--json', 'print JSON instead of text');
 }
 
 function withFilters(c: Command): Command {
@@ -43,7 +47,7 @@ function action(_what: string, fn: (o: Flags) => Promise<void>): (o: Flags) => P
 }
 
 const out = (s: string) => process.stdout.write(`${s}\n`);
-const socketOf = (o: Flags) =>
+export const socketOf = (o: Flags) =>
   resolveSocket({ socket: o.socket as string, node: o.node as string });
 
 async function ctList(o: Flags): Promise<void> {

@@ -14,23 +14,14 @@ import {
   type MonitorStatus,
   monitorFilterFromFlags,
 } from '../inspect/monitor.ts';
-import { resolveSocket } from '../inspect/socket.ts';
 import { ctlStream } from '../inspect/stream.ts';
 import type { TraceReport } from '../node/trace.ts';
 import { PcapngWriter } from '../pcap/pcapng.ts';
+import { socketOf, socketOptions } from './inspect.ts';
 
 type Flags = Record<string, unknown>;
 const out = (s: string) => process.stdout.write(`${s}\n`);
 const err = (s: string) => process.stderr.write(`${s}\n`);
-const socketOf = (o: Flags) =>
-  resolveSocket({ socket: o.socket as string, node: o.node as string });
-
-function withSocket(c: Command): Command {
-  return c
-    .option('--socket <path>', "the agent's control socket")
-    .option('--node <name>', 'the agent of this node (its socket follows KUBETUN_LAB_PREFIX)');
-}
-
 function withFilters(c: Command): Command {
   return c
     .option('--drops', 'drops only (the same as --type drop)')
@@ -199,7 +190,7 @@ export function formatTrace(r: TraceReport): string[] {
 
 export function register(program: Command): void {
   withFilters(
-    withSocket(
+    socketOptions(
       program
         .command('monitor')
         .description('live packet events of a running data plane (cilium monitor style)'),
@@ -208,7 +199,7 @@ export function register(program: Command): void {
     .option('--json', 'one JSON object per event')
     .action(monitor);
   withFilters(
-    withSocket(
+    socketOptions(
       program
         .command('tap')
         .description('capture each packet as received and as written into one pcapng file'),
@@ -216,7 +207,7 @@ export function register(program: Command): void {
   )
     .option('-w, --write <file>', 'the pcapng file to write')
     .action(tap);
-  withSocket(
+  socketOptions(
     program
       .command('trace')
       .description('what the data plane would do with one packet now, and why (changes nothing)'),

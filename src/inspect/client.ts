@@ -29,7 +29,7 @@ export async function inspectRequest<T>(
 }
 
 /** Why a connect failed, as the user can act on it: no agent there, or not allowed. */
-function socketError(err: unknown, socket: string): KubetunError {
+export function socketError(err: unknown, socket: string): KubetunError {
   if (err instanceof KubetunError) return err;
   const e = err as NodeJS.ErrnoException;
   if (e.code === 'ENOENT' || e.code === 'ECONNREFUSED') {

@@ -3,7 +3,8 @@
 // (SIGINT/SIGTERM: the socket is closed, the agent unsubscribes) or our own output goes away.
 // An `{"error": ...}` first line is the agent refusing the request.
 import net from 'node:net';
-import { KubetunError, UserError } from '../errors.ts';
+import { KubetunError } from '../errors.ts';
+import { socketError } from './client.ts';
 
 export interface StreamEnd {
   /** why it ended: the user (signal), the agent (closed the socket), or our output closed */
@@ -65,23 +66,11 @@ export function ctlStream(
         if (onLine(msg) === false) finish('output');
       }
     });
-    sock.once('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
-        finish(
-          'agent',
-          new UserError('INSPECT_NO_AGENT', `${socket}: no agent listens there`, {
-            hint: 'is the lab up (kubetun lab up) or `kubetun run` running? Choose with --node NAME',
-          }),
-        );
-      } else if (err.code === 'EACCES' || err.code === 'EPERM') {
-        finish(
-          'agent',
-          new UserError('NOT_ROOT', `${socket}: permission denied`, {
-            hint: "the control socket is root's: run the command as root (sudo)",
-          }),
-        );
-      } else finish('agent');
-    });
+    // before the first line: no agent there, not allowed (client.ts's one-line errors); after
+    // it, the agent went away mid-stream: the stream simply ends
+    sock.once('error', (err) =>
+      finish('agent', lines === 0 ? socketError(err, socket) : undefined),
+    );
     sock.once('close', () => finish('agent'));
   });
 }
