@@ -333,10 +333,42 @@ function printKubetunCt(out: (s: string) => void, r: CurlVsPingReport, raw: Raw)
   const tup = (x: CtTuple) => `${x.src}:${x.sport} -> ${x.dst}:${x.dport}`;
   const e = r.ct;
   out(
-    `    ${String(e.proto).toLowerCase()} ${e.state}  expires in ${e.expiresInSec}s  backend #${e.backendId}  ${e.packets} packets ${e.bytes} bytes`,
+    `    ${String(e.proto).toLowerCase()} ${e.state}  expires in ${e.expiresInSec}s  backend ${backendName(r, e.reply.src)} (${e.reply.src}:${e.reply.sport}, slot #${e.backendId})  ${e.packets} packets ${e.bytes} bytes`,
   );
   out(`    orig   ${tup(e.orig)}     (what the client sent: to the VIP)`);
   out(`    reply  ${tup(e.reply)}     (what the backend sends back: from its pod IP)`);
+}
+
+/**
+ * What became of the echo requests, in the words of the evidence printed above: the ICMP errors
+ * the client's capture shows (nftables mode rejects; iptables mode routes the echo on and the
+ * node reports the next hop unreachable), or — none seen — kubetun's drop counter or silence.
+ */
+export function echoFate(r: CurlVsPingReport): string[] {
+  const errors = r.clientCapture.filter((l) => /ICMP .*unreachable/.test(l));
+  if (errors.length > 0) {
+    // tcpdump: "IP 10.244.2.1 > 10.244.2.3: ICMP host 10.96.0.10 unreachable, length 92"
+    const what = /: (ICMP [^,]*)/.exec(errors[0]!)?.[1] ?? 'ICMP unreachable';
+    const from = /IP (\S+) > /.exec(errors[0]!)?.[1] ?? 'the node';
+    const why =
+      r.mode === 'nftables'
+        ? "kube-proxy's nftables rules reject everything else sent to a ClusterIP"
+        : 'the node routed the echo on, found no next hop for it, and said so';
+    return [
+      `the ${errors.length} ICMP error(s) above ("${what}", from ${from}) answer it instead of`,
+      `an echo reply: ${why}.`,
+    ];
+  }
+  if (r.echoDrops && r.echoDrops.after > r.echoDrops.before)
+    return [
+      `kubetun drops it at the node and counts it (${ECHO_DROP_REASON} +${r.echoDrops.after - r.echoDrops.before} above): no answer at all.`,
+    ];
+  return ['nothing answers it: the capture above shows the requests and no reply or error.'];
+}
+
+/** The pod behind a conntrack entry's backend address (the reply comes from it). */
+function backendName(r: CurlVsPingReport, ip: string): string {
+  return r.backend?.ip === ip ? r.backend.name : ip;
 }
 
 /** The explanation, as the seed articles give it (ClusterIP as a "phantom IP"). */
@@ -347,9 +379,9 @@ function printWhy(out: (s: string) => void, r: CurlVsPingReport): void {
   out(`  A ClusterIP is a "phantom IP": no interface owns ${r.vip} and no process listens on it;`);
   out(`  ${who} the service's IP + protocol + port, so the TCP SYN to ${r.vip}:${r.port}`);
   out('  matched, was DNATed to a pod and tracked in conntrack, which turns the replies back into');
-  out('  the VIP. An ICMP echo has no port and matches no service entry: it is neither translated');
-  out('  nor answered. So ping a pod IP, and test a service with curl or nc on its port, never');
-  out('  with ping.');
+  out('  the VIP. An ICMP echo has no port and matches no service entry, so it is not translated:');
+  for (const l of echoFate(r)) out(`  ${l}`);
+  out('  So ping a pod IP, and test a service with curl or nc on its port, never with ping.');
   out('');
   out('Try it yourself (the lab stays up):');
   out(`  node bin/kubetun.mjs lab exec ${r.client.name} -- curl -s http://${r.vip}:${r.port}/`);
