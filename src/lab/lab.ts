@@ -33,6 +33,7 @@ import {
   runPhases,
   startAgent,
   startOnHost,
+  stopAgent,
   waitAgent,
 } from './provision.ts';
 import { inNs, LabError, listNetns, shTry } from './sh.ts';
@@ -283,7 +284,7 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
   }
   const procs = [...(state?.processes ?? [])].reverse().filter((p) => isAlive(p));
   if (procs.length > 0) say(`stopping ${procs.length} processes`);
-  await Promise.all(procs.map((p) => stopProcess(p)));
+  await Promise.all(procs.map((p) => (p.role === 'kubetun' ? stopAgent(p) : stopProcess(p))));
   let stopped = procs.length;
   const wanted = new Set([
     ...(state?.namespaces ?? []),

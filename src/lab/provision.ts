@@ -11,7 +11,9 @@
 import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_RESTART_GRACE_MS, statePathFor } from '../node/failure.ts';
 import { renderStaticView } from './control-plane.ts';
 import { daemonSetAgentArgv } from './daemonset.ts';
 import { waitForCtl } from './ctl.ts';
@@ -117,6 +119,30 @@ export function startAgent(
       : startInNs('kubetun', n.name, at.ns, argv, log);
   p.ctlSocket = ctlSocket;
   return p;
+}
+
+/**
+ * Ends a node's kubetun and waits until nothing of it is left to act later: SIGTERM (a clean
+ * stop unwinds its steering, which on a loaded machine takes seconds: tc per hooked veth), and
+ * then its fail-open watchdog's exit. Had the agent to be killed, the watchdog replays the undo
+ * list once the restart grace window is over; a new agent started before that would lose its
+ * TUN and steering to it, so this waits it out (node/failure.ts).
+ */
+export async function stopAgent(a: LabProcess): Promise<void> {
+  const dog = a.ctlSocket ? watchdogOf(statePathFor(a.ctlSocket)) : 0;
+  await stopProcess(a, 20_000);
+  const deadline = Date.now() + DEFAULT_RESTART_GRACE_MS + 10_000;
+  while (dog > 0 && procStartTime(dog) !== undefined && Date.now() < deadline) await sleep(50);
+}
+
+function watchdogOf(statePath: string): number {
+  try {
+    return (
+      (JSON.parse(readFileSync(statePath, 'utf8')) as { watchdogPid?: number }).watchdogPid ?? 0
+    );
+  } catch {
+    return 0;
+  }
 }
 
 export async function waitAgent(a: LabProcess): Promise<void> {
@@ -251,7 +277,7 @@ export async function unprovisionNode(
   const rec = readRecord(n.name);
   const procs = (rec?.processes ?? []).filter((p) => isAlive(p)).reverse();
   // kubetun first, so it removes its steering while the pod veths still exist.
-  for (const p of procs) await stopProcess(p);
+  for (const p of procs) await (p.role === 'kubetun' ? stopAgent(p) : stopProcess(p));
   let stopped = procs.length;
   const present = new Set(listNetns());
   for (const p of n.pods.filter((x) => present.has(x.ns))) stopped += await stopNsPids(p.ns);

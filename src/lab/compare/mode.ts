@@ -8,7 +8,8 @@
 import { rmSync } from 'node:fs';
 import { type Progress, startKubetun, withLabLock } from '../lab.ts';
 import { flushKernelDataplane, installKernelDataplane, isKernelMode } from '../kube-proxy.ts';
-import { isAlive, stopProcess } from '../procs.ts';
+import { isAlive } from '../procs.ts';
+import { stopAgent } from '../provision.ts';
 import { LabError } from '../sh.ts';
 import { type LabMode, type LabState, readState, writeState } from '../state.ts';
 import { loadTopology } from '../topology.ts';
@@ -49,7 +50,7 @@ async function stopAgents(state: LabState, say: Progress): Promise<void> {
   const agents = state.processes.filter((p) => p.role === 'kubetun');
   if (agents.length === 0) return;
   say(`stopping ${agents.length} kubetun agents`);
-  await Promise.all(agents.map((a) => stopProcess(a, 5000)));
+  await Promise.all(agents.map((a) => stopAgent(a)));
   for (const a of agents) {
     if (isAlive(a)) throw new LabError(`kubetun on ${a.name} (pid ${a.pid}) did not stop`);
     if (a.ctlSocket) {
