@@ -236,18 +236,28 @@ function graceMs(opts: AgentOptions): number {
 
 /**
  * A dead run to take over: its state and its pinned maps, attached, if its lease, maps and TUN
- * fit this start. Maps of another layout (an upgrade across a layout change) are refused here,
- * before the lease is touched, so the dead run's watchdog still fails the node open in time.
+ * fit this start. Maps of another layout (an upgrade across a layout change, another --ct-max)
+ * are refused — one log line — and never read: the start goes on fresh (cleanupPrevious takes
+ * the lease and undoes the dead run's steering; its flows are lost, nothing is corrupted).
  */
 function findHandover(
   opts: AgentOptions,
   cfg: Partial<DatapathConfig>,
+  log: Logger,
 ): { state: SavedState; dp: Datapath } | undefined {
   if (graceMs(opts) === 0) return undefined;
   const s = readHandover(statePathFor(opts.ctlSocket));
   if (!s || s.tun !== opts.tun || s.pin !== pinPathFor(opts.ctlSocket)) return undefined;
   if (!existsSync(`/sys/class/net/${s.tun}`)) return undefined;
-  return { state: s, dp: attachPinned(s.pin, cfg).dp }; // throws the one-line UserError
+  try {
+    return { state: s, dp: attachPinned(s.pin, cfg).dp };
+  } catch (err) {
+    log.warn(
+      { err: (err as Error).message },
+      'not taking over: starting fresh, established flows are lost',
+    );
+    return undefined;
+  }
 }
 
 export class NodeAgent {
@@ -333,7 +343,7 @@ export class NodeAgent {
       throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
     }
     ensurePrivateDir(dirname(statePathFor(opts.ctlSocket))); // root-only whatever the umask
-    const handover = findHandover(opts, cfg);
+    const handover = findHandover(opts, cfg, log);
     if (handover && claimLease(handover.state.lease!)) {
       return NodeAgent.takeOver(opts, net, ct, handover, log, t0);
     }
