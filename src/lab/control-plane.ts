@@ -137,25 +137,34 @@ export class LabControlPlane {
       this.o.refused?.((err as Error).message);
       return;
     }
-    const applied = new Set<string>();
+    // Prune first, by what the files hold: an object renamed in a file frees its ClusterIP and
+    // NodePorts for the new name, and one whose update admission refuses keeps its last good
+    // state instead of being pruned.
+    const held = new Set(objects.map(({ object }) => fileKey(object as KObject)));
+    this.prune(
+      (o) =>
+        o.metadata.annotations?.[SOURCE_ANNOTATION]?.startsWith(`${this.t.manifests}/`) === true,
+      held,
+    );
     for (const { file, object } of objects) {
       const o = object as KObject;
       if (o?.metadata)
         o.metadata.annotations = { ...o.metadata.annotations, [SOURCE_ANNOTATION]: file };
-      const r = this.store.apply(o, file);
-      this.report(r);
-      if ('object' in r)
-        applied.add(`${r.object.kind}/${r.object.metadata.namespace}/${r.object.metadata.name}`);
+      this.report(this.store.apply(o, file));
     }
-    for (const kind of ['Service', 'EndpointSlice', 'Deployment', 'Pod', 'Namespace']) {
-      for (const o of this.store.list(kind)) {
-        const from = o.metadata.annotations?.[SOURCE_ANNOTATION];
-        const key = `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`;
-        if (from?.startsWith(`${this.t.manifests}/`) && !applied.has(key))
+    return held;
+  }
+
+  /** Deletes the objects `mine` picks that `held` does not name; returns what went. */
+  private prune(mine: (o: KObject) => boolean, held: Set<string>, kinds = PRUNED_KINDS): string[] {
+    const gone: string[] = [];
+    for (const kind of kinds)
+      for (const o of this.store.list(kind))
+        if (mine(o) && !held.has(fileKey(o))) {
           this.store.delete(kind, o.metadata.namespace, o.metadata.name);
-      }
-    }
-    return applied;
+          gone.push(objectName(o));
+        }
+    return gone;
   }
 
   /**
@@ -167,20 +176,19 @@ export class LabControlPlane {
    * apply` added) — what `exercise reset` uses.
    */
   resync(force: boolean, prune: boolean): { removed: string[] } {
-    if (force) this.applyBootstrap();
-    const applied = this.applyManifests(force);
-    const removed: string[] = [];
-    if (prune && applied) {
-      for (const kind of ['Service', 'Deployment', 'EndpointSlice']) {
-        for (const o of this.store.list(kind)) {
-          const key = `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`;
-          if (applied.has(key) || o.metadata.labels?.[LABEL_MANAGED_BY] === CONTROLLER_NAME)
-            continue;
-          this.store.delete(kind, o.metadata.namespace, o.metadata.name);
-          removed.push(objectName(o));
-        }
-      }
+    let removed: string[] = [];
+    if (force && prune) {
+      // before applying: what `lab apply` added may hold an address a file's object asks for
+      const held = new Set(
+        safeRead(this.t.manifests).map(({ object }) => fileKey(object as KObject)),
+      );
+      const handMade = (o: KObject) =>
+        o.metadata.labels?.[LABEL_MANAGED_BY] !== CONTROLLER_NAME &&
+        o.metadata.annotations?.[SOURCE_ANNOTATION] !== this.t.file;
+      removed = this.prune(handMade, held, ['Service', 'Deployment', 'EndpointSlice']);
     }
+    if (force) this.applyBootstrap();
+    this.applyManifests(force);
     this.reconcile();
     return { removed };
   }
@@ -444,6 +452,23 @@ function topologyPod(t: Topology, node: string, p: Topology['nodes'][number]['po
       ],
     },
   };
+}
+
+/** The kinds the addon manager prunes when their file no longer holds them. */
+const PRUNED_KINDS = ['Service', 'EndpointSlice', 'Deployment', 'Pod', 'Namespace'];
+
+/** kind/namespace/name, as an object of a file names itself (namespaced kinds default). */
+function fileKey(o: KObject): string {
+  const scoped = o?.kind === 'Namespace' || o?.kind === 'Node';
+  return `${o?.kind}/${scoped ? undefined : (o?.metadata?.namespace ?? 'default')}/${o?.metadata?.name}`;
+}
+
+function safeRead(dir: string): { file: string; object: unknown }[] {
+  try {
+    return readObjects(dir);
+  } catch {
+    return [];
+  }
 }
 
 /** Names, sizes and mtimes of a directory's manifest files: changes when any of them does. */

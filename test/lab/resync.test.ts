@@ -38,17 +38,19 @@ describe('resync', () => {
       apiVersion: 'v1',
       kind: 'Service',
       metadata: { name: 'web-direct', namespace: 'default' },
-      spec: { ports: [{ port: 80, targetPort: 8080 }] },
+      // the shortcut: web's own ClusterIP, freed by the delete, on a Service without a selector
+      spec: { clusterIP: '10.96.0.10', ports: [{ port: 80, targetPort: 8080 }] },
     };
     expect('object' in cp.store.apply(extra, 'kubetun lab')).toBe(true);
     expect(cp.resync(false, false).removed).toEqual([]);
     expect(names()).not.toContain('default/web'); // unchanged files: the watch does nothing
     expect(names()).toContain('default/web-direct');
     expect(cp.resync(true, false).removed).toEqual([]);
-    expect(names()).toContain('default/web');
-    expect(names()).toContain('default/web-direct');
+    expect(names()).not.toContain('default/web'); // its address is taken: admission refuses it
     expect(cp.resync(true, true).removed).toEqual(['Service default/web-direct']);
     expect(names()).toEqual(before);
+    const web = cp.store.get('Service', 'default', 'web') as Service;
+    expect(web.spec.clusterIP).toBe('10.96.0.10');
   });
 
   it('without force, a changed file is applied now and the view written', () => {
@@ -58,5 +60,17 @@ describe('resync', () => {
     );
     cp.resync(false, false);
     expect(names()).toContain('default/orders');
+  });
+
+  it('a file renamed to another Service: the old one is pruned before the new one takes its ClusterIP', () => {
+    rmSync(join(dir, 'manifests', 'web.yaml'));
+    writeFileSync(
+      join(dir, 'manifests', 'web-direct.yaml'),
+      'apiVersion: v1\nkind: Service\nmetadata: { name: web-direct }\nspec:\n  clusterIP: 10.96.0.10\n  ports: [{ port: 80, targetPort: 8080 }]\n',
+    );
+    cp.resync(false, false);
+    expect(names()).not.toContain('default/web');
+    const d = cp.store.get('Service', 'default', 'web-direct') as Service;
+    expect(d?.spec.clusterIP).toBe('10.96.0.10');
   });
 });
