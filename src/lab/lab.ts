@@ -340,11 +340,8 @@ function removeLabFiles(
     return;
   }
   for (const e of entries) {
-    // The store outlives a rebuild, as etcd outlives its apiserver (src/lab/control-plane.ts);
-    // so does the exercise lab's topology and progress (a rebuild is one more thing `exercise
-    // check` judges, not a way to lose the exercise).
-    const kept = keepStore && (e === 'store' || e === 'exercise');
-    if (e === 'lock' || kept || (keepLogs && e === 'logs')) continue;
+    // The store outlives a rebuild, as etcd outlives its apiserver (src/lab/control-plane.ts).
+    if (e === 'lock' || (keepStore && e === 'store') || (keepLogs && e === 'logs')) continue;
     rmSync(join(LAB_DIR, e), { recursive: true, force: true });
   }
   rmSync(STATE_FILE, { force: true });
