@@ -5,17 +5,17 @@
 //     src=10.244.2.2 dst=10.244.1.3 sport=8080 dport=43512 packets=4 bytes=512 [ASSURED] mark=0 use=1
 //
 //   (one line; wrapped here) = protocol name padded to 8, protocol number, seconds to expiry,
-//   TCP state, original tuple + counters, [UNREPLIED] if no reply yet, reply tuple + counters,
-//   [ASSURED], mark, use. The datapath tracks TCP, UDP and SCTP flows only (no ICMP entry
+//   TCP or SCTP state, original tuple + counters, [UNREPLIED] if no reply yet, reply tuple +
+//   counters, [ASSURED], mark, use. The datapath tracks TCP, UDP and SCTP flows only (no ICMP entry
 //   exists: echo to a VIP is answered or dropped, errors ride the flow they quote).
 // kubetun has no packet marks and one reference per flow: mark=0 use=1 always.
 import type { CtEntry, CtTuple } from './types.ts';
-import { IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 
 function tuple(protoNum: number, t: CtTuple): string {
   const addrs = `src=${t.src} dst=${t.dst}`;
   const counters = `packets=${t.packets} bytes=${t.bytes}`;
-  if (protoNum === IPPROTO_TCP || protoNum === IPPROTO_UDP) {
+  if (protoNum === IPPROTO_TCP || protoNum === IPPROTO_UDP || protoNum === IPPROTO_SCTP) {
     return `${addrs} sport=${t.sport} dport=${t.dport} ${counters}`;
   }
   return `${addrs} ${counters}`;
@@ -23,10 +23,11 @@ function tuple(protoNum: number, t: CtTuple): string {
 
 /** One `conntrack -L` line (no newline). */
 export function formatCtEntry(e: CtEntry): string {
-  const known = e.protoNum === IPPROTO_TCP || e.protoNum === IPPROTO_UDP;
-  const name = known ? e.proto : 'unknown';
-  const parts = [`${name.toLowerCase().padEnd(8)} ${e.protoNum}`, String(e.expiresInSec)];
-  if (e.protoNum === IPPROTO_TCP) parts.push(e.state);
+  const p = e.protoNum;
+  const stateful = p === IPPROTO_TCP || p === IPPROTO_SCTP;
+  const name = stateful || p === IPPROTO_UDP ? e.proto : 'unknown';
+  const parts = [`${name.toLowerCase().padEnd(8)} ${p}`, String(e.expiresInSec)];
+  if (stateful) parts.push(e.state);
   parts.push(tuple(e.protoNum, e.orig));
   if (!e.seenReply) parts.push('[UNREPLIED]');
   parts.push(tuple(e.protoNum, e.reply));

@@ -53,6 +53,40 @@ describe('formatCtEntry (conntrack -L)', () => {
     );
   });
 
+  it('prints SCTP like the kernel: state column and ports (issue 19; was "unknown 132")', () => {
+    // conntrack -L on Linux 6.18 for an INIT DNATed by kube-proxy's rule (no acct counters):
+    // "sctp     132 9 CLOSED src=10.99.0.2 dst=10.96.0.50 sport=40000 dport=9000 [UNREPLIED] ..."
+    const e = entry({
+      proto: 'SCTP',
+      protoNum: 132,
+      state: 'CLOSED',
+      expiresInSec: 9,
+      orig: {
+        src: '10.99.0.2',
+        dst: '10.96.0.50',
+        sport: 40000,
+        dport: 9000,
+        packets: 1,
+        bytes: 60,
+      },
+      reply: {
+        src: '10.99.1.2',
+        dst: '10.99.0.2',
+        sport: 9900,
+        dport: 40000,
+        packets: 0,
+        bytes: 0,
+      },
+      seenReply: false,
+      assured: false,
+    });
+    expect(formatCtEntry(e)).toBe(
+      'sctp     132 9 CLOSED src=10.99.0.2 dst=10.96.0.50 sport=40000 dport=9000 packets=1 ' +
+        'bytes=60 [UNREPLIED] src=10.99.1.2 dst=10.99.0.2 sport=9900 dport=40000 packets=0 ' +
+        'bytes=0 mark=0 use=1',
+    );
+  });
+
   it('prints no state column for UDP', () => {
     const e = entry({ proto: 'UDP', protoNum: 17, state: 'REPLIED', expiresInSec: 117 });
     expect(formatCtEntry(e)).toBe(
