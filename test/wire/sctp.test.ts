@@ -28,17 +28,11 @@ import {
   sctpVtag,
 } from '../../src/wire/sctp.ts';
 import { SCTP_INIT_FROM_LINUX, SCTP_INIT_FROM_LINUX_L4, SCTP_INIT_TO_VIP } from './golden.ts';
+import { refCrc32c } from '../datapath/harness.ts';
 import { guardsIntact, mulberry32, oddView } from './helpers.ts';
 
 /** Bit at a time, straight from the definition: the slow reference beside the table. */
-function crc32cBitwise(b: Uint8Array): number {
-  let c = 0xffffffff;
-  for (const x of b) {
-    c ^= x;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
-  }
-  return ~c >>> 0;
-}
+const crc32cBitwise = (b: Uint8Array) => refCrc32c(b, 0, b.length);
 
 const bytes = (...a: number[]) => Uint8Array.from(a);
 
