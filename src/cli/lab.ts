@@ -230,7 +230,7 @@ export function register(program: Command): void {
     .addOption(
       new Option(
         '--mode <mode>',
-        "whose data plane to show: kubetun's or the kernel's with kube-proxy's rules",
+        "whose data plane to show: kubetun's or the kernel's with kube-proxy's rules (a running lab is switched in place for the demo and back after it)",
       )
         .choices(['kubetun', 'iptables', 'nftables'])
         .default('kubetun'),

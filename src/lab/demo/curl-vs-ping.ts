@@ -13,9 +13,9 @@ import type { Progress } from '../lab.ts';
 import { type LabService, readLabServices } from '../manifests.ts';
 import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { inNs, LabError, shTry } from '../sh.ts';
-import { LOG_DIR, type LabProcess, VIEW_DIR } from '../state.ts';
+import { LOG_DIR, type LabProcess, type LabState, VIEW_DIR } from '../state.ts';
 import { allPods, type LabPod, loadTopology, type Topology } from '../topology.ts';
-import { ensureLab } from './ensure-lab.ts';
+import { withLabMode } from './ensure-lab.ts';
 import { kernelEvidence, printKernelEvidence } from './kernel-evidence.ts';
 
 export const ECHO_DROP_REASON = REASON_NAMES[DROP_ECHO_TO_VIP]!;
@@ -80,7 +80,14 @@ export interface CurlVsPingOptions {
 export async function curlVsPing(opts: CurlVsPingOptions = {}): Promise<CurlVsPingReport> {
   const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
   const mode = opts.mode ?? 'kubetun';
-  const state = await ensureLab(opts.topology, mode, opts.progress);
+  return withLabMode(opts.topology, mode, opts.progress, (state) => curlVsPingIn(state, out, mode));
+}
+
+async function curlVsPingIn(
+  state: LabState,
+  out: (s: string) => void,
+  mode: NonNullable<CurlVsPingOptions['mode']>,
+): Promise<CurlVsPingReport> {
   const t = loadTopology(state.topologyFile);
   const svc = pickService(readLabServices(VIEW_DIR));
   const port = svc.ports.find((p) => p.protocol === 'TCP')!;

@@ -9,9 +9,9 @@
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
 import type { Progress } from '../lab.ts';
 import { inNs, LabError, sh } from '../sh.ts';
-import { VIEW_DIR } from '../state.ts';
+import { type LabState, VIEW_DIR } from '../state.ts';
 import { allPods, loadTopology } from '../topology.ts';
-import { ensureLab } from './ensure-lab.ts';
+import { withLabMode } from './ensure-lab.ts';
 
 export interface LongConnectionsReport {
   from: string;
@@ -65,7 +65,16 @@ export async function longConnectionsDemo(
   opts: LongConnectionsOptions = {},
 ): Promise<LongConnectionsReport> {
   const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
-  const state = await ensureLab(opts.topology, 'kubetun', opts.progress);
+  return withLabMode(opts.topology, 'kubetun', opts.progress, (state) =>
+    longConnectionsDemoIn(state, opts, out),
+  );
+}
+
+async function longConnectionsDemoIn(
+  state: LabState,
+  opts: LongConnectionsOptions,
+  out: (s: string) => void,
+): Promise<LongConnectionsReport> {
   const t = loadTopology(state.topologyFile);
   const want = opts.service ?? 'default/web';
   const rsp = resolveServicePorts(loadManifests(VIEW_DIR)).find(

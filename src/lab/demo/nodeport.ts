@@ -14,9 +14,9 @@ import type { ResolvedServicePort } from '../../model.ts';
 import type { Progress } from '../lab.ts';
 import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { inNs, LabError, shTry } from '../sh.ts';
-import { LOG_DIR, type LabProcess, VIEW_DIR } from '../state.ts';
+import { LOG_DIR, type LabProcess, type LabState, VIEW_DIR } from '../state.ts';
 import { allPods, type LabNode, type LabPod, loadTopology, type Topology } from '../topology.ts';
-import { ensureLab } from './ensure-lab.ts';
+import { withLabMode } from './ensure-lab.ts';
 
 export interface HopCapture {
   where: string;
@@ -51,7 +51,12 @@ const MAX_TRIES = 12;
 
 export async function nodePortDemo(opts: NodePortDemoOptions = {}): Promise<NodePortReport> {
   const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
-  const state = await ensureLab(opts.topology, 'kubetun', opts.progress);
+  return withLabMode(opts.topology, 'kubetun', opts.progress, (state) =>
+    nodePortDemoIn(state, out),
+  );
+}
+
+async function nodePortDemoIn(state: LabState, out: (s: string) => void): Promise<NodePortReport> {
   const t = loadTopology(state.topologyFile);
   const ports = resolveServicePorts(loadManifests(VIEW_DIR));
   const cl = findNodePort(ports, 'Cluster');
