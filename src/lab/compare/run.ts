@@ -4,7 +4,7 @@
 import { type Progress, labUp } from '../lab.ts';
 import type { KernelMode } from '../kube-proxy.ts';
 import { readLabServices } from '../manifests.ts';
-import { LabError } from '../sh.ts';
+import { inNs, LabError, shTry } from '../sh.ts';
 import { type LabMode, readState, VIEW_DIR } from '../state.ts';
 import { allPods, loadTopology, type Topology } from '../topology.ts';
 import { type CapturePoint, capturePoints, startCaptures, stopCaptures } from './capture.ts';
@@ -12,7 +12,7 @@ import { diffRuns, type PointDiff } from './diff.ts';
 import { labSwitchMode } from './mode.ts';
 import { flowKey, NORMALISATIONS, type NPkt, normaliseRun } from './normalise.ts';
 import type { Pkt } from './packets.ts';
-import { type Attempt, MAX_TRIES, type Scenario } from './scenarios.ts';
+import { type Attempt, MAX_TRIES, portBlock, type Scenario } from './scenarios.ts';
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
 import { type LabDrawing, labDrawing } from '../show/model.ts';
 import type { CaptureMark } from '../show/svg.ts';
@@ -143,15 +143,25 @@ async function runScenario(
     throw new LabError(`scenario ${s.name}: the topology has no pod or client ${s.client}`);
   const points = capturePoints(t, client, serviceBackends(t, s.service));
   const filter = s.captureFilter ?? `host ${client.ip}`;
-  const caps = await startCaptures(points, filter, `${mode}-${s.name}`);
+  quietStart(t);
+  s.setup?.(t);
+  let caps: Awaited<ReturnType<typeof startCaptures>>;
+  try {
+    caps = await startCaptures(points, filter, `${mode}-${s.name}`);
+  } catch (err) {
+    s.teardown?.(t);
+    throw err;
+  }
   const attempts: Attempt[] = [];
   const kept: number[] = [];
+  const [first] = portBlock(s);
+  const ctx = (i: number) => ({ port: first + i * 21, id: first + i });
   let captured: Awaited<ReturnType<typeof stopCaptures>>;
   try {
     if (s.choice === 'same-backend') {
       const want = s.wantBackend ?? target;
       for (let i = 0; i < MAX_TRIES; i++) {
-        const a = timed(() => s.run(t, client));
+        const a = timed(() => s.run(t, client, ctx(i)));
         attempts.push(a);
         if (!want || a.backend === want || !a.backend) {
           kept.push(i);
@@ -162,12 +172,16 @@ async function runScenario(
       if (kept.length === 0) kept.push(attempts.length - 1);
     } else {
       for (let i = 0; i < s.count; i++) {
-        attempts.push(timed(() => s.run(t, client)));
+        attempts.push(timed(() => s.run(t, client, ctx(i))));
         kept.push(i);
       }
     }
   } finally {
-    captured = await stopCaptures(caps);
+    try {
+      captured = await stopCaptures(caps);
+    } finally {
+      s.teardown?.(t);
+    }
   }
   const backend = kept.length ? attempts[kept[0]!]!.backend : undefined;
   const picked = pickPackets(s, captured, attempts, kept);
@@ -180,6 +194,17 @@ async function runScenario(
     points: normaliseRun(mapped),
     captures: points.map((p) => ({ at: p.at, label: p.name })),
   };
+}
+
+/**
+ * Every scenario starts from the same neighbour state, whatever ran before: an earlier scenario
+ * that sent a packet towards a next hop nobody answers (iptables mode routes an unknown port's
+ * SYN on) leaves a FAILED entry, and the node then reports host unreachable at once instead of
+ * after its ARP tries — a different capture for the next scenario. The uplinks' learnt
+ * neighbours are flushed; the next packet re-learns a live one in a millisecond.
+ */
+function quietStart(t: Topology): void {
+  for (const n of t.nodes) shTry(inNs(n.ns, ['ip', 'neigh', 'flush', 'dev', n.uplink]), 5000);
 }
 
 /** The endpoint IPs of a lab service (every port), from the manifests the data planes load. */
@@ -223,14 +248,34 @@ function pickPackets(
     ports.has(p.sport!) ||
     ports.has(p.dport!) ||
     (p.inner !== undefined && (ports.has(p.inner.sport!) || ports.has(p.inner.dport!)));
+  const owns = ownedBy(s);
   return captured.map((c) => {
     const flows = new Set(c.packets.filter((p) => p.flags === 'S' && inWindow(p)).map(flowKey));
     const mine = (p: Pkt) =>
-      s.choice === 'none' ||
-      (!s.masquerades && byPort(p)) ||
-      (p.proto === 'tcp' ? flows.has(flowKey(p)) : inWindow(p));
+      s.choice === 'none'
+        ? owns(p)
+        : (!s.masquerades && byPort(p)) ||
+          (p.proto === 'tcp' ? flows.has(flowKey(p)) : inWindow(p) && owns(p, true));
     return { name: c.point.name, pod: c.point.pod, packets: c.packets.filter(mine) };
   });
+}
+
+/**
+ * Whether a packet carries one of the scenario's client ports or echo identifiers (an ICMP
+ * error: in the packet it quotes), so it is this scenario's and no other's (scenarios.ts,
+ * "Isolation"). snatted: the port may have been rewritten (masquerade) — then a packet without
+ * a port of the block counts unless it is an ICMP message of another scenario.
+ */
+function ownedBy(s: Scenario): (p: Pkt, snatted?: boolean) => boolean {
+  const [lo, hi] = portBlock(s);
+  const inBlock = (n: number | undefined) => n !== undefined && n >= lo && n <= hi;
+  const carries = (p: Pkt): boolean =>
+    p.proto === 'icmp'
+      ? p.inner
+        ? carries(p.inner)
+        : inBlock(p.icmpId)
+      : inBlock(p.sport) || inBlock(p.dport);
+  return (p, snatted = false) => carries(p) || (snatted && p.proto !== 'icmp');
 }
 
 /** first-choice: the first connection's backend becomes "backend1"; the other backends merge. */

@@ -8,6 +8,13 @@
 //                 (addresses and its veth's capture point); the other backends' veths are one
 //                 capture point. Needs backends that sit alike relative to the client.
 //   none:         no backend (ping, rejects).
+//
+// Isolation: every scenario owns a block of client ports (and ICMP echo identifiers),
+// PORT_BLOCK wide, fixed by its place in SCENARIOS — not by the order a run takes. Each attempt
+// binds its own port from the block, and a capture keeps only packets carrying one of the
+// scenario's ports or identifiers (an ICMP error: in the packet it quotes). A late packet of the
+// previous scenario (an ICMP host unreachable that waited out ARP, a retransmission) can then
+// never land in the next one's capture, whichever order they run in.
 import { UsageError } from '../../errors.ts';
 import { inNs, shTry } from '../sh.ts';
 import type { LabClient, LabPod, Topology } from '../topology.ts';
@@ -24,6 +31,12 @@ export interface Attempt {
   endUs?: number;
 }
 
+/** What an attempt may use: its own client port and ICMP echo identifier. */
+export interface AttemptCtx {
+  port: number;
+  id: number;
+}
+
 export interface Scenario {
   name: string;
   title: string;
@@ -34,7 +47,10 @@ export interface Scenario {
   choice: 'same-backend' | 'first-choice' | 'none';
   /** attempts per run (first-choice: all kept) */
   count: number;
-  run(t: Topology, client: LabPod | LabClient): Attempt;
+  run(t: Topology, client: LabPod | LabClient, ctx: AttemptCtx): Attempt;
+  /** changes the lab needs for this scenario only (an MTU, a route), undone by teardown */
+  setup?(t: Topology): void;
+  teardown?(t: Topology): void;
   /** kernel modes whose behaviour differs on purpose, with the reason (docs/compare.md) */
   expectedDifference?: Partial<Record<'iptables' | 'nftables', string>>;
   /** same-backend: always this backend (a pod name), not the first plane's choice */
@@ -49,18 +65,36 @@ export interface Scenario {
 
 export const MAX_TRIES = 20;
 
+/** Client ports per scenario: 10000 + 1000 × its index, below the ephemeral range (32768+). */
+export const PORT_BLOCK = 1000;
+const PORT_BASE = 10000;
+
+/** The scenario's block of client ports and echo identifiers: [first, last]. */
+export function portBlock(s: Scenario): [number, number] {
+  const i = SCENARIOS.findIndex((x) => x.name === s.name);
+  const first = PORT_BASE + Math.max(i, 0) * PORT_BLOCK;
+  return [first, first + PORT_BLOCK - 1];
+}
+
 function whoAnswered(t: Topology, body: string): string | undefined {
   const name = body.trim().split(' ')[0] ?? '';
   return t.nodes.flatMap((n) => n.pods).some((p) => p.name === name) ? name : undefined;
 }
 
-function curlOnce(t: Topology, client: LabPod | LabClient, url: string, timeoutS = 2): Attempt {
-  const r = shTry(
-    inNs(client.ns, ['curl', '-sS', '-m', String(timeoutS), '-w', '\n%{local_port}', url]),
-    20_000,
-  );
+/** curl from the attempt's port (the next free one of the block when it is in TIME_WAIT). */
+function curlOnce(
+  t: Topology,
+  client: LabPod | LabClient,
+  ctx: AttemptCtx,
+  url: string,
+  timeoutS = 2,
+): Attempt {
+  const ports = `${ctx.port}-${ctx.port + 20}`;
+  const argv = ['curl', '-sS', '-m', String(timeoutS), '--local-port', ports];
+  const r = shTry(inNs(client.ns, [...argv, '-w', '\n%{local_port}', url]), 20_000);
   const lines = r.out.trimEnd().split('\n');
-  const port = Number(lines.pop());
+  // A connect that never completed reports local port 0: the attempt's own port then.
+  const port = Number(lines.pop()) || ctx.port;
   const body = lines.join('\n');
   return {
     ok: r.status === 0,
@@ -70,15 +104,25 @@ function curlOnce(t: Topology, client: LabPod | LabClient, url: string, timeoutS
   };
 }
 
+// argv: ip port localPort size. Linux sets DF on UDP (IP_PMTUDISC_WANT), which frag-needed uses.
 const UDP_QUERY = `
 const s = require('node:dgram').createSocket('udp4');
+const [ip, port, local, size] = process.argv.slice(1).map((x, i) => (i ? Number(x) : x));
 const timer = setTimeout(() => { console.log(s.address().port + ' timeout'); process.exit(1); }, 2000);
 s.on('message', (m) => { clearTimeout(timer); console.log(s.address().port + ' ' + m); s.close(); });
-s.send('who?', Number(process.argv[2]), process.argv[1]);
+s.bind(local, () => s.send(size > 4 ? Buffer.alloc(size, 'x') : 'who?', port, ip));
 `;
 
-function udpOnce(t: Topology, client: LabPod | LabClient, ip: string, port: number): Attempt {
-  const r = shTry(inNs(client.ns, [process.execPath, '-e', UDP_QUERY, ip, String(port)]), 20_000);
+function udpOnce(
+  t: Topology,
+  client: LabPod | LabClient,
+  ctx: AttemptCtx,
+  ip: string,
+  port: number,
+  size = 4,
+): Attempt {
+  const args = [ip, String(port), String(ctx.port), String(size)];
+  const r = shTry(inNs(client.ns, [process.execPath, '-e', UDP_QUERY, ...args]), 20_000);
   const [p, ...rest] = r.out.trim().split(' ');
   const body = rest.join(' ');
   return {
@@ -89,8 +133,11 @@ function udpOnce(t: Topology, client: LabPod | LabClient, ip: string, port: numb
   };
 }
 
-function pingOnce(client: LabPod | LabClient, ip: string): Attempt {
-  const r = shTry(inNs(client.ns, ['ping', '-n', '-c', '2', '-i', '0.3', '-W', '1', ip]), 20_000);
+function pingOnce(client: LabPod | LabClient, ctx: AttemptCtx, ip: string): Attempt {
+  // -W 4: an ICMP host unreachable comes only when the node's ARP for the next hop gives up
+  // (~3 s); the run must last until then to capture it in every run alike.
+  const argv = ['ping', '-n', '-c', '2', '-i', '0.3', '-W', '4', '-e', String(ctx.id), ip];
+  const r = shTry(inNs(client.ns, argv), 20_000);
   const summary = r.out.split('\n').find((l) => /packets transmitted/.test(l)) ?? r.err.trim();
   return { ok: r.status === 0, output: summary };
 }
@@ -103,7 +150,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: 'web',
     choice: 'same-backend',
     count: 1,
-    run: (t, c) => curlOnce(t, c, 'http://10.96.0.10:80/'),
+    run: (t, c, x) => curlOnce(t, c, x, 'http://10.96.0.10:80/'),
   },
   {
     name: 'udp',
@@ -112,7 +159,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: 'udp-echo',
     choice: 'same-backend',
     count: 1,
-    run: (t, c) => udpOnce(t, c, '10.96.0.54', 53),
+    run: (t, c, x) => udpOnce(t, c, x, '10.96.0.54', 53),
   },
   {
     name: 'ping-vip',
@@ -121,12 +168,12 @@ export const SCENARIOS: readonly Scenario[] = [
     service: 'web',
     choice: 'none',
     count: 1,
-    run: (_t, c) => pingOnce(c, '10.96.0.10'),
+    run: (_t, c, x) => pingOnce(c, x, '10.96.0.10'),
     expectedDifference: {
       nftables:
         'nftables mode rejects everything to a ClusterIP that no service port matches, echo requests included (ICMP port unreachable); kubetun drops echo requests to a VIP silently and counts them (DROP_ECHO_TO_VIP), like iptables mode, where no rule matches them',
       iptables:
-        'iptables mode has no rule for ICMP to a ClusterIP: the node routes the echo on (here out of the uplink, where nothing answers); kubetun drops it at the node and counts it (DROP_ECHO_TO_VIP)',
+        'iptables mode has no rule for ICMP to a ClusterIP: the node routes the echo on out of its uplink towards a next hop that never answers ARP, and after ~3 s reports ICMP host unreachable from the pod gateway; kubetun drops it at the node and counts it (DROP_ECHO_TO_VIP)',
     },
   },
   {
@@ -136,7 +183,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: 'empty',
     choice: 'none',
     count: 1,
-    run: (t, c) => curlOnce(t, c, 'http://10.96.0.30:80/'),
+    run: (t, c, x) => curlOnce(t, c, x, 'http://10.96.0.30:80/'),
   },
   {
     name: 'unknown-port',
@@ -145,7 +192,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: 'web',
     choice: 'none',
     count: 1,
-    run: (t, c) => curlOnce(t, c, 'http://10.96.0.10:81/', 2),
+    run: (t, c, x) => curlOnce(t, c, x, 'http://10.96.0.10:81/', 2),
     expectedDifference: {
       iptables:
         'kube-proxy in iptables mode has no rule for unused ports of a ClusterIP: the SYN is routed on towards the default route and times out; nftables mode and kubetun reject it at once',
@@ -161,7 +208,7 @@ export const SCENARIOS: readonly Scenario[] = [
     count: 1,
     captureFilter: 'host 172.30.0.100 or tcp port 8080',
     masquerades: true,
-    run: (t, c) => curlOnce(t, c, 'http://172.30.0.11:30080/'),
+    run: (t, c, x) => curlOnce(t, c, x, 'http://172.30.0.11:30080/'),
   },
   {
     name: 'nodeport-local',
@@ -171,7 +218,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: 'web-local',
     choice: 'same-backend',
     count: 1,
-    run: (t, c) => curlOnce(t, c, 'http://172.30.0.12:30081/'),
+    run: (t, c, x) => curlOnce(t, c, x, 'http://172.30.0.12:30081/'),
   },
   {
     name: 'hairpin',
@@ -183,7 +230,7 @@ export const SCENARIOS: readonly Scenario[] = [
     wantBackend: 'pod-a',
     count: 1,
     masquerades: true,
-    run: (t, c) => curlOnce(t, c, 'http://10.96.0.10:80/'),
+    run: (t, c, x) => curlOnce(t, c, x, 'http://10.96.0.10:80/'),
   },
   {
     name: 'session-affinity',
@@ -192,10 +239,65 @@ export const SCENARIOS: readonly Scenario[] = [
     service: 'sticky',
     choice: 'first-choice',
     count: 20,
-    run: (t, c) => curlOnce(t, c, 'http://10.96.0.40:80/'),
+    run: (t, c, x) => curlOnce(t, c, x, 'http://10.96.0.40:80/'),
     note: 'a difference here means the data plane ignored ClientIP affinity: packets on the other backends’ veths',
   },
+  {
+    name: 'etp-local-no-endpoint',
+    title:
+      'curl a NodePort with externalTrafficPolicy Local (web-local 172.30.0.11:30081) on node1, which has no local endpoint, from the external client: dropped',
+    client: 'client',
+    service: 'web-local',
+    choice: 'none',
+    count: 1,
+    // 1.5 s: the SYN and its one retransmission (after 1 s), in both planes
+    run: (t, c, x) => curlOnce(t, c, x, 'http://172.30.0.11:30081/', 1.5),
+  },
+  {
+    name: 'lb-source-range',
+    title:
+      'curl a LoadBalancer IP whose loadBalancerSourceRanges exclude the client (web-lb-deny 172.30.0.201:80, routed via node1) from the external client: dropped',
+    client: 'client',
+    service: 'web-lb-deny',
+    choice: 'none',
+    count: 1,
+    // A cloud load balancer would send its ingress IP to a node: here a route via node 1.
+    setup: (t) => lbRoute(t, 'replace'),
+    teardown: (t) => lbRoute(t, 'del'),
+    run: (t, c, x) => curlOnce(t, c, x, 'http://172.30.0.201:80/', 1.5),
+  },
+  {
+    name: 'icmp-frag-needed',
+    title:
+      'a 1400-byte UDP datagram (DF) from pod-a to udp-echo 10.96.0.54:53 that lands on pod-d, whose veth takes 1200: the ICMP frag-needed comes back through the VIP (its quoted packet reverse-NATed)',
+    client: 'pod-a',
+    service: 'udp-echo',
+    choice: 'same-backend',
+    // pod-b answers (tried again); pod-d's oversized datagram draws the ICMP error, no answer
+    wantBackend: 'pod-d',
+    count: 1,
+    setup: (t) => fragMtu(t, '1200'),
+    teardown: (t) => fragMtu(t, '1500'),
+    run: (t, c, x) => {
+      // a path MTU learnt in an earlier attempt would make the client fragment instead
+      shTry(inNs(c.ns, ['ip', 'route', 'flush', 'cache']), 5000);
+      return udpOnce(t, c, x, '10.96.0.54', 53, 1400);
+    },
+  },
 ];
+
+function lbRoute(t: Topology, verb: 'replace' | 'del'): void {
+  const client = t.clients[0]!;
+  const via = t.nodes[0]!.ip;
+  shTry(inNs(client.ns, ['ip', 'route', verb, '172.30.0.201/32', 'via', via]), 5000);
+}
+
+/** pod-d's node-side veth MTU: what its node forwards to pod-d must fit. */
+function fragMtu(t: Topology, mtu: string): void {
+  const pod = t.nodes.flatMap((n) => n.pods).find((p) => p.name === 'pod-d')!;
+  const node = t.nodes.find((n) => n.name === pod.node)!;
+  shTry(inNs(node.ns, ['ip', 'link', 'set', pod.hostIf, 'mtu', mtu]), 5000);
+}
 
 export function findScenarios(names: string[]): Scenario[] {
   if (names.length === 0) return [...SCENARIOS];
