@@ -12,8 +12,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..');
 const BASE = (process.env.KUBETUN_LAB_PREFIX || 'kt-').replace(/-+$/, '');
-/** A prefix no lab ever uses, so "no lab up" holds whatever else runs on the machine. */
-const NO_LAB = `${BASE}e-`;
+/**
+ * A prefix no lab ever uses, so "no lab up" holds whatever else runs on the machine — one per
+ * row: the rows run side by side, and two `lab up`s of one prefix contend for its lab lock
+ * ("another lab command is running" instead of the mistake's message; CI saw it).
+ */
+const noLab = (row: number) => `${BASE}e${row}-`;
 const isRoot = process.getuid?.() === 0;
 
 const dir = mkdtempSync(join(tmpdir(), 'kubetun-mistakes-'));
@@ -134,8 +138,12 @@ const MISTAKES: Mistake[] = [
 ];
 
 /** The CLI with this argv, asynchronously, so the rows run side by side (each starts tsx). */
-function kubetun(args: string[], asNobody = false): Promise<{ err: string; status: number }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, KUBETUN_LAB_PREFIX: NO_LAB };
+function kubetun(
+  args: string[],
+  row: number,
+  asNobody = false,
+): Promise<{ err: string; status: number }> {
+  const env: NodeJS.ProcessEnv = { ...process.env, KUBETUN_LAB_PREFIX: noLab(row) };
   delete env.KUBETUN_DEBUG;
   const argv = [process.execPath, join(ROOT, 'bin/kubetun.mjs'), ...args];
   const cmd = asNobody
@@ -160,9 +168,9 @@ const STACK = /^\s+at .+(:\d+:\d+\)?|\(native\))$/m;
 const SLOW = 180_000;
 
 describe.concurrent('every user mistake: one or two lines, exit status 2, no stack', () => {
-  for (const m of MISTAKES) {
+  for (const [row, m] of MISTAKES.entries()) {
     it.skipIf(m.asNobody === true && !isRoot)(m.what, { timeout: SLOW }, async () => {
-      const r = await kubetun(m.args, m.asNobody);
+      const r = await kubetun(m.args, row, m.asNobody);
       const lines = r.err.split('\n').filter((l) => l.trim() !== '');
       expect(r.err).not.toMatch(STACK);
       expect(r.err).toMatch(m.says);
@@ -173,7 +181,10 @@ describe.concurrent('every user mistake: one or two lines, exit status 2, no sta
   }
 
   it('--debug adds the stack to the same message', { timeout: SLOW }, async () => {
-    const r = await kubetun(['lab', 'status', '--topology', missingManifests, '--debug']);
+    const r = await kubetun(
+      ['lab', 'status', '--topology', missingManifests, '--debug'],
+      MISTAKES.length,
+    );
     expect(r.status).toBe(2);
     expect(r.err).toMatch(/does-not-exist/);
     expect(r.err).toMatch(STACK);

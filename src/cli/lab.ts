@@ -46,12 +46,10 @@ export function register(program: Command): void {
     .addOption(
       new Option(
         '--source <source>',
-        "what kubetun reads: the view directory, or the lab's API server (agents as the DaemonSet starts them)",
-      )
-        .choices(['dir', 'api'])
-        .default('dir'),
+        "what kubetun reads: the view directory, or the lab's API server (agents as the DaemonSet starts them); default dir, or $KUBETUN_LAB_SOURCE",
+      ).choices(['dir', 'api']),
     )
-    .action((o: { topology: string; mode: LabMode; offload: boolean; source: 'dir' | 'api' }) =>
+    .action((o: { topology: string; mode: LabMode; offload: boolean; source?: 'dir' | 'api' }) =>
       guarded('up', async () => {
         await labUp({
           topology: o.topology,

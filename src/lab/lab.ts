@@ -91,7 +91,16 @@ export async function labUp(opts: UpOptions = {}): Promise<LabState> {
   }
 }
 
-async function upUnlocked(opts: UpOptions): Promise<LabState> {
+/** The agents' source when `lab up` is not told: KUBETUN_LAB_SOURCE (so the lab tests run in API mode too), else dir. */
+export function defaultLabSource(): 'dir' | 'api' {
+  const v = process.env.KUBETUN_LAB_SOURCE;
+  if (v === undefined || v === '' || v === 'dir') return 'dir';
+  if (v === 'api') return 'api';
+  throw new UserError('LAB_SOURCE', `KUBETUN_LAB_SOURCE=${v}: use dir or api`);
+}
+
+async function upUnlocked(opts0: UpOptions): Promise<LabState> {
+  const opts = { ...opts0, source: opts0.source ?? defaultLabSource() };
   const say = opts.progress ?? quiet;
   const mode = opts.mode ?? 'kubetun';
   const t = loadTopology(opts.topology ?? DEFAULT_TOPOLOGY);

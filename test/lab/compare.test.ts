@@ -150,8 +150,8 @@ describe(`lab compare (lab prefix ${LAB_PREFIX})`, () => {
         timeout: 300_000,
       },
     );
-    expect(cli.status).toBe(1);
-    expect(cli.stdout).toContain('clusterip-tcp: DIFFERENT');
+    expect(cli.status, cli.stderr).toBe(1);
+    expect(cli.stdout, cli.stderr).toContain('clusterip-tcp: DIFFERENT');
   }, 600_000);
 
   it('writes an HTML report that loads in headless Chromium without errors, one ladder per plane and point', async () => {

@@ -93,8 +93,10 @@ function curlOnce(
   const argv = ['curl', '-sS', '-m', String(timeoutS), '--local-port', ports];
   const r = shTry(inNs(client.ns, [...argv, '-w', '\n%{local_port}', url]), 20_000);
   const lines = r.out.trimEnd().split('\n');
-  // A connect that never completed reports local port 0: the attempt's own port then.
-  const port = Number(lines.pop()) || ctx.port;
+  // A connect that never completed reports local port 0: which port of the range curl bound is
+  // then unknown (the first is in TIME_WAIT after the other data plane's run, so curl takes the
+  // next), and the attempt's packets are picked by its time window instead (run.ts).
+  const port = Number(lines.pop());
   const body = lines.join('\n');
   return {
     ok: r.status === 0,
