@@ -144,7 +144,7 @@ describe.skipIf(process.getuid?.() !== 0)('two labs side by side', () => {
     () => {
       for (const p of [A, B]) {
         const s = kubetun(p, ['lab', 'status']);
-        expect(s.status, s.err).toBe(0);
+        expect(s.status, `${s.err}${s.out}`).toBe(0); // status 1: unhealthy, its output says why
         expect(s.out).toContain(`${p}node1`);
         const other = p === A ? B : A;
         expect(s.out).not.toContain(`${other}node1`);
