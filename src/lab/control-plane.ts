@@ -311,8 +311,9 @@ export class LabControlPlane {
 
   /** The kernel modes have no watch of their own: kube-proxy's sync, run here. */
   private viewChanged(): void {
-    const mode = readState()?.mode;
-    if (!this.server || !mode || !isKernelMode(mode)) return;
+    const st = readState();
+    const mode = st?.mode;
+    if (!this.server || !mode || !isKernelMode(mode) || st?.switching) return;
     try {
       installKernelDataplane(this.t, mode, () => {}, this.viewDir);
     } catch (err) {

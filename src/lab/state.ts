@@ -47,6 +47,11 @@ export interface LabState {
   source?: 'dir' | 'api';
   /** 'building' until lab up finished; a crash leaves it there */
   phase: 'building' | 'up';
+  /**
+   * set while `lab mode` swaps the data plane: the control plane's kernel-mode sync must not
+   * install the old mode's rules behind the switch's flush (compare/mode.ts)
+   */
+  switching?: boolean;
   createdAt: string;
   namespaces: string[];
   /** veth pairs and bridges, as "ns:ifname", for the record (they die with their namespaces) */

@@ -6,13 +6,14 @@
 //   kernel → kubetun: flush the node's nftables ruleset (iptables-nft lives there too), the
 //                     service route and conntrack, then start kubetun on every node.
 import { rmSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Progress, startKubetun, withLabLock } from '../lab.ts';
 import { flushKernelDataplane, installKernelDataplane, isKernelMode } from '../kube-proxy.ts';
 import { isAlive } from '../procs.ts';
 import { stopAgent } from '../provision.ts';
-import { LabError } from '../sh.ts';
+import { inNs, LabError, shTry } from '../sh.ts';
 import { type LabMode, type LabState, readState, writeState } from '../state.ts';
-import { loadTopology } from '../topology.ts';
+import { loadTopology, type Topology } from '../topology.ts';
 
 /** reinstall: program the data plane afresh even when the lab already runs this mode (the
  * manifests may have changed since). */
@@ -34,15 +35,40 @@ async function switchUnlocked(mode: LabMode, say: Progress, reinstall: boolean):
     return state;
   }
   say(`switching the lab from ${state.mode} to ${mode}`);
+  state.switching = true; // the control plane's kernel sync stands aside from here on
+  writeState(state);
   await stopAgents(state, say);
   flushKernelDataplane(t);
+  await settleFlush(t);
   state.mode = mode;
   writeState(state);
   if (mode === 'kubetun') await startKubetun(t, state, say);
   if (isKernelMode(mode)) installKernelDataplane(t, mode, say);
+  state.switching = undefined;
   writeState(state);
   say(`the lab runs mode ${mode}`);
   return state;
+}
+
+/**
+ * A kernel-mode sync the control plane began before `switching` was written can still finish
+ * after the flush, leaving kube-proxy's rules behind (a kubetun agent then refuses to start
+ * beside them; CI saw it on node2). Flush again until every node stays clean for 2 s.
+ */
+async function settleFlush(t: Topology): Promise<void> {
+  const dirty = () =>
+    t.nodes.some(
+      (n) =>
+        shTry(inNs(n.ns, ['nft', 'list', 'table', 'ip', 'kube-proxy'])).ok ||
+        shTry(inNs(n.ns, ['iptables', '-w', '-t', 'nat', '-S', 'KUBE-SERVICES'])).ok,
+    );
+  for (let clean = 0, waited = 0; clean < 5 && waited < 20_000; waited += 400) {
+    await sleep(400);
+    if (dirty()) {
+      flushKernelDataplane(t);
+      clean = 0;
+    } else clean++;
+  }
 }
 
 /** Ends every recorded kubetun agent by PID and forgets it (socket and undo file included). */
