@@ -3,7 +3,9 @@
 // per conntrack flow and RSS with 1M flows; JS heap growth and GC count over a long mixed run
 // (the "no allocation per packet" check). Prints a table; asserts nothing.
 //
-//   npm run bench:datapath [-- --quick] [-- --no-v8-tune]
+//   npm run bench:datapath [-- --quick] [-- --no-v8-tune] [-- --ring]
+//   npm run bench:datapath -- --against REV [--rounds N] [--quick]   (A/B in one process:
+//     this tree's program against REV's, alternating; see scripts/bench-ab.ts)
 //
 // The heap check needs global.gc: without it the script re-runs itself under
 // `node --expose-gc --import tsx` (so the plain `tsx scripts/bench-datapath.ts` works too).
@@ -13,17 +15,36 @@ import { cpus, loadavg } from 'node:os';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_DATAPATH_CONFIG } from '../src/datapath/state/config.ts';
-import { createDatapath, type Datapath } from '../src/datapath/state/datapath.ts';
+import { createDatapath } from '../src/datapath/state/datapath.ts';
 import { DpLoader } from '../src/loader/load.ts';
 import { dpProcess } from '../src/datapath/program.ts';
 import { dpTuneV8 } from '../src/datapath/tune.ts';
 import { REASON_COUNT, REASON_NAMES } from '../src/datapath/state/reasons.ts';
-import { SVC_F_WILDCARD } from '../src/maps/services.ts';
 import type { ResolvedServicePort } from '../src/model.ts';
 import { ipv4FillCsum } from '../src/wire/ipv4.ts';
 import { l4RewriteSrcPort, ipv4RewriteSrc } from '../src/wire/rewrite.ts';
-import { l4FillCsum } from '../src/wire/checksum.ts';
 import { makeDefaultService, makeReadyEndpoint } from '../test/fixtures/model.ts';
+import {
+  ACK,
+  beOf,
+  checkAll,
+  clientOf,
+  datapathFor,
+  flowSet,
+  mpps,
+  NOW,
+  packetSet,
+  PKT,
+  replySet,
+  runCopyOnly,
+  runSet,
+  SYN,
+  sportOf,
+  STRIDE,
+  timeIt,
+  vipOf,
+  writeTcp,
+} from './bench/harness.ts';
 
 const gcFn = (globalThis as { gc?: () => void }).gc;
 if (!gcFn && process.env.KUBETUN_BENCH_CHILD !== '1') {
@@ -41,6 +62,9 @@ const QUICK = process.argv.includes('--quick');
 const RING_ONLY = process.argv.includes('--ring');
 /** --no-v8-tune: keep V8's default inlining budget (to see what dpTuneV8 buys) */
 const TUNE = !process.argv.includes('--no-v8-tune');
+/** --against REV: A/B of this tree's program against REV's (scripts/bench-ab.ts) */
+const AGAINST = argValue('--against');
+const AB_ROUNDS = Number(argValue('--rounds') ?? 9);
 if (TUNE) dpTuneV8();
 const SCALES = [10, 1_000, 10_000, 100_000];
 /** tracked flows for the established-flow runs (same at every scale: only services vary) */
@@ -51,185 +75,22 @@ const NEW_BATCH = QUICK ? 131_072 : 262_144;
 const NEW_PACKETS = QUICK ? 500_000 : 2_000_000;
 const CT_FILL = QUICK ? 200_000 : 1_000_000;
 const MIX_PACKETS = QUICK ? 2_000_000 : 10_000_000;
-const STRIDE = 64; // bytes per packet slot in the packet buffers
-const PKT = 40; // IPv4 + TCP, no options
-const BACKENDS_PER_SVC = 3;
-const NOW = 1_700_000_000_000;
 
-const VIP_BASE = 0x0a600000; // 10.96.0.0
-const BE_BASE = 0x0af40000; // 10.244.0.0
-const CLIENT_BASE = 0x0a010000; // 10.1.0.0
+function argValue(flag: string): string | undefined {
+  const i = process.argv.indexOf(flag);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
 
 // ---- output ----------------------------------------------------------------------------------
 
 function progress(msg: string): void {
   process.stderr.write(`  … ${msg}\n`);
 }
-function mpps(packets: number, ns: number): number {
-  return (packets / ns) * 1e3;
-}
 function fmt(n: number, digits = 2): string {
   return n.toFixed(digits);
 }
 function mib(bytes: number): string {
   return `${(bytes / 1048576).toFixed(1)} MiB`;
-}
-
-// ---- packets ---------------------------------------------------------------------------------
-
-function w16(b: Uint8Array, at: number, v: number): void {
-  b[at] = v >>> 8;
-  b[at + 1] = v;
-}
-function w32(b: Uint8Array, at: number, v: number): void {
-  w16(b, at, v >>> 16);
-  w16(b, at + 2, v & 0xffff);
-}
-
-/** A 40-byte IPv4/TCP packet with valid checksums at b[off..off+40). */
-function writeTcp(
-  b: Uint8Array,
-  off: number,
-  src: number,
-  dst: number,
-  sport: number,
-  dport: number,
-  flags: number,
-): void {
-  b.fill(0, off, off + PKT);
-  b[off] = 0x45;
-  w16(b, off + 2, PKT);
-  b[off + 8] = 64;
-  b[off + 9] = 6;
-  w32(b, off + 12, src);
-  w32(b, off + 16, dst);
-  w16(b, off + 20, sport);
-  w16(b, off + 22, dport);
-  w32(b, off + 24, 1000);
-  b[off + 32] = 5 << 4;
-  b[off + 33] = flags;
-  w16(b, off + 34, 64240);
-  ipv4FillCsum(b, off);
-  l4FillCsum(b, off);
-}
-
-const SYN = 2;
-const ACK = 16;
-
-function clientOf(f: number): number {
-  return (CLIENT_BASE + (f >>> 14)) >>> 0;
-}
-function sportOf(f: number): number {
-  return 1024 + (f & 0x3fff);
-}
-function vipOf(i: number): number {
-  return (VIP_BASE + i) >>> 0;
-}
-function beOf(i: number, k: number): number {
-  return (BE_BASE + i * BACKENDS_PER_SVC + k) >>> 0;
-}
-
-/** A buffer of n packet slots followed by n pristine copies (restored before each run). */
-interface PacketSet {
-  buf: Uint8Array;
-  /** the same memory as 32-bit words: restoring a packet is 10 word copies (copyWithin costs a
-   * ~300 ns builtin call per packet, more than the program itself) */
-  words: Uint32Array;
-  n: number;
-}
-
-function packetSet(n: number, write: (b: Uint8Array, off: number, f: number) => void): PacketSet {
-  // Slot k carries flow perm[k]: the buffer is walked in order, like a batch read from the TUN
-  // (hot in cache), while consecutive packets belong to unrelated flows, as on a real link.
-  const perm = new Uint32Array(n);
-  for (let i = 0; i < n; i++) perm[i] = i;
-  let s = 0x9e3779b9;
-  for (let i = n - 1; i > 0; i--) {
-    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) | 0;
-    const j = (s >>> 0) % (i + 1);
-    const t = perm[i];
-    perm[i] = perm[j];
-    perm[j] = t;
-  }
-  const buf = new Uint8Array(2 * n * STRIDE);
-  for (let k = 0; k < n; k++) write(buf, k * STRIDE, perm[k]);
-  buf.copyWithin(n * STRIDE, 0, n * STRIDE);
-  return { buf, words: new Uint32Array(buf.buffer), n };
-}
-
-// ---- services ----------------------------------------------------------------------------------
-
-/** Seed `count` services straight into the maps (VIP i:80/TCP, 3 backends each), Cilium order. */
-function seedServices(dp: Datapath, count: number): void {
-  for (let i = 0; i < count; i++) {
-    const vip = vipOf(i);
-    for (let k = 0; k < BACKENDS_PER_SVC; k++) {
-      const id = i * BACKENDS_PER_SVC + k + 1;
-      dp.be.upsert(id, beOf(i, k), 8080, 6, 0, 0);
-      dp.svc.upsertSlot(vip, 80, 6, k + 1, id);
-    }
-    dp.svc.upsertMaster(vip, 80, 6, BACKENDS_PER_SVC, (i % 65535) + 1, 0, 0, 0);
-    dp.svc.upsertMaster(vip, 0, 0, 0, 0, SVC_F_WILDCARD, 0, 0);
-  }
-}
-
-function datapathFor(services: number, ctCapacity: number): Datapath {
-  const dp = createDatapath({
-    svcCapacity: services * (BACKENDS_PER_SVC + 2) + 16,
-    beCapacity: services * BACKENDS_PER_SVC + 16,
-    ctCapacity,
-    seed: 1,
-  });
-  seedServices(dp, services);
-  return dp;
-}
-
-// ---- timed loops (kept free of allocation) ---------------------------------------------------
-
-/** Process every packet of `ps` in its order, restoring each from its pristine copy first. */
-function runSet(dp: Datapath, ps: PacketSet, rounds: number, now: number): number {
-  const { buf, words, n } = ps;
-  const pristine = (n * STRIDE) >>> 2;
-  let tx = 0;
-  for (let r = 0; r < rounds; r++) {
-    for (let k = 0; k < n; k++) {
-      const off = k * STRIDE;
-      const w = off >>> 2;
-      for (let j = 0; j < PKT >>> 2; j++) words[w + j] = words[pristine + w + j];
-      if (dpProcess(dp, buf, off, PKT, now) === 1) tx++;
-    }
-  }
-  return tx;
-}
-
-/** The same loop without dpProcess: the harness cost to subtract. */
-function runCopyOnly(ps: PacketSet, rounds: number): number {
-  const { buf, words, n } = ps;
-  const pristine = (n * STRIDE) >>> 2;
-  let x = 0;
-  for (let r = 0; r < rounds; r++) {
-    for (let k = 0; k < n; k++) {
-      const off = k * STRIDE;
-      const w = off >>> 2;
-      for (let j = 0; j < PKT >>> 2; j++) words[w + j] = words[pristine + w + j];
-      x += buf[off + 19];
-    }
-  }
-  return x;
-}
-
-/**
- * CPU time of this process (user + system), not wall time: "per core" means per CPU-second,
- * and it keeps the figures honest on a shared machine where wall time includes other tenants.
- * (Nothing else runs in the process during a timed loop: no allocation, so no GC threads.)
- */
-function timeIt(fn: () => number): { ns: number; wallNs: number; result: number } {
-  const c0 = process.cpuUsage();
-  const t0 = process.hrtime.bigint();
-  const result = fn();
-  const wallNs = Number(process.hrtime.bigint() - t0);
-  const c = process.cpuUsage(c0);
-  return { ns: (c.user + c.system) * 1000, wallNs, result };
 }
 
 // ---- phases ----------------------------------------------------------------------------------
@@ -245,19 +106,9 @@ interface ScaleRow {
 function benchScale(services: number, ctCapacity = DEFAULT_DATAPATH_CONFIG.ctCapacity): ScaleRow {
   progress(`${services} services, conntrack capacity ${ctCapacity}: seeding maps`);
   const dp = datapathFor(services, ctCapacity);
-  // Flow f: client (10.1.x.y, port) -> VIP (f % services):80.
-  const orig = packetSet(FLOWS, (b, off, f) =>
-    writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, ACK),
-  );
-  const syns = packetSet(FLOWS, (b, off, f) =>
-    writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, SYN),
-  );
-  runSet(dp, syns, 1, NOW); // create the flows
-  // Replies come from whichever backend each flow was given.
-  const reply = packetSet(FLOWS, (b, off, f) => {
-    const i = dp.ct.lookupOrig(6, clientOf(f), vipOf(f % services), sportOf(f), 80);
-    writeTcp(b, off, dp.ct.baddr(i), clientOf(f), 8080, sportOf(f), ACK);
-  });
+  const orig = flowSet(services, FLOWS, ACK);
+  runSet(dp, flowSet(services, FLOWS, SYN), 1, NOW); // create the flows
+  const reply = replySet(dp, services, FLOWS);
   const rounds = Math.max(1, Math.round(EST_PACKETS / FLOWS));
   progress(`${services} services: ${rounds * FLOWS} established packets each way`);
   runSet(dp, orig, 2, NOW); // warm up
@@ -287,13 +138,8 @@ function benchScale(services: number, ctCapacity = DEFAULT_DATAPATH_CONFIG.ctCap
 function benchRing(): { off: number; none: number; all: number; capture: number } {
   const services = 1000;
   const dp = datapathFor(services, DEFAULT_DATAPATH_CONFIG.ctCapacity);
-  const syns = packetSet(FLOWS, (b, off, f) =>
-    writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, SYN),
-  );
-  const orig = packetSet(FLOWS, (b, off, f) =>
-    writeTcp(b, off, clientOf(f), vipOf(f % services), sportOf(f), 80, ACK),
-  );
-  runSet(dp, syns, 1, NOW);
+  const orig = flowSet(services, FLOWS, ACK);
+  runSet(dp, flowSet(services, FLOWS, SYN), 1, NOW);
   runSet(dp, orig, 2, NOW);
   const rounds = Math.max(1, Math.round(EST_PACKETS / FLOWS / 4));
   progress(`event ring: ${rounds * FLOWS} established packets x 4 modes x 5`);
@@ -332,15 +178,6 @@ function printRing(): void {
         ' ',
       )} on ${cpus().length} CPUs (a shared machine: compare off with on, not with other runs)`,
   );
-}
-
-function checkAll(dp: Datapath, what: string, got: number, want: number): void {
-  if (got !== want) {
-    const counts = REASON_NAMES.map((n, i) => `${n}=${dp.counters[i]}`).filter(
-      (s) => !s.endsWith('=0'),
-    );
-    throw new Error(`bench: expected ${want} × ${what}, got ${got} (${counts.join(' ')})`);
-  }
 }
 
 function benchNewFlows(services: number): number {
@@ -540,6 +377,11 @@ function benchLoad(n: number): { full: number; resync: number } {
 
 async function main(): Promise<void> {
   const t0 = Date.now();
+  if (AGAINST !== undefined) {
+    const { benchAgainst } = await import('./bench-ab.ts');
+    await benchAgainst(AGAINST, AB_ROUNDS, QUICK);
+    return;
+  }
   console.log(
     `kubetun datapath benchmark${QUICK ? ' (--quick)' : ''}: node ${process.version}, ${cpus()[0]?.model ?? '?'}, one core`,
   );
