@@ -34,8 +34,14 @@ export function register(program: Command): void {
       for (const s of r.swept) console.log(`tc filter ${s}: removed`);
       if (r.tunRemoved) console.log(`link ${f.tun}: removed`);
       for (const s of r.sockets) console.log(`socket ${s}: removed`);
+      for (const s of r.pinned) console.log(`pinned ${s}: removed`);
       for (const k of r.kubeProxy) console.log(`kube-proxy ${k}: removed`);
-      const n = r.stateFiles.length + r.swept.length + r.sockets.length + r.kubeProxy.length;
+      const n =
+        r.stateFiles.length +
+        r.swept.length +
+        r.sockets.length +
+        r.pinned.length +
+        r.kubeProxy.length;
       if (n === 0 && !r.tunRemoved) console.log('nothing of kubetun on this node');
     });
 }

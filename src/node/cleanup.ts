@@ -6,7 +6,8 @@
 //      route, sysctls back to their values from before the first run; an untrusted file is
 //      refused, not run)
 //   3. sweep tc filters with kubetun's prefs that no state file knew of (steering.ts)
-//   4. delete the TUN device if it outlived its agent, and stale socket files
+//   4. delete the TUN device if it outlived its agent (it is persistent: pin.ts), stale socket
+//      files, pinned maps and leases (failure.ts) that no state file removed
 //   5. with kubeProxy: kube-proxy's rules too (kube-proxy-leftovers.ts)
 import { existsSync, readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
@@ -31,6 +32,8 @@ export interface CleanupReport {
   swept: string[];
   tunRemoved: boolean;
   sockets: string[];
+  /** pinned-map files and leases removed (the state files' undo removes its own run's) */
+  pinned: string[];
   kubeProxy: string[];
 }
 
@@ -54,6 +57,16 @@ export async function cleanupNode(o: CleanupOptions): Promise<CleanupReport> {
     ? tryRun(['ip', 'link', 'del', 'dev', o.tun]).ok
     : false;
   for (const s of sockets) unlinkSync(s);
+  const left = existsSync(o.ctlDir) ? readdirSync(o.ctlDir) : [];
+  const pinned = left.filter((n) => n.endsWith('.maps') || /\.lease\.\d+$/.test(n));
+  for (const n of pinned) unlinkSync(join(o.ctlDir, n));
   const kubeProxy = o.kubeProxy ? removeKubeProxyRules() : [];
-  return { stateFiles, swept, tunRemoved, sockets, kubeProxy };
+  return {
+    stateFiles,
+    swept,
+    tunRemoved,
+    sockets,
+    pinned: pinned.map((n) => join(o.ctlDir, n)),
+    kubeProxy,
+  };
 }

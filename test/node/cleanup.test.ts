@@ -43,6 +43,8 @@ describe('kubetun cleanup', () => {
     await waitFor(() => !running(watchdogPid), 'the watchdog to be gone');
     expect(t.footprint(SYSCTLS).filters).toContain('pref 7700'); // redirects into nowhere
     expect(existsSync(t.state)).toBe(true);
+    const pinned = t.socket.replace(/\.sock$/, '.maps'); // the maps outlive the agent (pin.ts)
+    expect(existsSync(pinned)).toBe(true);
 
     const r = kubetun(['cleanup', '--ctl-dir', dirname(t.socket), '--json']);
     expect(r.status, r.out).toBe(0);
@@ -52,6 +54,7 @@ describe('kubetun cleanup', () => {
     expect(t.footprint(SYSCTLS)).toEqual(before);
     expect(existsSync(t.state)).toBe(false);
     expect(existsSync(t.socket)).toBe(false);
+    expect(existsSync(pinned)).toBe(false);
     expect(t.curl('client', 'http://10.244.1.11:8080/', 2).out).toBe('be1'); // pods talk again
 
     const again = kubetun(['cleanup', '--ctl-dir', dirname(t.socket)]);
