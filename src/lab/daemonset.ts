@@ -1,7 +1,8 @@
 // A lab node's agent started exactly as deploy/daemonset.yaml starts it on a cluster (`lab up
 // --source api`): the container's command and args, with $(VAR) expanded from its env as the
 // kubelet does, the environment a Pod gets (NODE_NAME from the downward API, and
-// KUBERNETES_SERVICE_HOST/PORT, here the lab's API server), and the ServiceAccount directory
+// KUBERNETES_SERVICE_HOST/PORT: the manifest's fields a user sets to the API server, which the
+// lab sets to its own), and the ServiceAccount directory
 // bind-mounted at /var/run/secrets/kubernetes.io/serviceaccount in a mount namespace of the
 // agent's own — so the agent finds its API server by in-cluster configuration and its node's
 // IP, pod CIDR and zone in its Node object, with no lab flag telling it.
@@ -16,14 +17,14 @@ import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { API_DIR, apiServerAt, SA_DIR, SA_MOUNT } from './apiserver.ts';
 import { LabError } from './sh.ts';
-import type { LabNode, Topology } from './topology.ts';
+import { type LabNode, parseCidr, type Topology, u32ToIp } from './topology.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const DEPLOY = join(REPO, 'deploy');
 const IMAGE_ROOT = '/opt/kubetun/';
 const CONFIG_MOUNT = '/var/lib/kubetun/';
 
-interface Container {
+export interface Container {
   command: string[];
   args: string[];
   env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
@@ -33,7 +34,7 @@ function docs(file: string): Record<string, any>[] {
   return parseAllDocuments(readFileSync(join(DEPLOY, file), 'utf8')).map((d) => d.toJS());
 }
 
-function container(): Container {
+export function container(): Container {
   const ds = docs('daemonset.yaml').find((d) => d?.kind === 'DaemonSet');
   const c = ds?.spec?.template?.spec?.containers?.[0] as Container | undefined;
   if (!c?.command || !c.args)
@@ -52,15 +53,26 @@ export function writeAgentConfig(): string {
   return file;
 }
 
-/** The Pod's environment for one node: the container's env resolved, plus the API address. */
-function podEnv(c: Container, t: Topology, n: LabNode): Record<string, string> {
+/**
+ * The Pod's environment for one node, as the kubelet builds it: first the `kubernetes`
+ * Service's variables (its ClusterIP, the first address of the service CIDR, port 443), then
+ * the container's env over them — where the lab, as the user does, sets the two API fields to
+ * its own API server. Without those fields the agent would be sent to the ClusterIP.
+ */
+export function podEnv(c: Container, t: Topology, n: LabNode): Record<string, string> {
   const at = apiServerAt(t);
   const env: Record<string, string> = {
+    KUBERNETES_SERVICE_HOST: u32ToIp((parseCidr(t.serviceCidr).addr + 1) >>> 0),
+    KUBERNETES_SERVICE_PORT: '443',
+  };
+  // the container's fields a user sets to the API server (docs/cluster.md, Install)
+  const apiValue: Record<string, string> = {
     KUBERNETES_SERVICE_HOST: at.host,
     KUBERNETES_SERVICE_PORT: String(at.port),
   };
   for (const e of c.env ?? []) {
-    if (e.value !== undefined) env[e.name] = e.value;
+    if (e.name in apiValue) env[e.name] = apiValue[e.name]!;
+    else if (e.value !== undefined) env[e.name] = e.value;
     else if (e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName') env[e.name] = n.name;
     else throw new LabError(`deploy/daemonset.yaml: env ${e.name}: the lab cannot resolve it`);
   }

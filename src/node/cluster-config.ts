@@ -11,6 +11,13 @@ import { UserError } from '../errors.ts';
 
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 
+/**
+ * deploy/daemonset.yaml's value of KUBERNETES_SERVICE_HOST until the user sets it to the API
+ * server (docs/cluster.md): the kubelet's own value is the `kubernetes` Service's ClusterIP,
+ * which only a running Service proxy makes reachable — and kubetun is that proxy.
+ */
+export const API_HOST_PLACEHOLDER = 'SET-ME-api-server-address';
+
 /** What the command line or the cluster did not give; says what to give instead. */
 export class ClusterConfigError extends UserError {
   constructor(message: string) {
@@ -36,6 +43,11 @@ export function loadKubeConfig(kubeconfig: string | undefined, pathPrefix = ''):
   if (!inCluster()) {
     throw new ClusterConfigError(
       'no API access: give --kubeconfig FILE, or run in a Pod (KUBERNETES_SERVICE_HOST unset)',
+    );
+  }
+  if (process.env.KUBERNETES_SERVICE_HOST === API_HOST_PLACEHOLDER) {
+    throw new ClusterConfigError(
+      `KUBERNETES_SERVICE_HOST=${API_HOST_PLACEHOLDER}: set it (and KUBERNETES_SERVICE_PORT) in deploy/daemonset.yaml's env to your API server's address (docs/cluster.md, Install)`,
     );
   }
   kc.loadFromCluster(pathPrefix);

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { KubernetesSource } from '../../src/control/source-k8s.ts';
-import { readNodeFacts } from '../../src/node/cluster-config.ts';
+import { API_HOST_PLACEHOLDER, readNodeFacts } from '../../src/node/cluster-config.ts';
 import { readKubeProxyConfig } from '../../src/node/kube-proxy-config.ts';
 import { FakeApiServer } from '../control/fake-apiserver.ts';
 
@@ -69,6 +69,14 @@ describe('deploy/ manifests', () => {
     expect(c.env?.find((e) => e.name === 'NODE_NAME')?.valueFrom?.fieldRef?.fieldPath).toBe(
       'spec.nodeName',
     );
+    // the API server's address: a marked value the install docs say to set (not the kubelet's
+    // `kubernetes` ClusterIP, which only a running proxy makes reachable)
+    const env = (name: string) => c.env?.find((e) => e.name === name)?.value;
+    expect(env('KUBERNETES_SERVICE_HOST')).toBe(API_HOST_PLACEHOLDER);
+    expect(env('KUBERNETES_SERVICE_PORT')).toMatch(/^[0-9]+$/);
+    const install = readFileSync(`${DEPLOY}../docs/cluster.md`, 'utf8').split('## Install')[1]!;
+    expect(install).toContain(API_HOST_PLACEHOLDER);
+    expect(install).toContain('KUBERNETES_SERVICE_PORT');
     const vol = (name: string) => pod.volumes!.find((v) => v.name === name);
     const mount = (name: string) => c.volumeMounts!.find((m) => m.name === name)?.mountPath;
     expect(vol('dev-net-tun')?.hostPath).toEqual({ path: '/dev/net/tun', type: 'CharDevice' });

@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { API_DIR, desiredObjects, SA_DIR, SA_MOUNT, syncServer } from '../../src/lab/apiserver.ts';
-import { daemonSetAgentArgv } from '../../src/lab/daemonset.ts';
+import { container, daemonSetAgentArgv, podEnv } from '../../src/lab/daemonset.ts';
 import { ListWatchServer } from '../../src/lab/list-watch-server.ts';
 import { loadTopology } from '../../src/lab/topology.ts';
 
@@ -58,5 +58,21 @@ describe('agent as the DaemonSet starts it', () => {
       '--ctl-socket=/run/x/node2.sock',
       '--no-offload',
     ]);
+  });
+
+  it("sets the API server through the manifest's KUBERNETES_SERVICE_HOST/PORT fields, over the kubelet's ClusterIP", () => {
+    const c = container();
+    const n = t.nodes[0]!;
+    expect(podEnv(c, t, n)).toMatchObject({
+      KUBERNETES_SERVICE_HOST: '172.30.0.11',
+      KUBERNETES_SERVICE_PORT: '6443',
+    });
+    // without the fields the kubelet's value stands: the `kubernetes` ClusterIP, port 443
+    const env = c.env!.filter((e) => !e.name.startsWith('KUBERNETES_SERVICE_'));
+    expect(podEnv({ ...c, env }, t, n)).toEqual({
+      KUBERNETES_SERVICE_HOST: '10.96.0.1',
+      KUBERNETES_SERVICE_PORT: '443',
+      NODE_NAME: 'node1',
+    });
   });
 });

@@ -9,7 +9,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ProxyMetrics, startMetricsServer } from '../../src/control/metrics.ts';
-import { loadKubeConfig, nodeFacts, readNodeFacts } from '../../src/node/cluster-config.ts';
+import {
+  API_HOST_PLACEHOLDER,
+  loadKubeConfig,
+  nodeFacts,
+  readNodeFacts,
+} from '../../src/node/cluster-config.ts';
 import {
   configzBody,
   goDurationMs,
@@ -270,6 +275,25 @@ describe("the node's facts from its Node object", () => {
       expect(() => loadKubeConfig(undefined)).toThrow(/give --kubeconfig FILE, or run in a Pod/);
     } finally {
       if (saved !== undefined) process.env.KUBERNETES_SERVICE_HOST = saved;
+    }
+  });
+
+  it("with deploy/daemonset.yaml's API server address left unset: says to set it", () => {
+    const saved = [process.env.KUBERNETES_SERVICE_HOST, process.env.KUBERNETES_SERVICE_PORT];
+    process.env.KUBERNETES_SERVICE_HOST = API_HOST_PLACEHOLDER;
+    process.env.KUBERNETES_SERVICE_PORT = '6443';
+    try {
+      expect(() => loadKubeConfig(undefined)).toThrow(
+        /set it \(and KUBERNETES_SERVICE_PORT\) in deploy\/daemonset.yaml's env to your API server's address/,
+      );
+    } finally {
+      for (const [k, v] of [
+        ['KUBERNETES_SERVICE_HOST', saved[0]],
+        ['KUBERNETES_SERVICE_PORT', saved[1]],
+      ] as const) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
     }
   });
 });
