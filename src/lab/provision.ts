@@ -14,6 +14,7 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_RESTART_GRACE_MS, statePathFor } from '../node/failure.ts';
+import { runArgv } from '../node/options.ts';
 import { renderStaticView } from './control-plane.ts';
 import { daemonSetAgentArgv } from './daemonset.ts';
 import { waitForCtl } from './ctl.ts';
@@ -48,10 +49,18 @@ export function kubetunArgv(
   node = process.execPath,
   manifests = VIEW_DIR,
 ): string[] {
-  return [node, join(REPO, 'bin/kubetun.mjs'), 'run', '--manifests', manifests]
-    .concat(['--node-name', n.name, '--node-ip', n.ip, '--pod-cidr', n.podCidr])
-    .concat(['--cluster-cidr', t.clusterCidr, '--service-cidr', t.serviceCidr])
-    .concat(['--uplink', uplink, '--tun', NODE_TUN, '--ctl-socket', ctlSocket]);
+  const flags = runArgv({
+    manifests,
+    nodeName: n.name,
+    nodeIp: n.ip,
+    podCidr: n.podCidr,
+    clusterCidr: t.clusterCidr,
+    serviceCidr: t.serviceCidr,
+    uplink,
+    tun: NODE_TUN,
+    ctlSocket,
+  });
+  return [node, join(REPO, 'bin/kubetun.mjs'), 'run', ...flags];
 }
 
 export function ctlSocketFor(n: LabNode): string {

@@ -17,7 +17,6 @@
 // the dead run installed instead of installing it again (a re-install deletes and re-adds each
 // filter: a reply in that gap would reach its client untranslated). SIGUSR2 stops for such a
 // restart: everything stays for the grace window.
-import { availableParallelism } from 'node:os';
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -25,11 +24,9 @@ import type { Logger } from 'pino';
 import { type ControlPlane, startControlPlane } from '../control/control-plane.ts';
 import { datapathSync } from '../control/datapath-sync.ts';
 import { UserError } from '../errors.ts';
-import { DEFAULT_MAX_INTERVAL_MS, DEFAULT_MIN_INTERVAL_MS } from '../control/runner.ts';
 import type { DatapathConfig } from '../datapath/state/config.ts';
 import { createDatapath, type Datapath } from '../datapath/state/datapath.ts';
 import { Housekeeping } from '../housekeeping/housekeeping.ts';
-import type { CtGcConfig } from '../housekeeping/ct-gc.ts';
 import { DpLoader } from '../loader/load.ts';
 import { dpTuneV8 } from '../datapath/tune.ts';
 import { loadManifests } from '../manifests/index.ts';
@@ -40,7 +37,6 @@ import { discoverPodIfaces } from './discover.ts';
 import {
   claimLease,
   createLease,
-  DEFAULT_RESTART_GRACE_MS,
   leasePathFor,
   readHandover,
   recoverState,
@@ -55,21 +51,12 @@ import { agentTable, inspectAnswer, reasonTable, servicePortNames } from './insp
 import { MonitorHub } from './monitor.ts';
 import { traceAnswer } from './trace.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
-import { parseCtRunFlags } from './ct-flags.ts';
-import { type AgentNet, type AgentOptions, validateOptions } from './options.ts';
+import type { AgentConfig, AgentNet } from './options.ts';
 import { HealthNodePorts, healthServices } from './health-nodeport.ts';
 import { configzBody, type KpcView } from './kube-proxy-config.ts';
 import { findKubeProxyRules, removeKubeProxyRules } from './kube-proxy-leftovers.ts';
 import { ensurePrivateDir } from './private-dir.ts';
-import { localSourceCidr } from '../rules/local-detect.ts';
-import {
-  externalAddrs,
-  natDatapathConfig,
-  Steering,
-  sweepStaleFilters,
-  TC_PREF_POD,
-  UndoLog,
-} from './steering.ts';
+import { externalAddrs, Steering, sweepStaleFilters, TC_PREF_POD, UndoLog } from './steering.ts';
 
 /** External IPs to steer and health-check node ports follow the synced services this often. */
 const EXTERNAL_SYNC_MS = 1000;
@@ -77,7 +64,7 @@ const EXTERNAL_SYNC_MS = 1000;
 const FIRST_SYNC_TIMEOUT_MS = 30_000;
 
 async function startControl(
-  opts: AgentOptions,
+  opts: AgentConfig,
   net: AgentNet,
   dp: Datapath,
   loader: DpLoader,
@@ -119,10 +106,10 @@ async function startControl(
       monitorStreams: monitor.open,
     }),
     nodeName: opts.nodeName,
-    syncPeriodMs: opts.syncPeriodMs,
-    minSyncPeriodMs: opts.minSyncPeriodMs,
-    metricsBind: net.metricsBind,
-    healthzBind: net.healthzBind,
+    syncPeriodMs: opts.syncPeriod,
+    minSyncPeriodMs: opts.minSyncPeriod,
+    metricsBind: opts.metricsBindAddress,
+    healthzBind: opts.healthzBindAddress,
     configz: () => configzBody(configView(opts, net, dp)),
     log,
   });
@@ -143,21 +130,21 @@ function tunDrops(tun: string): Record<'to_agent' | 'from_agent', number> {
 }
 
 /** The running settings in the shape /configz serves (kube-proxy-config.ts). */
-function configView(opts: AgentOptions, net: AgentNet, dp: Datapath): KpcView {
+function configView(opts: AgentConfig, net: AgentNet, dp: Datapath): KpcView {
   const bind = (b: { host: string; port: number } | null) => (b ? `${b.host}:${b.port}` : '');
   const c = dp.cfg;
   return {
     nodeName: opts.nodeName,
     clusterCidr: opts.clusterCidr,
-    healthzBindAddress: bind(net.healthzBind),
-    metricsBindAddress: bind(net.metricsBind),
-    syncPeriodMs: opts.syncPeriodMs ?? DEFAULT_MAX_INTERVAL_MS,
-    minSyncPeriodMs: opts.minSyncPeriodMs ?? DEFAULT_MIN_INTERVAL_MS,
-    scheduler: opts.scheduler ?? 'random',
+    healthzBindAddress: bind(opts.healthzBindAddress),
+    metricsBindAddress: bind(opts.metricsBindAddress),
+    syncPeriodMs: opts.syncPeriod,
+    minSyncPeriodMs: opts.minSyncPeriod,
+    scheduler: opts.scheduler,
     kubeconfig: opts.kubeconfig,
     detectLocalMode: net.local.mode,
-    bridgeInterface: opts.bridgeInterface ?? '',
-    interfaceNamePrefix: opts.interfaceNamePrefix ?? '',
+    bridgeInterface: opts.podBridgeInterface ?? '',
+    interfaceNamePrefix: opts.podInterfaceNamePrefix ?? '',
     ctMax: c.ctCapacity,
     ctTcpEstablishedSec: c.ctTcpEstablished,
     ctTcpCloseWaitSec: c.ctTcpCloseWait,
@@ -174,7 +161,7 @@ function countServices(ports: readonly ResolvedServicePort[]): number {
  * Two proxies on one node fight over every Service packet: with kube-proxy's rules present the
  * agent refuses to start, unless told to remove them (kube-proxy-leftovers.ts).
  */
-function refuseBesideKubeProxy(opts: AgentOptions, log: Logger): void {
+function refuseBesideKubeProxy(opts: AgentConfig, log: Logger): void {
   const found = findKubeProxyRules();
   if (found.length === 0) return;
   if (!opts.cleanupKubeProxy) {
@@ -193,7 +180,7 @@ function refuseBesideKubeProxy(opts: AgentOptions, log: Logger): void {
 }
 
 /** Leftovers of a crashed run that is not taken over (before anything new is pinned). */
-async function cleanupPrevious(opts: AgentOptions, log: Logger): Promise<void> {
+async function cleanupPrevious(opts: AgentConfig, log: Logger): Promise<void> {
   refuseBesideKubeProxy(opts, log);
   const statePath = statePathFor(opts.ctlSocket);
   const recovered = await recoverState(statePath);
@@ -207,11 +194,11 @@ async function cleanupPrevious(opts: AgentOptions, log: Logger): Promise<void> {
 }
 
 /** The TUN, persistent when restarts keep it (a dead run's device is re-attached by name). */
-function openTun(opts: AgentOptions, name: string, log: Logger): TunDevice {
+function openTun(opts: AgentConfig, name: string, log: Logger): TunDevice {
   const tun = TunDevice.open(name, {
     batch: opts.batch,
     up: true,
-    offload: opts.offload ?? true,
+    offload: opts.offload,
     persist: graceMs(opts) > 0,
   });
   // A refused offload is not an error: the kernel segments and checksums for us instead.
@@ -230,8 +217,8 @@ function hookedPods(undo: readonly string[][]): string[] {
   return undo.filter((a) => a[1] === 'filter' && a[2] === 'del' && a[7] === pref).map((a) => a[4]);
 }
 
-function graceMs(opts: AgentOptions): number {
-  return opts.watchdog ? (opts.restartGraceMs ?? DEFAULT_RESTART_GRACE_MS) : 0;
+function graceMs(opts: AgentConfig): number {
+  return opts.watchdog ? opts.restartGrace : 0;
 }
 
 /**
@@ -241,7 +228,7 @@ function graceMs(opts: AgentOptions): number {
  * the lease and undoes the dead run's steering; its flows are lost, nothing is corrupted).
  */
 function findHandover(
-  opts: AgentOptions,
+  opts: AgentConfig,
   cfg: Partial<DatapathConfig>,
   log: Logger,
 ): { state: SavedState; dp: Datapath } | undefined {
@@ -282,7 +269,7 @@ export class NodeAgent {
   tookOver: SavedState | undefined;
 
   private constructor(
-    readonly opts: AgentOptions,
+    readonly opts: AgentConfig,
     readonly net: AgentNet,
     readonly log: Logger,
     readonly dp: Datapath,
@@ -330,22 +317,18 @@ export class NodeAgent {
     this.tookOver = handover;
   }
 
-  static async start(opts: AgentOptions, log: Logger): Promise<NodeAgent> {
+  static async start(opts: AgentConfig, log: Logger): Promise<NodeAgent> {
     const t0 = performance.now();
     dpTuneV8(); // before the first packet: raises V8's inlining budget for dpProcess
-    const net = validateOptions(opts);
-    const ct = parseCtRunFlags(opts.ctFlags ?? {}, availableParallelism()); // --ct-* (ct-flags.ts)
-    const vipEcho = opts.vipEcho === true; // --vip-echo (datapath/stages/vip-echo.ts)
-    const localCidr = localSourceCidr(net.local, opts.podCidr); // --detect-local-mode
-    const nat = natDatapathConfig({ ...opts, localCidr }); // node addresses for NAT (nat.ts)
-    const cfg = { ...nat, ...ct.datapath, vipEcho };
+    const net = opts.net;
+    const cfg = opts.datapath; // NAT addresses, --ct-*, --vip-echo (options.ts)
     if (await ctlAlive(opts.ctlSocket)) {
       throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
     }
     ensurePrivateDir(dirname(statePathFor(opts.ctlSocket))); // root-only whatever the umask
     const handover = findHandover(opts, cfg, log);
     if (handover && claimLease(handover.state.lease!)) {
-      return NodeAgent.takeOver(opts, net, ct, handover, log, t0);
+      return NodeAgent.takeOver(opts, handover, log, t0);
     }
     await cleanupPrevious(opts, log);
     const pinned = graceMs(opts) > 0 ? createPinned(pinPathFor(opts.ctlSocket), cfg) : undefined;
@@ -381,7 +364,7 @@ export class NodeAgent {
       await agent.stop(`startup failed: ${(err as Error).message}`);
       throw err;
     }
-    agent.startTimers(ct.gc, loader);
+    agent.startTimers(loader);
     const { node: _node, ...summary } = agent.status(); // pino's base already names the node
     log.info({ ...summary, sysctls: agent.steering.sysctls }, 'kubetun node agent ready');
     return agent;
@@ -392,15 +375,13 @@ export class NodeAgent {
    * the steering it installed is adopted as it is (see the header).
    */
   private static async takeOver(
-    opts: AgentOptions,
-    net: AgentNet,
-    ct: ReturnType<typeof parseCtRunFlags>,
+    opts: AgentConfig,
     { state: handover, dp }: { state: SavedState; dp: Datapath },
     log: Logger,
     t0: number,
   ): Promise<NodeAgent> {
     const tun = openTun(opts, handover.tun, log);
-    const agent = new NodeAgent(opts, net, log, dp, tun, handover);
+    const agent = new NodeAgent(opts, opts.net, log, dp, tun, handover);
     agent.readyToForwardMs = performance.now() - t0;
     log.info(
       {
@@ -413,10 +394,10 @@ export class NodeAgent {
     );
     try {
       const loader = new DpLoader(dp);
-      agent.cp = await startControl(opts, net, dp, loader, log, agent.monitor);
+      agent.cp = await startControl(opts, opts.net, dp, loader, log, agent.monitor);
       await agent.syncExternal();
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
-      agent.startTimers(ct.gc, loader);
+      agent.startTimers(loader);
     } catch (err) {
       await agent.stop(`startup failed: ${(err as Error).message}`);
       throw err;
@@ -571,16 +552,16 @@ export class NodeAgent {
     return [this.opts.uplink, this.tun.name, 'lo'];
   }
 
-  /** ctGc: the --ct-gc-* flags' settings (parseCtRunFlags, ct-flags.ts) */
-  private startTimers(ctGc: Partial<CtGcConfig>, loader: DpLoader): void {
-    // conntrack, affinity and SNAT GC, connection recount: one entry point (housekeeping.ts)
-    const hk = new Housekeeping(this.dp, loader, ctGc, this.nowMs(), this.log);
+  private startTimers(loader: DpLoader): void {
+    // conntrack, affinity and SNAT GC, connection recount: one entry point (housekeeping.ts);
+    // the --ct-gc-* flags' settings in opts.gc (options.ts)
+    const hk = new Housekeeping(this.dp, loader, this.opts.gc, this.nowMs(), this.log);
     this.every(hk.tickMs, 'housekeeping', () => hk.tick(this.nowMs()));
     // External IPs to steer and health-check node ports follow the synced services.
     this.every(EXTERNAL_SYNC_MS, 'external sync', () => void this.syncExternal());
     // New pods (and their veths) can appear after startup: hook them as they show up.
-    if (!this.opts.podIfaces && this.opts.rescanMs > 0) {
-      this.every(this.opts.rescanMs, 'pod interface rescan', () => this.rescan());
+    if (!this.opts.podIfaces && this.opts.podRescanMs > 0) {
+      this.every(this.opts.podRescanMs, 'pod interface rescan', () => this.rescan());
     }
     for (const t of this.timers) t.unref();
   }

@@ -11,7 +11,7 @@ import {
   ctGcNextInterval,
   DEFAULT_CT_GC,
 } from '../../src/housekeeping/ct-gc.ts';
-import { parseCtRunFlags } from '../../src/node/ct-flags.ts';
+import { runConfig } from '../fixtures/run-flags.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import { DROP_CT_FULL } from '../../src/datapath/state/reasons.ts';
 import { buildUdp, endpoint, run, service, servicePort, loaderOf } from './harness.ts';
@@ -119,29 +119,26 @@ describe('kubetun run conntrack flags', () => {
   it("defaults --ct-max to kube-proxy's max(32768 x cores, 131072)", () => {
     expect(ctMaxDefault(2)).toBe(131072);
     expect(ctMaxDefault(8)).toBe(262144);
-    expect(parseCtRunFlags({}, 16).datapath.ctCapacity).toBe(524288);
-    expect(parseCtRunFlags({ ctMax: '8' }, 16).datapath.ctCapacity).toBe(8);
+    expect(runConfig({}, 16).datapath.ctCapacity).toBe(524288);
+    expect(runConfig({ ctMax: '8' }, 16).datapath.ctCapacity).toBe(8);
   });
 
   it('parses timeouts, drop-invalid and GC intervals; names the flag on bad input', () => {
-    const o = parseCtRunFlags(
-      {
-        ctTimeout: 'tcp-established=432000,tcp-close-wait=60',
-        ctDropInvalid: true,
-        ctGcInterval: '30',
-      },
-      1,
-    );
+    const o = runConfig({
+      ctTimeout: 'tcp-established=432000,tcp-close-wait=60',
+      ctDropInvalid: true,
+      ctGcInterval: '30',
+    });
     expect(o.datapath).toMatchObject({
       ctTcpEstablished: 432000,
       ctTcpCloseWait: 60,
       ctDropInvalid: true,
     });
     expect(o.gc.intervalSec).toBe(30);
-    expect(() => parseCtRunFlags({ ctMax: '0' }, 1)).toThrow(/^--ct-max:/);
-    expect(() => parseCtRunFlags({ ctTimeout: 'tcp-bogus=3' }, 1)).toThrow(/^--ct-timeout:/);
-    expect(() => parseCtRunFlags({ ctTimeout: 'udp=x' }, 1)).toThrow(/^--ct-timeout:/);
-    expect(() => parseCtRunFlags({ ctGcMinInterval: '50', ctGcMaxInterval: '20' }, 1)).toThrow(
+    expect(() => runConfig({ ctMax: '0' })).toThrow(/^--ct-max:/);
+    expect(() => runConfig({ ctTimeout: 'tcp-bogus=3' })).toThrow(/^--ct-timeout:/);
+    expect(() => runConfig({ ctTimeout: 'udp=x' })).toThrow(/^--ct-timeout:/);
+    expect(() => runConfig({ ctGcMinInterval: '50', ctGcMaxInterval: '20' })).toThrow(
       /--ct-gc-min-interval/,
     );
   });

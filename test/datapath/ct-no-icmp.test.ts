@@ -7,13 +7,13 @@ import { describe, expect, it } from 'vitest';
 import { createDatapath } from '../../src/datapath/state/datapath.ts';
 import { ct4Timeout } from '../../src/datapath/stages/ct.ts';
 import { CT_TIMEOUT_OTHER, DEFAULT_CT_TIMEOUTS } from '../../src/datapath/state/ct-state.ts';
-import { parseCtRunFlags } from '../../src/node/ct-flags.ts';
 import { IPPROTO_ICMP } from '../../src/wire/proto.ts';
+import { runConfig } from '../fixtures/run-flags.ts';
 import { buildIcmpEcho, endpoint, loaderOf, run, service, servicePort } from './harness.ts';
 
 describe('no ICMP conntrack state', () => {
   it('--ct-timeout icmp= is refused, naming the lifetimes there are', () => {
-    expect(() => parseCtRunFlags({ ctTimeout: 'icmp=5' }, 1)).toThrow(
+    expect(() => runConfig({ ctTimeout: 'icmp=5' })).toThrow(
       /^--ct-timeout: expected name=seconds with name one of tcp-syn-sent, .*udp-stream, got "icmp=5"/,
     );
     expect(Object.keys(DEFAULT_CT_TIMEOUTS)).not.toContain('ctIcmp');

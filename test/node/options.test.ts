@@ -5,28 +5,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { toOptions } from '../../src/cli/run.ts';
 import { podIfacesFor, podIfacesFromRoutes } from '../../src/node/discover.ts';
 import { localDetector } from '../../src/rules/local-detect.ts';
-import { validateOptions } from '../../src/node/options.ts';
 import { parseCidr } from '../../src/wire/addr.ts';
-import { runFlags as flags } from '../fixtures/run-flags.ts';
+import { runConfig } from '../fixtures/run-flags.ts';
 
 describe('run options', () => {
   it('defaults the control socket to /run/kubetun/<node>.sock and splits --pod-ifaces', () => {
-    const o = toOptions({ ...flags, podIfaces: 'va, vb,' });
+    const o = runConfig({ podIfaces: 'va, vb,' });
     expect(o.ctlSocket).toBe('/run/kubetun/node1.sock');
     expect(o.podIfaces).toEqual(['va', 'vb']);
-    expect(toOptions(flags).podIfaces).toBeUndefined();
+    expect(runConfig().podIfaces).toBeUndefined();
   });
 
   it('--vip-echo is off unless given (then the datapath answers ping to a VIP)', () => {
-    expect(toOptions(flags).vipEcho).toBe(false);
-    expect(toOptions({ ...flags, vipEcho: true }).vipEcho).toBe(true);
+    expect(runConfig().vipEcho).toBe(false);
+    expect(runConfig({ vipEcho: true }).datapath.vipEcho).toBe(true);
   });
 
   it('parses addresses and CIDRs', () => {
-    const net = validateOptions(toOptions(flags));
+    const { net } = runConfig();
     expect(net.nodeIp).toBe(0x0afa0002);
     expect(net.serviceCidr).toEqual(parseCidr('10.96.0.0/16'));
   });
@@ -48,7 +46,7 @@ describe('run options', () => {
       /^--pod-bridge-interface: invalid interface name/,
     ],
   ])('rejects %o naming the flag', (bad, msg) => {
-    expect(() => validateOptions(toOptions({ ...flags, ...bad }))).toThrow(msg);
+    expect(() => runConfig(bad)).toThrow(msg);
   });
 });
 
