@@ -91,6 +91,8 @@ interface PortPlan {
   backends: PlanBackend[];
   /** ids of kube-proxy's local endpoints (externalTrafficPolicy Local's scoped key) */
   local: number[];
+  /** internalTrafficPolicy Local: ids of kube-proxy's cluster set, for external traffic */
+  cluster?: number[];
   vips: number[];
 }
 
@@ -191,7 +193,8 @@ function updateServices(
   txn.be.commit();
   txn.rn.commit();
   const stats = applyLoad(dp, st, plans);
-  ext.update(changed, deleted, (spn) => st.ports.get(spn)?.local ?? []); // NodePort, externalIPs, LoadBalancer (nodeport.ts)
+  // NodePort, externalIPs, LoadBalancer (nodeport.ts)
+  ext.update(changed, deleted, (spn) => st.ports.get(spn) ?? { local: [] });
   return stats;
 }
 
@@ -267,9 +270,18 @@ function planServicePort(
     return out;
   };
   // The ClusterIP frontend's slots: internalTrafficPolicy Local sends to this node's endpoints.
-  const vipSlots = itp ? slots(sel.local, sel.localTerminating) : slots(sel.cluster, sel.clusterTerminating);
+  const vipSlots = itp
+    ? slots(sel.local, sel.localTerminating)
+    : slots(sel.cluster, sel.clusterTerminating);
   // externalTrafficPolicy Local: external clients go to kube-proxy's local set (nodeport.ts).
   plan.local = slots(sel.local, sel.localTerminating).map((x) => x.be.id);
+  // External traffic ignores internalTrafficPolicy: with Local, the NodePort, externalIPs and
+  // LoadBalancer frontends get the cluster set, not the ClusterIP's local slots (picked at
+  // random there, so weight 0 means no new flows as in `random`).
+  if (itp) {
+    const all = slots(sel.cluster, sel.clusterTerminating);
+    plan.cluster = all.filter((x) => x.w > 0).map((x) => x.be.id);
+  }
   const backends = vipSlots.map((x) => x.be);
   const weights = vipSlots.map((x) => x.w);
   plan.backends = [...byKey.values()];

@@ -4,7 +4,9 @@
 // derives from them: the external frontends share the ClusterIP master's backends (its slots),
 // reverse-NAT id, scheduler and affinity, so backend ids and scheduler state stay load.ts's.
 //
-//   key (addr, port, proto)            every endpoint (Cluster policy; pod and node sources)
+//   key (addr, port, proto)            every endpoint (Cluster policy; pod and node sources):
+//                                      kube-proxy's cluster set, also when the ClusterIP's
+//                                      internalTrafficPolicy Local narrows it to this node
 //   key (addr, port, proto | 0x80)     externalTrafficPolicy: Local only: this node's
 //                                      endpoints, for external clients (nat.ts)
 //
@@ -44,7 +46,23 @@ interface ExtPlan {
   vport: number;
   /** backend ids of the local endpoints (src/endpoints/select.ts), for the scoped key */
   local: readonly number[];
+  /** the plain key's ids when they are not the ClusterIP's slots (ExtBackends.cluster) */
+  cluster: readonly number[] | undefined;
 }
+
+/** The backends load.ts planned for one service port's external frontends. */
+export interface ExtBackends {
+  /** kube-proxy's local set (externalTrafficPolicy Local's scoped key) */
+  local: readonly number[];
+  /**
+   * kube-proxy's cluster set when the ClusterIP's slots differ from it (internalTrafficPolicy
+   * Local): the plain key gets these, picked at random (the scheduler table of the shared
+   * revNat id holds the ClusterIP's candidates). Unset: the ClusterIP's slots, its scheduler.
+   */
+  cluster?: readonly number[];
+}
+
+const NO_BACKENDS: ExtBackends = { local: [] };
 
 /** The external frontends of one Datapath and what it last wrote for them (DpLoader's part). */
 export class ExternalWriter {
@@ -60,15 +78,15 @@ export class ExternalWriter {
   /**
    * Write the external frontends of `changed` service ports and remove those of `deleted`
    * ones (service port names). Call after load.ts has applied the same change. Throws (maps
-   * untouched) on a bad address or CIDR, naming the object and field. `localIds` gives the
-   * backend ids of a port's local endpoints (kube-proxy's local set, load.ts planned them).
+   * untouched) on a bad address or CIDR, naming the object and field. `backends` gives a
+   * port's backend ids as load.ts planned them (ExtBackends).
    */
   update(
     changed: readonly ResolvedServicePort[],
     deleted: readonly string[],
-    localIds: (spn: string) => readonly number[] = () => [],
+    backends: (spn: string) => ExtBackends = () => NO_BACKENDS,
   ): void {
-    updateExternal(this.dp, this.ports, changed, deleted, localIds);
+    updateExternal(this.dp, this.ports, changed, deleted, backends);
   }
 }
 
@@ -77,13 +95,13 @@ function updateExternal(
   ports: Map<string, ExtPlan>,
   changed: readonly ResolvedServicePort[],
   deleted: readonly string[],
-  localIds: (spn: string) => readonly number[],
+  backends: (spn: string) => ExtBackends,
 ): void {
   const st = { ports };
   const plans = new Map<string, ExtPlan | null>();
   for (const spn of deleted) plans.set(spn, null);
   for (const rsp of changed) {
-    plans.set(rsp.servicePortName, planExternal(dp, rsp, localIds(rsp.servicePortName)));
+    plans.set(rsp.servicePortName, planExternal(dp, rsp, backends(rsp.servicePortName)));
   }
   for (const [spn, plan] of plans) {
     const keep = new Set(plan?.frontends.map(feKey));
@@ -122,7 +140,7 @@ function feKey(f: ExtFrontend): string {
 function planExternal(
   dp: Datapath,
   rsp: ResolvedServicePort,
-  local: readonly number[],
+  { local, cluster }: ExtBackends,
 ): ExtPlan | null {
   const svc = rsp.service;
   const proto = DP_PROTO_NUM[rsp.port.protocol];
@@ -161,7 +179,8 @@ function planExternal(
     const port = flag === SVC_F_NODEPORT ? rsp.port.nodePort : rsp.port.port;
     return { addr: a, port, proto, flags, count: 0, localCount: etp ? 0 : -1 };
   });
-  return { frontends, revNat: dp.svc.revNat(m), ranges, vip: v, vport: rsp.port.port, local };
+  const vport = rsp.port.port;
+  return { frontends, revNat: dp.svc.revNat(m), ranges, vip: v, vport, local, cluster };
 }
 
 function addr(ip: string, where: string): number {
@@ -200,12 +219,13 @@ function writeKey(
   ids: readonly number[],
   oldCount: number,
   m: number,
+  ownSched = false,
 ): void {
   const svc = dp.svc;
   for (let s = 1; s <= ids.length; s++) {
     if (!svc.upsertSlot(f.addr, f.port, proto, s, ids[s - 1]!)) mapFull();
   }
-  const sched = m >= 0 && (proto & SVC_SCOPE_LOCAL) === 0 ? svc.scheduler(m) : 0;
+  const sched = m >= 0 && !ownSched && (proto & SVC_SCOPE_LOCAL) === 0 ? svc.scheduler(m) : 0;
   const aff = m >= 0 ? svc.affinityTimeout(m) : 0;
   const revNat = m >= 0 ? svc.revNat(m) : 0;
   if (!svc.upsertMaster(f.addr, f.port, proto, ids.length, revNat, f.flags, sched, aff)) mapFull();
@@ -213,9 +233,9 @@ function writeKey(
 }
 
 function writeFrontend(dp: Datapath, p: ExtPlan, f: ExtFrontend, old?: ExtFrontend): void {
-  const ids = clusterIds(dp, p, f.proto);
+  const ids = p.cluster ?? clusterIds(dp, p, f.proto);
   const m = dp.svc.lookup(p.vip, p.vport, f.proto, 0);
-  writeKey(dp, f, f.proto, ids, old?.count ?? 0, m);
+  writeKey(dp, f, f.proto, ids, old?.count ?? 0, m, p.cluster !== undefined);
   f.count = ids.length;
   const scoped = f.proto | SVC_SCOPE_LOCAL;
   if (f.localCount >= 0) {

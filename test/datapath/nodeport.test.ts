@@ -206,6 +206,52 @@ describe('SNAT port allocation', () => {
   });
 });
 
+describe('internalTrafficPolicy Local with externalTrafficPolicy Cluster (regression, issue 16)', () => {
+  // kube-proxy: the ClusterIP serves this node's endpoints only, the NodePort (external traffic,
+  // Cluster policy) every eligible endpoint. The NodePort key copied the ClusterIP's local slots.
+  const policies = {
+    internalTrafficPolicy: 'Local' as const,
+    externalTrafficPolicy: 'Cluster' as const,
+  };
+
+  it('the NodePort reaches the remote endpoint when no endpoint is local', () => {
+    const dp = makeDp();
+    load(dp, [REMOTE_POD], policies);
+    const syn = { src: CLIENT, dst: NODE, sport: 50000, dport: 30080, flags: SYN };
+    const r = run(dp, buildTcp(syn));
+    expect([r.verdict, r.reason]).toEqual([V_TX, 'TX_DNAT_NEW']);
+    expect(r.pkt).toEqual(
+      buildTcp({ ...syn, src: NODE, sport: sportOf(r.pkt), dst: REMOTE_POD, dport: 8080 }),
+    );
+    // the ClusterIP keeps its Local policy: no local endpoint, dropped
+    const fromPod = run(
+      dp,
+      buildTcp({ src: LOCAL_POD, dst: VIP, sport: 40000, dport: 80, flags: SYN }),
+    );
+    expect(fromPod.reason).toBe('DROP_NO_LOCAL_ENDPOINTS');
+  });
+
+  it.each(['random', 'rr'])(
+    'the NodePort spreads over local and remote endpoints (%s), the ClusterIP stays local',
+    (sched) => {
+      const dp = makeDp({ seed: 7 });
+      const annotations = { 'kubetun.io/scheduler': sched };
+      load(dp, [LOCAL_POD, REMOTE_POD], { ...policies, annotations });
+      const seen = new Set<string>();
+      for (let k = 0; k < 40; k++) {
+        const syn = { src: CLIENT, dst: NODE, sport: 50000 + k, dport: 30080, flags: SYN };
+        const r = run(dp, buildTcp(syn));
+        expect(r.reason).toBe('TX_DNAT_NEW');
+        seen.add([r.pkt[16], r.pkt[17], r.pkt[18], r.pkt[19]].join('.'));
+        const toVip = { src: LOCAL_POD, dst: VIP, sport: 40000 + k, dport: 80, flags: SYN };
+        const c = run(dp, buildTcp(toVip));
+        expect([c.pkt[16], c.pkt[17], c.pkt[18], c.pkt[19]].join('.')).toBe(LOCAL_POD);
+      }
+      expect([...seen].sort()).toEqual([LOCAL_POD, REMOTE_POD].sort());
+    },
+  );
+});
+
 describe('externalTrafficPolicy: Local', () => {
   it('sends external clients to local endpoints only, client IP kept, no SNAT', () => {
     const dp = makeDp();

@@ -1,6 +1,6 @@
 // Every consumer of kube-proxy's endpoint selection agrees (src/endpoints/select.ts): for each
-// case, the rules renderer's KUBE-SVC / KUBE-SVL chains, the loader's ClusterIP slots and
-// externalTrafficPolicy-Local key, the no_local_endpoints metric and the health-check node
+// case, the rules renderer's KUBE-SVC / KUBE-SVL chains, the loader's ClusterIP slots, NodePort
+// key and externalTrafficPolicy-Local key, the no_local_endpoints metric and the health-check node
 // port's count are derived from one expected (cluster, local, ready-local) triple.
 //
 //   this node n1 (zone-a): a 10.244.1.5        n2 (zone-b): b 10.244.2.5, c 10.244.2.6
@@ -75,6 +75,14 @@ const CASES: Case[] = [
     local: [],
   },
   {
+    // external traffic ignores internalTrafficPolicy: the NodePort serves the cluster set
+    name: 'internalTrafficPolicy Local, externalTrafficPolicy Cluster: NodePort gets every endpoint',
+    svc: { type: 'LoadBalancer', internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster' },
+    eps: eps(),
+    cluster: [A, B, C],
+    local: [A],
+  },
+  {
     name: 'externalTrafficPolicy Local: ready local endpoint',
     svc: ETP_LOCAL,
     eps: eps(),
@@ -98,7 +106,11 @@ const CASES: Case[] = [
   {
     name: 'zone hints: this zone only',
     svc: {},
-    eps: eps({ hintsForZones: ['zone-a'] }, { hintsForZones: ['zone-b'] }, { hintsForZones: ['zone-b'] }),
+    eps: eps(
+      { hintsForZones: ['zone-a'] },
+      { hintsForZones: ['zone-b'] },
+      { hintsForZones: ['zone-b'] },
+    ),
     cluster: [A],
     local: [],
   },
@@ -112,7 +124,11 @@ const CASES: Case[] = [
   {
     name: 'zone hints, none for this zone: ignored',
     svc: {},
-    eps: eps({ hintsForZones: ['zone-b'] }, { hintsForZones: ['zone-b'] }, { hintsForZones: ['zone-b'] }),
+    eps: eps(
+      { hintsForZones: ['zone-b'] },
+      { hintsForZones: ['zone-b'] },
+      { hintsForZones: ['zone-b'] },
+    ),
     cluster: [A, B, C],
     local: [],
   },
@@ -160,7 +176,13 @@ const CASES: Case[] = [
 function model(c: Case): ResolvedServicePort {
   const ext = c.svc.type === 'LoadBalancer';
   const svc = service('web', VIP, c.svc);
-  const port = { name: 'http', protocol: 'TCP' as const, port: 80, targetPort: 8080, nodePort: ext ? NODE_PORT : 0 };
+  const port = {
+    name: 'http',
+    protocol: 'TCP' as const,
+    port: 80,
+    targetPort: 8080,
+    nodePort: ext ? NODE_PORT : 0,
+  };
   svc.ports.push(port);
   return { service: svc, port, servicePortName: 'default/web:http', endpoints: c.eps };
 }
@@ -198,6 +220,10 @@ describe('endpoint selection: every consumer agrees (src/endpoints/select.ts)', 
       const dp = createDatapath({ nodeIp: ipv4ToU32(NODE_IP) });
       loaderOf(dp).load([rsp], { nodeName: NODE, nodeZone: ZONE });
       expect(slotAddrs(dp, ipv4ToU32(VIP), 80, 6)).toEqual(itp(c) ? c.local : c.cluster);
+      if (c.svc.type === 'LoadBalancer') {
+        // the NodePort's plain key: kube-proxy's cluster set, whatever internalTrafficPolicy
+        expect(slotAddrs(dp, ipv4ToU32(NODE_IP), NODE_PORT, 6)).toEqual(c.cluster);
+      }
       if (etp(c)) {
         const scoped = slotAddrs(dp, ipv4ToU32(NODE_IP), NODE_PORT, 6 | SVC_SCOPE_LOCAL);
         expect(scoped).toEqual(c.local);
@@ -210,7 +236,8 @@ describe('endpoint selection: every consumer agrees (src/endpoints/select.ts)', 
       });
       // the health check: ready local endpoints only (the terminating fallback is 503)
       const health = healthServices([rsp], NODE);
-      if (etp(c)) expect(health).toEqual([expect.objectContaining({ localEndpoints: readyLocal(c) })]);
+      if (etp(c))
+        expect(health).toEqual([expect.objectContaining({ localEndpoints: readyLocal(c) })]);
       else expect(health).toEqual([]);
     });
   }
