@@ -5,6 +5,8 @@
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export type ServiceType = 'ClusterIP' | 'NodePort' | 'LoadBalancer' | 'ExternalName';
 export type TrafficPolicy = 'Cluster' | 'Local';
+export type IPFamily = 'IPv4' | 'IPv6';
+export type IPFamilyPolicy = 'SingleStack' | 'PreferDualStack' | 'RequireDualStack';
 
 /** Where an object came from, so errors and logs can name it. */
 export interface Origin {
@@ -28,8 +30,19 @@ export interface Service {
   namespace: string;
   name: string;
   type: ServiceType;
-  /** spec.clusterIPs (or [spec.clusterIP]); [] for headless (clusterIP: None) and ExternalName */
+  /**
+   * spec.clusterIPs (or [spec.clusterIP]), at most one per family, primary first; [] for
+   * headless (clusterIP: None) and ExternalName
+   */
   clusterIPs: string[];
+  /**
+   * spec.ipFamilies as the apiserver defaults them (one per clusterIP, in the same order; a
+   * headless Service may have families and no IPs). Absent on objects built by hand: then the
+   * families of clusterIPs. [] for ExternalName.
+   */
+  ipFamilies?: IPFamily[];
+  /** spec.ipFamilyPolicy as defaulted; absent on objects built by hand (SingleStack) */
+  ipFamilyPolicy?: IPFamilyPolicy;
   ports: ServicePort[];
   /** spec.selector; undefined for selector-less services with hand-made EndpointSlices */
   selector?: Record<string, string>;
@@ -119,6 +132,16 @@ export interface ResolvedServicePort {
   servicePortName: string;
   /** deduplicated by ip:port, sorted by kube-proxy's order (the "ip:port" string) */
   endpoints: ResolvedEndpoint[];
+}
+
+/** The family of a ClusterIP, external or endpoint address already validated as an IP. */
+export function familyOfIP(ip: string): IPFamily {
+  return ip.includes(':') ? 'IPv6' : 'IPv4';
+}
+
+/** The addresses of `ips` in family `f` (a kube-proxy of one family sees only those). */
+export function ipsOfFamily(ips: readonly string[], f: IPFamily): string[] {
+  return ips.filter((ip) => familyOfIP(ip) === f);
 }
 
 export function servicePortName(svc: Service, port: ServicePort): string {

@@ -9,12 +9,7 @@
 // every pending change and says what the sync has to do: which service ports to reprogram and
 // which UDP conntrack entries have gone stale.
 
-import type {
-  EndpointSlice,
-  ResolvedServicePort,
-  Service,
-  ServicePort,
-} from '../model.ts';
+import type { EndpointSlice, ResolvedServicePort, Service, ServicePort } from '../model.ts';
 import { servicePortName } from '../model.ts';
 import { proxiedByKubeProxy } from '../manifests/proxied.ts';
 import {
@@ -191,6 +186,12 @@ export class ChangeTracker {
   /** every update() call counts, no-ops included (kube-proxy's *_changes_total) */
   serviceChangesTotal = 0;
   endpointChangesTotal = 0;
+  /**
+   * Services with an IPv6 ClusterIP and IPv6 EndpointSlices the sources hold now: the IPv6 half
+   * the IPv4 data plane does not program (issue 19 point 2). Kept per event, O(1).
+   */
+  private readonly ipv6Services = new Set<string>();
+  private readonly ipv6Slices = new Set<string>();
 
   private readonly nodeName: string | undefined;
   private readonly now: () => number;
@@ -218,6 +219,9 @@ export class ChangeTracker {
     if (!obj) return this.pendingChanges() > 0;
     this.serviceChangesTotal++;
     const name = namespacedName(obj);
+    if (cur && cur.type !== 'ExternalName' && cur.clusterIPs.some((ip) => ip.includes(':'))) {
+      this.ipv6Services.add(name);
+    } else this.ipv6Services.delete(name);
     const key = servicePortKeys(cur);
     this.track(this.svcPending, name, sameKeys(key, this.svcKeys.get(name) ?? NO_PORTS), cur, key);
     return this.pendingChanges() > 0;
@@ -228,6 +232,8 @@ export class ChangeTracker {
     if (!obj) return this.pendingChanges() > 0;
     this.endpointChangesTotal++;
     const name = namespacedName(obj);
+    if (cur?.addressType === 'IPv6') this.ipv6Slices.add(name);
+    else this.ipv6Slices.delete(name);
     const key = sliceKey(cur);
     this.track(this.slicePending, name, key === (this.sliceKeys.get(name) ?? ''), cur, key);
     return this.pendingChanges() > 0;
@@ -243,6 +249,11 @@ export class ChangeTracker {
     const old = pending.get(name);
     if (same) pending.delete(name);
     else pending.set(name, { current: cur, since: old ? old.since : this.now(), key });
+  }
+
+  /** How much IPv6 the sources hold that this IPv4 data plane leaves unprogrammed. */
+  get ignoredIPv6(): { services: number; slices: number } {
+    return { services: this.ipv6Services.size, slices: this.ipv6Slices.size };
   }
 
   /** The pending {previous, current} of one Service, previous being the applied state. */

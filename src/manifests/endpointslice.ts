@@ -2,7 +2,7 @@
 // conditions (ready nil → true, serving nil → ready, terminating nil → false).
 import type { Endpoint, EndpointSlice, EndpointSlicePort } from '../model.ts';
 import { type Json, type ObjectReader, readMeta, sub } from './fields.ts';
-import { endpointIPProblem, ipv4Problem, ipv6Problem } from './ip.ts';
+import { endpointIPProblem, endpointIPv6Problem, ipv4Problem } from './ip.ts';
 import { checkPort, PROTOCOLS } from './service.ts';
 
 export { LABEL_SERVICE_NAME as SERVICE_NAME_LABEL } from '../cluster/types.ts';
@@ -88,7 +88,7 @@ function readEndpoint(
       addressType === 'IPv4'
         ? (ipv4Problem(s) ?? endpointIPProblem(s))
         : addressType === 'IPv6'
-          ? ipv6Problem(s)
+          ? endpointIPv6Problem(s)
           : null;
     if (bad) r.fail('MANIFEST_BAD_IP', field, bad);
     return s;

@@ -1,14 +1,19 @@
 // v1 Service → model Service, with the API server's defaults and the validation it would apply
 // (pkg/apis/core/validation). kubetun has no allocator: ClusterIPs and node ports must be given.
+// Both IP families are read (ip-families.ts: clusterIPs, ipFamilies, ipFamilyPolicy); which of
+// them a consumer programs is its own business (a kube-proxy serves one family per proxier).
 import type { Protocol, Service, ServicePort, ServiceType, TrafficPolicy } from '../model.ts';
 import { type Json, type ObjectReader, readMeta, sub } from './fields.ts';
 import {
-  clusterIPRangeProblem,
-  endpointIPProblem,
+  anyEndpointIPProblem,
+  cidrProblem,
   ipInCidr,
-  ipv4CidrProblem,
-  ipv4Problem,
+  ipInServiceCidrs,
+  ipProblem,
+  parseServiceCidrs,
+  type ServiceCidrs,
 } from './ip.ts';
+import { readClusterIPFields } from './ip-families.ts';
 
 export const SERVICE_TYPES: readonly ServiceType[] = [
   'ClusterIP',
@@ -25,8 +30,10 @@ export interface ServiceParseOptions {
   /** kube-apiserver --service-node-port-range; default 30000-32767 */
   nodePortRange?: { min: number; max: number };
   /**
-   * --service-cidr: when given, every ClusterIP must be one the apiserver could have allocated
-   * from it, and no external IP may lie in it (it would shadow a Service's VIP).
+   * --service-cidr, one CIDR or one per family ("10.96.0.0/12,fd00:10:96::/112", as
+   * kube-apiserver's --service-cluster-ip-range): when given, every ClusterIP must be one the
+   * apiserver could have allocated from it, a family it lacks is refused, and no external IP
+   * may lie in it (it would shadow a Service's VIP).
    */
   serviceCidr?: string;
   /** --cluster-cidr (the pod network): when given, no external IP may shadow a Pod address. */
@@ -40,7 +47,9 @@ export function parseService(r: ObjectReader, o: Json, opts: ServiceParseOptions
   const meta = readMeta(r, o);
   const spec = r.map(o.spec, 'spec') ?? {};
   const type = r.oneOf(spec.type, 'spec.type', SERVICE_TYPES, 'ClusterIP');
-  const clusterIPs = readClusterIPs(r, spec, type, opts.serviceCidr);
+  const cidrs = serviceCidrsOf(opts.serviceCidr);
+  const ipf = readClusterIPFields(r, spec, type, cidrs);
+  const clusterIPs = ipf.clusterIPs;
   const headless = type === 'ClusterIP' && clusterIPs.length === 0;
   const range = opts.nodePortRange ?? { min: 30000, max: 32767 };
   const svc: Service = {
@@ -48,6 +57,7 @@ export function parseService(r: ObjectReader, o: Json, opts: ServiceParseOptions
     name: meta.name,
     type,
     clusterIPs,
+    ipFamilies: ipf.ipFamilies,
     ports: readServicePorts(r, spec, type, headless, range),
     sessionAffinity: r.oneOf(
       spec.sessionAffinity,
@@ -68,13 +78,14 @@ export function parseService(r: ObjectReader, o: Json, opts: ServiceParseOptions
       POLICIES,
       'Cluster',
     ),
-    externalIPs: readExternalIPs(r, spec.externalIPs, opts),
+    externalIPs: readExternalIPs(r, spec.externalIPs, opts, cidrs),
     loadBalancerIPs: readLoadBalancerIngress(r, o),
     loadBalancerSourceRanges: readSourceRanges(r, spec),
     healthCheckNodePort: readHealthCheckNodePort(r, spec, range),
     annotations: meta.annotations,
     labels: meta.labels,
   };
+  if (ipf.ipFamilyPolicy) svc.ipFamilyPolicy = ipf.ipFamilyPolicy;
   if (spec.selector !== undefined && spec.selector !== null) {
     svc.selector = r.strMap(spec.selector, 'spec.selector');
   }
@@ -83,66 +94,17 @@ export function parseService(r: ObjectReader, o: Json, opts: ServiceParseOptions
   return svc;
 }
 
-/** spec.clusterIP / spec.clusterIPs → model clusterIPs ([] for headless and ExternalName). */
-function readClusterIPs(
-  r: ObjectReader,
-  spec: Json,
-  type: ServiceType,
-  serviceCidr: string | undefined,
-): string[] {
-  const single = r.str(spec.clusterIP, 'spec.clusterIP') ?? '';
-  const list = r
-    .list(spec.clusterIPs, 'spec.clusterIPs')
-    .map((v, i) => r.reqStr(v, `spec.clusterIPs[${i}]`));
-  if (type === 'ExternalName') {
-    r.reqStr(spec.externalName, 'spec.externalName');
-    if (single !== '' || list.length > 0) {
-      r.fail(
-        'MANIFEST_CLUSTER_IP',
-        single !== '' ? 'spec.clusterIP' : 'spec.clusterIPs',
-        'must be empty for type ExternalName',
-      );
-    }
-    return [];
+const cidrCache = new Map<string, ServiceCidrs>();
+
+/** The parsed --service-cidr (cached: every Service of a sync is parsed with the same text). */
+function serviceCidrsOf(text: string | undefined): ServiceCidrs | undefined {
+  if (text === undefined) return undefined;
+  let c = cidrCache.get(text);
+  if (!c) {
+    c = parseServiceCidrs(text);
+    cidrCache.set(text, c);
   }
-  if (single !== '' && list.length > 0 && list[0] !== single) {
-    r.fail(
-      'MANIFEST_CLUSTER_IP',
-      'spec.clusterIPs[0]',
-      `"${list[0]}" must match spec.clusterIP "${single}"`,
-    );
-  }
-  const ips = list.length > 0 ? list : single !== '' ? [single] : [];
-  const field = (i: number) => (list.length > 0 ? `spec.clusterIPs[${i}]` : 'spec.clusterIP');
-  if (ips.length === 0) {
-    r.missing(
-      'spec.clusterIP',
-      ' (kubetun allocates no ClusterIPs: give an IPv4 address, or "None" for a headless Service)',
-    );
-  }
-  if (ips[0] === 'None') {
-    if (type !== 'ClusterIP')
-      r.fail(
-        'MANIFEST_CLUSTER_IP',
-        field(0),
-        `"None" (headless) is only allowed for type ClusterIP, not ${type}`,
-      );
-    if (ips.length > 1)
-      r.fail(
-        'MANIFEST_CLUSTER_IP',
-        'spec.clusterIPs[1]',
-        'must not be set when the Service is headless',
-      );
-    return [];
-  }
-  ips.forEach((ip, i) => {
-    const bad = ipv4Problem(ip);
-    if (bad) r.fail('MANIFEST_CLUSTER_IP', field(i), `must be an IPv4 address or "None": ${bad}`);
-    if (ips.indexOf(ip) !== i) r.fail('MANIFEST_CLUSTER_IP', field(i), `duplicate address "${ip}"`);
-    const out = serviceCidr === undefined ? null : clusterIPRangeProblem(ip, serviceCidr);
-    if (out) r.fail('MANIFEST_CLUSTER_IP', field(i), `Invalid value: "${ip}": ${out}`);
-  });
-  return ips;
+  return c;
 }
 
 function readServicePorts(
@@ -290,18 +252,23 @@ function readAffinityTimeout(r: ObjectReader, spec: Json): number {
 }
 
 /**
- * spec.externalIPs: valid IPv4, an address the apiserver accepts as an external IP (its
+ * spec.externalIPs: valid IPv4 or IPv6, an address the apiserver accepts as an external IP (its
  * endpoint-IP rule), and — when the agent knows its networks — not inside the service CIDR or
  * the pod network, where it would capture traffic meant for a VIP or a Pod.
  */
-function readExternalIPs(r: ObjectReader, v: unknown, opts: ServiceParseOptions): string[] {
+function readExternalIPs(
+  r: ObjectReader,
+  v: unknown,
+  opts: ServiceParseOptions,
+  cidrs: ServiceCidrs | undefined,
+): string[] {
   const field = 'spec.externalIPs';
   return r.list(v, field).map((x, i) => {
     const f = `${field}[${i}]`;
     const ip = r.reqStr(x, f);
-    const bad = ipv4Problem(ip) ?? endpointIPProblem(ip);
+    const bad = ipProblem(ip) ?? anyEndpointIPProblem(ip);
     if (bad) r.fail('MANIFEST_BAD_IP', f, bad);
-    if (opts.serviceCidr !== undefined && ipInCidr(ip, opts.serviceCidr)) {
+    if (cidrs !== undefined && ipInServiceCidrs(ip, cidrs)) {
       r.fail(
         'MANIFEST_BAD_IP',
         f,
@@ -329,7 +296,7 @@ function readLoadBalancerIngress(r: ObjectReader, o: Json): string[] {
     const ing = r.map(x, path) ?? r.wrongType(path, 'a mapping', x);
     const ip = r.str(ing.ip, `${path}.ip`);
     if (ip === undefined || ip === '') return;
-    const bad = ipv4Problem(ip);
+    const bad = ipProblem(ip);
     if (bad) r.fail('MANIFEST_BAD_IP', `${path}.ip`, bad);
     out.push(ip);
   });
@@ -341,7 +308,7 @@ function readSourceRanges(r: ObjectReader, spec: Json): string[] {
   return r.list(spec.loadBalancerSourceRanges, field).map((x, i) => {
     // The API server trims blanks here (service.beta.kubernetes.io annotations did too).
     const cidr = r.reqStr(x, `${field}[${i}]`).trim();
-    const bad = ipv4CidrProblem(cidr);
+    const bad = cidrProblem(cidr);
     if (bad) r.fail('MANIFEST_BAD_IP', `${field}[${i}]`, bad);
     return cidr;
   });

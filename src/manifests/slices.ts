@@ -3,7 +3,7 @@
 // (name and protocol), deduplicated by "ip:port" and sorted by that string. One resolver for
 // the change tracker (src/control/tracker.ts) and the manifests path (resolve.ts).
 
-import type { EndpointSlice, Protocol, ResolvedEndpoint } from '../model.ts';
+import type { EndpointSlice, IPFamily, Protocol, ResolvedEndpoint } from '../model.ts';
 
 /** The merged endpoints of one service port, as kube-proxy's endpointSliceCache builds them. */
 export interface EndpointsEntry {
@@ -20,12 +20,14 @@ export function endpointsKey(spn: string, protocol: Protocol): string {
   return `${spn}|${protocol}`;
 }
 
+/** kube-proxy's endpoint String(): net.JoinHostPort, so an IPv6 address is bracketed. */
 export function endpointString(e: { ip: string; port: number }): string {
-  return `${e.ip}:${e.port}`;
+  return e.ip.includes(':') ? `[${e.ip}]:${e.port}` : `${e.ip}:${e.port}`;
 }
 
 /**
- * Merges the slices of one service into endpoints per endpointsKey(). Only IPv4 slices count;
+ * Merges the slices of one service into endpoints per endpointsKey(). Only slices of `family`
+ * count (kube-proxy's endpointSliceCache is per family: an IPv4 proxier never sees IPv6 slices);
  * an endpoint uses its first address (kube-proxy ignores the rest); slice ports without a
  * number are skipped. A duplicate "ip:port" keeps the first slice's copy (slices in name order)
  * unless a later one is ready where it was not, or, equally ready, local to nodeName where it
@@ -35,6 +37,7 @@ export function endpointString(e: { ip: string; port: number }): string {
 export function buildEndpoints(
   slices: EndpointSlice[],
   nodeName?: string,
+  family: IPFamily = 'IPv4',
 ): Map<string, EndpointsEntry> {
   const sets = new Map<
     string,
@@ -42,7 +45,7 @@ export function buildEndpoints(
   >();
   const ordered = [...slices].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const s of ordered) {
-    if (s.addressType !== 'IPv4') continue;
+    if (s.addressType !== family) continue;
     for (const p of s.ports) {
       if (!p.port) continue;
       const spn = p.name

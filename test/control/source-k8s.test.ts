@@ -96,6 +96,33 @@ describe('KubernetesSource with @kubernetes/client-node informers', () => {
     expect(api.lists).toBe(2);
   });
 
+  it('passes a dual-stack Service and its IPv6 EndpointSlice through, both families', async () => {
+    const dual = svcObj('dns', '10.96.0.10');
+    Object.assign(dual.spec, {
+      clusterIPs: ['10.96.0.10', 'fd00:10:96::a'],
+      ipFamilies: ['IPv4', 'IPv6'],
+      ipFamilyPolicy: 'PreferDualStack',
+    });
+    api.upsert('Service', dual);
+    api.upsert('EndpointSlice', sliceObj('dns-v4', 'dns', ['10.244.1.5']));
+    api.upsert('EndpointSlice', {
+      ...sliceObj('dns-v6', 'dns', ['fd00:10:244:1::5']),
+      addressType: 'IPv6',
+    });
+    const { tracker, errors, source: s } = setup();
+    await s.start();
+    expect(errors).toEqual([]);
+    expect(tracker.pendingService('default/dns')?.current).toMatchObject({
+      clusterIPs: ['10.96.0.10', 'fd00:10:96::a'],
+      ipFamilies: ['IPv4', 'IPv6'],
+      ipFamilyPolicy: 'PreferDualStack',
+    });
+    expect(tracker.pendingEndpointSlice('default/dns-v6')?.current?.addressType).toBe('IPv6');
+    expect(tracker.ignoredIPv6).toEqual({ services: 1, slices: 1 });
+    tracker.checkout();
+    expect(endpoints(tracker, 'default/dns:dns')).toEqual(['10.244.1.5:53']);
+  });
+
   it('re-lists after 410 Gone and turns objects deleted meanwhile into deletes', async () => {
     api.upsert('Service', svcObj('dns', '10.96.0.10'));
     api.upsert('Service', svcObj('web', '10.96.0.20'));
