@@ -5,7 +5,8 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
 import { parseSelector, matchesSelector } from '../cluster/selector.ts';
-import type { EndpointSlice, KObject, Service } from '../cluster/types.ts';
+import { rolloutWaiting } from '../cluster/deployment-controller.ts';
+import type { Deployment, EndpointSlice, KObject, Service } from '../cluster/types.ts';
 import { LABEL_SERVICE_NAME } from '../cluster/types.ts';
 import { readObjects } from '../cluster/files.ts';
 import { requireRoot, UsageError, UserError } from '../errors.ts';
@@ -95,27 +96,9 @@ async function deleteOne(
 async function rolloutStatus(namespace: string, name: string, timeoutMs: number): Promise<void> {
   let last = '';
   for (const until = Date.now() + timeoutMs; Date.now() < until; await sleep(500)) {
-    const d = (await getOne('Deployment', namespace, name)) as KObject & {
-      spec: { replicas?: number };
-      status?: Record<string, number>;
-    };
-    const st = d.status ?? {};
-    const want = d.spec.replicas ?? 1;
-    const [updated, total, ready] = [
-      st.updatedReplicas ?? 0,
-      st.replicas ?? 0,
-      st.readyReplicas ?? 0,
-    ];
-    let msg = '';
-    if ((st.observedGeneration ?? 0) < (d.metadata.generation ?? 0))
-      msg = 'Waiting for deployment spec update to be observed...';
-    else if (updated < want)
-      msg = `Waiting for deployment "${name}" rollout to finish: ${updated} out of ${want} new replicas have been updated...`;
-    else if (total > updated)
-      msg = `Waiting for deployment "${name}" rollout to finish: ${total - updated} old replicas are pending termination...`;
-    else if (ready < updated)
-      msg = `Waiting for deployment "${name}" rollout to finish: ${ready} of ${updated} updated replicas are available...`;
-    else return void process.stdout.write(`deployment "${name}" successfully rolled out\n`);
+    const msg = rolloutWaiting((await getOne('Deployment', namespace, name)) as Deployment);
+    if (msg === undefined)
+      return void process.stdout.write(`deployment "${name}" successfully rolled out\n`);
     if (msg !== last) process.stdout.write(`${msg}\n`);
     last = msg;
   }

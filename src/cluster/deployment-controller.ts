@@ -37,6 +37,31 @@ export function templateHash(d: Deployment): string {
   return [...h.subarray(0, 10)].map((b) => alphabet[b % alphabet.length]).join('');
 }
 
+/**
+ * kubectl rollout status's verdict on a Deployment as stored: what it still waits for, or
+ * undefined when the controller has seen its last change and every replica is updated and
+ * available, with no old one left (terminating Pods no longer count).
+ */
+export function rolloutWaiting(d: Deployment): string | undefined {
+  const st = (d.status ?? {}) as Record<string, number | undefined>;
+  const want = d.spec.replicas ?? 1;
+  const name = d.metadata.name;
+  const [updated, total, ready] = [
+    st.updatedReplicas ?? 0,
+    st.replicas ?? 0,
+    st.readyReplicas ?? 0,
+  ];
+  if ((st.observedGeneration ?? 0) < (d.metadata.generation ?? 0))
+    return 'Waiting for deployment spec update to be observed...';
+  if (updated < want)
+    return `Waiting for deployment "${name}" rollout to finish: ${updated} out of ${want} new replicas have been updated...`;
+  if (total > updated)
+    return `Waiting for deployment "${name}" rollout to finish: ${total - updated} old replicas are pending termination...`;
+  if (ready < updated)
+    return `Waiting for deployment "${name}" rollout to finish: ${ready} of ${updated} updated replicas are available...`;
+  return undefined;
+}
+
 /** maxSurge, maxUnavailable as Pod counts (percentages of replicas: surge up, unavailable down). */
 export function rollingBounds(d: Deployment): { surge: number; unavailable: number } {
   const replicas = d.spec.replicas ?? 1;

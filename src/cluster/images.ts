@@ -3,7 +3,8 @@
 //
 //   image                        server                                           ready when
 //   *coredns*, kubetun/dns       the cluster DNS server (src/cluster/dns/) on      it listens
-//                                <podIP>:53 UDP+TCP, reading the view directory
+//                                <podIP>:53 UDP+TCP, reading the view directory;
+//                                the container's args are its flags
 //   kubetun/pause                nothing (a process that sleeps): the Pod's           at once
 //                                namespace is there for what you run in it
 //   kubetun/slow-start           lab/servers/echo.mjs, /ready 503 for the first    /ready says so
@@ -59,6 +60,9 @@ export function serverFor(pod: Pod, c: ServerContext): ServerPlan {
       c.viewDir,
       '--listen',
       `${c.podIP}:53`,
+      // the container's args are the server's own flags (--upstream, --log, --delay-ms): what
+      // CoreDNS reads from its Corefile (forward ., log)
+      ...(container.args ?? []),
     ];
     return { kind: 'dns', argv, readyLine: /^cluster-dns: serving /m };
   }

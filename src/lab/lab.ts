@@ -122,7 +122,9 @@ async function upUnlocked(opts0: UpOptions): Promise<LabState> {
   const leftovers = labNamespaces(t).filter((ns) => listNetns().includes(ns));
   if (prev || leftovers.length > 0) {
     say('removing the previous lab first');
-    await downUnlocked({ topology: t.file });
+    // an exercise's topology, objects and progress outlive the rebuild: `exercise check` then
+    // judges the rebuild (a shortcut) instead of losing the exercise and the lab's own objects
+    await downUnlocked({ topology: t.file, keepExercise: true });
   }
   const state: LabState = {
     version: 1,
@@ -273,6 +275,8 @@ export interface DownOptions {
    * so ClusterIPs and NodePorts survive the restart; `lab down` removes it unless asked
    */
   keepStore?: boolean;
+  /** keep the exercise directory (src/lab/exercise/lab.ts): a rebuilding `lab up` does */
+  keepExercise?: boolean;
 }
 
 export async function labDown(opts: DownOptions = {}): Promise<DownResult> {
@@ -308,7 +312,11 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
     const r = shTry(['ip', 'netns', 'del', ns]);
     if (!r.ok) throw new LabError(`ip netns del ${ns}: ${r.err.trim()}`);
   }
-  removeLabFiles(state, t, opts.keepLogs === true, opts.keepStore === true);
+  const kept = new Set(['lock']);
+  if (opts.keepLogs) kept.add('logs');
+  if (opts.keepStore) kept.add('store');
+  if (opts.keepExercise) kept.add('exercise');
+  removeLabFiles(state, t, kept);
   say(present.length + stopped > 0 ? 'lab is down' : 'no lab to take down');
   if (opts.keepLogs && existsSync(LOG_DIR)) say(`logs kept in ${LOG_DIR}`);
   if (opts.keepStore && existsSync(STORE_DIR)) say(`store kept in ${STORE_DIR}`);
@@ -319,14 +327,13 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
  * Everything the lab wrote under its prefix's directories (src/lab/prefix.ts): each agent's
  * socket and the undo file `kubetun run` keeps beside it (node/failure.ts: the namespace it
  * would undo is gone, so a later run must not find it), the control-socket directory once
- * empty, and the state directory but for the lock (its holder removes it) and, if asked, the
- * control plane's store and the logs.
+ * empty, and the state directory but for the entries in `kept` (always the lock; if asked the
+ * control plane's store, the logs, the exercise directory).
  */
 function removeLabFiles(
   state: LabState | undefined,
   t: Topology | undefined,
-  keepLogs: boolean,
-  keepStore: boolean,
+  kept: Set<string>,
 ) {
   const sockets = new Set(state?.processes.flatMap((p) => (p.ctlSocket ? [p.ctlSocket] : [])));
   for (const n of t?.nodes ?? []) sockets.add(ctlSocketFor(n));
@@ -349,8 +356,9 @@ function removeLabFiles(
     return;
   }
   for (const e of entries) {
-    // The store outlives a rebuild, as etcd outlives its apiserver (src/lab/control-plane.ts).
-    if (e === 'lock' || (keepStore && e === 'store') || (keepLogs && e === 'logs')) continue;
+    // The store can outlive a lab, as etcd outlives its apiserver (src/lab/control-plane.ts);
+    // the lock's holder removes it.
+    if (kept.has(e)) continue;
     rmSync(join(LAB_DIR, e), { recursive: true, force: true });
   }
   rmSync(STATE_FILE, { force: true });

@@ -5,7 +5,11 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { sepFor } from '../../src/lab/exercise/answers.ts';
+import { rolloutWaiting } from '../../src/cluster/deployment-controller.ts';
+import { serverFor } from '../../src/cluster/images.ts';
+import type { Deployment, Pod } from '../../src/cluster/types.ts';
+import { flowBackends, sepFor } from '../../src/lab/exercise/answers.ts';
+import { triedAsIsFirst } from '../../src/lab/exercise/dns-checks.ts';
 import { answerMatches, availableFeatures, parseAnswers } from '../../src/lab/exercise/run.ts';
 import { loadExercises, parseExercise } from '../../src/lab/exercise/spec.ts';
 import { renderIptables } from '../../src/rules/iptables.ts';
@@ -193,6 +197,56 @@ endpoints:
     expect(svcLine).toContain('default/web:http -> 10.244.1.3:8080');
     expect(sepFor(text, '10.96.0.50', 80, '10.244.1.3:8080')).not.toBe(sep);
     expect(sepFor(text, '10.96.0.10', 80, '10.244.2.3:8080')).toBeUndefined();
+  });
+});
+
+describe('flowBackends: the backend of every ESTABLISHED flow conntrack lists', () => {
+  it('one per open connection, the reply tuple read: a pool that reconnected shows both', () => {
+    const out = [
+      'tcp      6 86397 ESTABLISHED src=10.244.2.3 dst=10.96.0.10 sport=41000 dport=80 src=10.244.1.3 dst=10.244.2.3 sport=8080 dport=41000 [ASSURED] mark=0 use=1',
+      'tcp      6 431999 ESTABLISHED src=10.244.2.3 dst=10.96.0.10 sport=41002 dport=80 src=10.244.2.2 dst=10.244.2.3 sport=8080 dport=41002 [ASSURED] mark=0 use=1',
+      'conntrack v1.4.7 (conntrack-tools): 2 flow entries have been shown.',
+    ].join('\n');
+    expect(flowBackends(out, '10.244.2.3')).toEqual(['10.244.1.3:8080', '10.244.2.2:8080']);
+    expect(flowBackends('', '10.244.2.3')).toEqual([]);
+  });
+});
+
+describe('the ndots exercise: names, rollouts, the DNS Pod flags', () => {
+  it("glibc's rule: as is first when absolute or with at least ndots dots", () => {
+    expect(triedAsIsFirst('api.partner.example', 5)).toBe(false);
+    expect(triedAsIsFirst('api.partner.example.', 5)).toBe(true);
+    expect(triedAsIsFirst('api.partner.example', 2)).toBe(true);
+    expect(triedAsIsFirst('api.partner.example', 1)).toBe(true);
+    expect(triedAsIsFirst('web', 1)).toBe(false);
+  });
+
+  it("rolloutWaiting: kubectl rollout status's steps, done only when every replica is new and ready", () => {
+    const d = (status: Record<string, number>, generation = 2) =>
+      ({
+        metadata: { name: 'checkout', generation },
+        spec: { replicas: 2 },
+        status,
+      }) as unknown as Deployment;
+    const all = { observedGeneration: 2, updatedReplicas: 2, replicas: 2, readyReplicas: 2 };
+    expect(rolloutWaiting(d(all))).toBeUndefined();
+    expect(rolloutWaiting(d({ ...all, observedGeneration: 1 }))).toMatch(/to be observed/);
+    expect(rolloutWaiting(d({ ...all, updatedReplicas: 1 }))).toMatch(/1 out of 2 new/);
+    expect(rolloutWaiting(d({ ...all, replicas: 3 }))).toMatch(/1 old replicas are pending/);
+    expect(rolloutWaiting(d({ ...all, readyReplicas: 1 }))).toMatch(/1 of 2 updated/);
+  });
+
+  it("a DNS image's container args are the lab DNS server's flags", () => {
+    const pod = (args?: string[]) =>
+      ({
+        metadata: { name: 'coredns-x', namespace: 'kube-system' },
+        spec: { containers: [{ name: 'coredns', image: 'registry.k8s.io/coredns/coredns', args }] },
+      }) as unknown as Pod;
+    const ctx = { podIP: '10.244.1.9', viewDir: '/v' };
+    const plain = serverFor(pod(), ctx).argv;
+    expect(plain.slice(-2)).toEqual(['--listen', '10.244.1.9:53']);
+    const up = serverFor(pod(['--upstream', '172.30.0.100:53', '--log']), ctx).argv;
+    expect(up.slice(-3)).toEqual(['--upstream', '172.30.0.100:53', '--log']);
   });
 });
 

@@ -3,13 +3,17 @@
 // kubernetes plugin follows the API. Run it (the lab's kubelet does, in the DNS Pod's namespace):
 //
 //   node --import tsx src/cluster/dns/server.ts --dir VIEW_DIR --listen 10.244.1.5:53 \
-//        [--domain cluster.local] [--upstream IP:PORT] [--ttl 5] [--log]
+//        [--domain cluster.local] [--upstream IP:PORT] [--ttl 5] [--log] [--delay-ms N]
+//
+// --delay-ms holds every reply back N ms: a DNS Pod on a loaded node or in another zone, as the
+// lab's exercises need one (the sandbox has no netem to delay its links instead).
 //
 // A view that does not read (bad YAML, a bad field) is reported in one line naming file, object
 // and field, and the last good zone keeps being served. SIGTERM/SIGINT close both sockets.
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createServer, connect, isIP, type Server, type Socket } from 'node:net';
 import { statSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { UsageError, UserError } from '../../errors.ts';
@@ -28,6 +32,8 @@ export interface DnsServerOptions {
   upstream?: HostPort;
   /** One line per query (client, name, type, rcode) — CoreDNS's `log` plugin. */
   logQuery?: (line: string) => void;
+  /** Every reply waits this long (ms) before it is sent: a slow or distant DNS Pod. */
+  delayMs?: number;
 }
 
 /** How long the upstream gets to answer before the client is told SERVFAIL. */
@@ -82,6 +88,7 @@ export class ClusterDnsServer {
 
   private async handle(msg: Buffer, transport: Transport, client: string): Promise<Reply | null> {
     const r = await respond(this.zone, msg, transport, this.forward);
+    if (r && this.opts.delayMs) await sleep(this.opts.delayMs);
     if (r && this.opts.logQuery)
       this.opts.logQuery(`${client} ${transport} ${r.qname} ${r.qtype} rcode=${r.rcode}`);
     return r;
@@ -182,6 +189,12 @@ async function main(argv: string[]): Promise<void> {
     )
     .option('--ttl <seconds>', 'TTL of every record', (v) => Number(v), DEFAULT_TTL)
     .option('--log', 'one line per query on stdout')
+    .option('--delay-ms <ms>', 'hold every reply back this long (a slow DNS Pod)', (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0 || n > 10_000)
+        throw new InvalidArgumentError(`expected milliseconds 0..10000, got ${v}`);
+      return n;
+    })
     .parse(argv);
   const o = cmd.opts<{
     dir: string;
@@ -190,6 +203,7 @@ async function main(argv: string[]): Promise<void> {
     upstream?: HostPort;
     ttl: number;
     log?: boolean;
+    delayMs?: number;
   }>();
   const say = (line: string) => process.stdout.write(`${line}\n`);
   if (!isDirectory(o.dir))
@@ -199,6 +213,7 @@ async function main(argv: string[]): Promise<void> {
     ttl: o.ttl,
     upstream: o.upstream,
     logQuery: o.log ? say : undefined,
+    delayMs: o.delayMs,
   });
   const unwatch = watchView(
     o.dir,
@@ -212,7 +227,7 @@ async function main(argv: string[]): Promise<void> {
   );
   const at = await server.listen(o.listen.host, o.listen.port);
   say(
-    `cluster-dns: serving ${o.domain} on ${at.host}:${at.port} udp+tcp${o.upstream ? `, forwarding to ${o.upstream.host}:${o.upstream.port}` : ', other names REFUSED'}`,
+    `cluster-dns: serving ${o.domain} on ${at.host}:${at.port} udp+tcp${o.upstream ? `, forwarding to ${o.upstream.host}:${o.upstream.port}` : ', other names REFUSED'}${o.delayMs ? `, every reply ${o.delayMs} ms late` : ''}`,
   );
   const stop = () => {
     unwatch();

@@ -14,7 +14,9 @@ import { startInNs, waitForLog } from '../procs.ts';
 import { inNs, sh } from '../sh.ts';
 import { readState } from '../state.ts';
 import { loadTopology, targetNamespace, type Topology } from '../topology.ts';
-import { resyncCluster } from './cluster.ts';
+import { rolloutWaiting } from '../../cluster/deployment-controller.ts';
+import type { Deployment } from '../../cluster/types.ts';
+import { getObject, resyncCluster } from './cluster.ts';
 import { EX_MANIFESTS, pushUndo } from './lab.ts';
 import { type Action, ExerciseError } from './spec.ts';
 
@@ -55,6 +57,17 @@ export async function syncDataplanes(say: Progress): Promise<void> {
   }
 }
 
+/** Until the Deployment's rollout is done (kubectl rollout status's test), at most 2 minutes. */
+async function rolloutWait(ref: string): Promise<void> {
+  let waits: string | undefined = 'not found';
+  for (const until = Date.now() + 120_000; Date.now() < until; await sleep(500)) {
+    const { object } = await getObject<Deployment>(ref, 'Deployment');
+    waits = object ? rolloutWaiting(object) : `no Deployment ${ref}`;
+    if (waits === undefined) return;
+  }
+  throw new ExerciseError(`rollout of ${ref} did not finish in 120 s: ${waits}`);
+}
+
 export async function runAction(a: Action, say: Progress): Promise<void> {
   const s = readState();
   if (!s) throw new NoLabError();
@@ -91,5 +104,7 @@ export async function runAction(a: Action, say: Progress): Promise<void> {
     case 'sleep':
       await sleep(a.ms);
       return;
+    case 'rollout-wait':
+      return rolloutWait(a.deployment);
   }
 }

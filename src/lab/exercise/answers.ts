@@ -7,13 +7,15 @@ import { run } from './checks.ts';
 import type { AcceptFrom } from './spec.ts';
 
 /**
- * The KUBE-SEP chain whose DNAT target is the backend of the node's ESTABLISHED conntrack entry
- * for src -> dst:dport; '' when there is no such flow; {error} when the tools fail.
+ * The KUBE-SEP chains whose DNAT target is the backend of one of the node's ESTABLISHED
+ * conntrack entries for src -> dst:dport (one per open connection: a pool that reconnected has a
+ * new one, and an entry of a connection torn down without a FIN lingers); [] when there is no
+ * such flow; {error} when the tools fail.
  */
 export async function decideAnswer(
   f: AcceptFrom,
   t: Topology,
-): Promise<string | { error: string }> {
+): Promise<string[] | { error: string }> {
   const ns = nsOf(t, f.node);
   const ct = await run(
     inNs(ns, [
@@ -31,18 +33,23 @@ export async function decideAnswer(
       'ESTABLISHED',
     ]),
   );
-  // original tuple first, reply tuple second: the reply's src/sport is the backend.
-  const m = new RegExp(`src=([0-9.]+) dst=${f.src.replace(/\./g, '\\.')} sport=(\\d+)`).exec(
-    ct.out,
-  );
-  if (!m) return '';
+  const backends = flowBackends(ct.out, f.src);
+  if (backends.length === 0) return [];
   const rules = await run(inNs(ns, ['iptables-save', '-t', 'nat']));
   if (rules.status !== 0) return { error: `iptables-save on ${f.node}: ${rules.err.trim()}` };
-  return (
-    sepFor(rules.out, f.dst, f.dport, `${m[1]}:${m[2]}`) ?? {
-      error: `no KUBE-SEP chain of ${f.dst}:${f.dport} on ${f.node} DNATs to ${m[1]}:${m[2]}`,
-    }
-  );
+  const seps = backends.flatMap((b) => sepFor(rules.out, f.dst, f.dport, b) ?? []);
+  return seps.length
+    ? seps
+    : {
+        error: `no KUBE-SEP chain of ${f.dst}:${f.dport} on ${f.node} DNATs to ${backends.join(' or ')}`,
+      };
+}
+
+/** In `conntrack -L` lines of flows from `src`: each reply tuple's src:sport (the backend), once. */
+export function flowBackends(conntrackOut: string, src: string): string[] {
+  // original tuple first, reply tuple second: the reply's src/sport is the backend.
+  const re = new RegExp(`src=([0-9.]+) dst=${src.replace(/\./g, '\\.')} sport=(\\d+)`, 'g');
+  return [...new Set([...conntrackOut.matchAll(re)].map((m) => `${m[1]}:${m[2]}`))];
 }
 
 /**

@@ -13,6 +13,7 @@ import type { LabState } from '../state.ts';
 import { allPods, type Topology } from '../topology.ts';
 import { nsOf } from './actions.ts';
 import { checkEndpoints, checkObject, checkRollout, checkService } from './cluster-checks.ts';
+import { checkDnsConfig, checkDnsLookup } from './dns-checks.ts';
 import type { CheckItem } from './item.ts';
 import type { Check } from './spec.ts';
 
@@ -230,5 +231,9 @@ export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
       return checkEndpoints(c);
     case 'rollout':
       return checkRollout(c, x.t, expandFrom(x.t, c.from));
+    case 'dns-config':
+      return checkDnsConfig(c);
+    case 'dns-lookup':
+      return checkDnsLookup(c);
   }
 }

@@ -215,13 +215,13 @@ async function questionItem(
   const accept = [...q.accept];
   if (q.acceptFrom) {
     const a = await decideAnswer(q.acceptFrom, t);
-    if (typeof a !== 'string' || a === '')
+    if (!Array.isArray(a) || a.length === 0)
       return {
         title: `question ${q.id}: ${q.ask}`,
         ok: false,
-        detail: a === '' ? 'the lab shows no such flow now' : a.error,
+        detail: Array.isArray(a) ? 'the lab shows no such flow now' : a.error,
       };
-    accept.push(a);
+    accept.push(...a);
   }
   const ok = answerMatches(given, accept);
   return {

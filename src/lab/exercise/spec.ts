@@ -36,7 +36,9 @@ export type Action =
   | { kind: 'workload'; name: string; pod: string; argv: string[] }
   /** undo: run by reset (and by the next start) to take the change back */
   | { kind: 'exec'; in: string; cmd: string[]; undo?: string[] }
-  | { kind: 'sleep'; ms: number };
+  | { kind: 'sleep'; ms: number }
+  /** waits until the Deployment ("kube-system/coredns") has rolled out, as `lab rollout status` */
+  | { kind: 'rollout-wait'; deployment: string };
 
 export type Check =
   | { kind: 'http'; title: string; from: string[]; url: string; times: number; minBackends: number }
@@ -60,6 +62,10 @@ export type Check =
     }
   /** the Service (ns/name) has at least this many ready endpoints (on `port`, if given) */
   | { kind: 'endpoints'; title: string; service: string; atLeast: number; port?: number }
+  /** the Deployment's Pods try the name in its env var `env` as is first (ndots, trailing dot) */
+  | { kind: 'dns-config'; title: string; deployment: string; env: string }
+  /** `getent ahostsv4` of that name in every Pod answers, asking the cluster DNS <= atMost names */
+  | { kind: 'dns-lookup'; title: string; deployment: string; env: string; atMost: number }
   /** a rolling restart of the Deployment under request loops from every `from`: none refused */
   | { kind: 'rollout'; title: string; from: string[]; deployment: string; url: string };
 
@@ -165,6 +171,9 @@ function readAction(r: Reader): Action {
     case 'sleep':
       if (typeof body !== 'number' || body < 0) r.fail(kind, 'milliseconds');
       return { kind, ms: body };
+    case 'rollout-wait':
+      if (typeof body !== 'string') r.fail(kind, 'a Deployment (NAME or NAMESPACE/NAME)');
+      return { kind, deployment: body };
     case 'agent':
       return { kind, node: b.str('node'), flags: b.strs('flags', []) };
     case 'manifest':
@@ -181,7 +190,7 @@ function readAction(r: Reader): Action {
     default:
       return r.fail(
         kind,
-        'unknown action (known: crash-agent, agent, manifest, remove-manifest, workload, exec, sleep)',
+        'unknown action (known: crash-agent, agent, manifest, remove-manifest, workload, exec, sleep, rollout-wait)',
       );
   }
 }
@@ -259,10 +268,20 @@ function readCheck(r: Reader): Check {
       };
     case 'rollout':
       return { kind, title, from: from(), deployment: r.str('deployment'), url: r.str('url') };
+    case 'dns-config':
+      return { kind, title, deployment: r.str('deployment'), env: r.str('env') };
+    case 'dns-lookup':
+      return {
+        kind,
+        title,
+        deployment: r.str('deployment'),
+        env: r.str('env'),
+        atMost: r.num('atMost', 1),
+      };
     default:
       return r.fail(
         'kind',
-        `unknown check "${kind}" (known: http, udp, ping, ct-headroom, counter-still, agent-flag, workload, workload-log, service, object, endpoints, rollout)`,
+        `unknown check "${kind}" (known: http, udp, ping, ct-headroom, counter-still, agent-flag, workload, workload-log, service, object, endpoints, rollout, dns-config, dns-lookup)`,
       );
   }
 }

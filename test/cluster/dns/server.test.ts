@@ -247,3 +247,21 @@ describe('forwarding to an upstream (on loopback)', () => {
     }
   });
 });
+
+describe('--delay-ms: a slow DNS Pod', () => {
+  it('holds every reply back at least that long, zone answers and NXDOMAIN alike', async () => {
+    const slow = new ClusterDnsServer({ domain: D, delayMs: 150 });
+    slow.setView(readView(FIXTURES));
+    const p = (await slow.listen('127.0.0.1', 0)).port;
+    try {
+      for (const name of [`web.default.svc.${D}`, `nothing.default.svc.${D}`]) {
+        const t0 = performance.now();
+        const r = await ask(p, name, 'A', { timeoutMs: 5000 });
+        expect(performance.now() - t0).toBeGreaterThanOrEqual(145);
+        expect(r.reply.flag_aa).toBe(true);
+      }
+    } finally {
+      await slow.close();
+    }
+  });
+});
