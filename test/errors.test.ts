@@ -1,3 +1,6 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   formatError,
@@ -9,7 +12,10 @@ import {
 } from '../src/errors.ts';
 import { LabError } from '../src/lab/sh.ts';
 import { TopologyError } from '../src/lab/topology.ts';
-import { ManifestError } from '../src/manifests/errors.ts';
+import { ManifestError, ManifestFileError } from '../src/manifests/errors.ts';
+import { readObjects } from '../src/cluster/files.ts';
+import { yamlValues } from '../src/manifests/parse.ts';
+import { LocalDetectError, localDetector } from '../src/rules/local-detect.ts';
 import { CommandError } from '../src/node/sh.ts';
 import { OptionError } from '../src/node/options.ts';
 import { PcapError } from '../src/pcap/format.ts';
@@ -24,6 +30,7 @@ describe('the one error base class', () => {
       new UsageError('bad'),
       new NotRootError('lab up'),
       new NoLabError(),
+      new LocalDetectError('detectLocalMode: bad'),
     ];
     for (const e of user) {
       expect(e).toBeInstanceOf(UserError);
@@ -53,5 +60,56 @@ describe('the one error base class', () => {
       '  hint: run it as root, e.g. sudo npx kubetun lab up',
     ]);
     expect(text).not.toMatch(/\bat .*\.ts:\d+/);
+  });
+});
+
+const SRC = fileURLToPath(new URL('../src/', import.meta.url));
+const sources = (dir: string): string[] =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory()
+      ? sources(join(dir, e.name))
+      : e.name.endsWith('.ts')
+        ? [join(dir, e.name)]
+        : [],
+  );
+
+describe('errors are matched by class, not by code or message', () => {
+  it('KubetunError is the only class in src/ extending Error', () => {
+    const direct = sources(SRC).flatMap((f) =>
+      [
+        ...readFileSync(f, 'utf8').matchAll(
+          /class (\w+) extends (?:Error|RangeError|TypeError)\b/g,
+        ),
+      ].map((m) => m[1]),
+    );
+    expect(direct).toEqual(['KubetunError']);
+  });
+
+  it("a file that cannot be read or parsed is a ManifestFileError; one object's mistake is not", () => {
+    const catchOf = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    expect(catchOf(() => readObjects('/nonexistent/x.yaml'))).toBeInstanceOf(ManifestFileError);
+    expect(catchOf(() => yamlValues('a: [', 'f.yaml'))).toBeInstanceOf(ManifestFileError);
+    const obj = new ManifestError('MANIFEST_BAD_IP', { file: 'f', object: 'o', field: 'x' }, 'bad');
+    expect(obj).not.toBeInstanceOf(ManifestFileError);
+    expect(catchOf(() => localDetector({ mode: 'Bogus' }))).toBeInstanceOf(UserError);
+  });
+
+  it('no code or message string decides a branch in src/ (code === / code.includes on our errors)', () => {
+    const hits = sources(SRC).flatMap((f) =>
+      readFileSync(f, 'utf8')
+        .split('\n')
+        .filter((l) =>
+          /code\s*===\s*'MANIFEST_|\.code\.includes\(|\.name\s*===\s*'\w+Error'/.test(l),
+        )
+        .map((l) => `${f}: ${l.trim()}`),
+    );
+    expect(hits).toEqual([]);
   });
 });

@@ -3,7 +3,7 @@
 // unpacked; empty documents skipped. Syntax errors name the file and document, as the agent's
 // manifests loader does (the same document reader).
 import { readFileSync } from 'node:fs';
-import { ManifestError } from '../manifests/errors.ts';
+import { ManifestFileError } from '../manifests/errors.ts';
 import { manifestFiles } from '../manifests/load.ts';
 import { yamlValues } from '../manifests/parse.ts';
 
@@ -19,7 +19,7 @@ export function readObjects(pathOrDir: string): FileObject[] {
     try {
       text = readFileSync(file, 'utf8');
     } catch (e) {
-      throw new ManifestError(
+      throw new ManifestFileError(
         'MANIFEST_IO',
         { file, object: '', field: '' },
         `cannot read: ${(e as NodeJS.ErrnoException).code}`,

@@ -11,6 +11,7 @@
 
 import { type FSWatcher, statSync, watch } from 'node:fs';
 import { loadManifestsPartial, manifestFiles } from '../manifests/load.ts';
+import { ManifestFileError } from '../manifests/errors.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
 import type { ClusterState, EndpointSlice, Service } from '../model.ts';
 import { type Clock, systemClock, type TimerHandle } from './clock.ts';
@@ -210,8 +211,7 @@ export class ManifestDirSource {
 
 /** The file as a whole could not be read or parsed (as opposed to one object refused). */
 function unreadable(e: Error): boolean {
-  const code = (e as { code?: unknown }).code;
-  return code === 'MANIFEST_IO' || code === 'MANIFEST_YAML_SYNTAX';
+  return e instanceof ManifestFileError;
 }
 
 function byName<T extends { namespace: string; name: string }>(objs: T[]): Map<string, T> {

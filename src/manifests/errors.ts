@@ -53,3 +53,20 @@ export class ManifestError extends UserError {
     this.reason = reason;
   }
 }
+
+/**
+ * The file as a whole could not be read or parsed (MANIFEST_IO, MANIFEST_YAML_SYNTAX), as
+ * opposed to one object refused: a watcher keeps every object of such a file as it was.
+ */
+export class ManifestFileError extends ManifestError {
+  declare readonly code: 'MANIFEST_IO' | 'MANIFEST_YAML_SYNTAX';
+  constructor(
+    code: 'MANIFEST_IO' | 'MANIFEST_YAML_SYNTAX',
+    where: { file: string; object: string; field: string },
+    reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(code, where, reason, options);
+    this.name = 'ManifestFileError';
+  }
+}

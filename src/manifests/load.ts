@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ClusterState, EndpointSlice, Service } from '../model.ts';
-import { ManifestError } from './errors.ts';
+import { ManifestError, ManifestFileError } from './errors.ts';
 import {
   checkState,
   objectClaims,
@@ -60,7 +60,7 @@ function readText(file: string): string {
 
 function ioError(file: string, e: unknown): ManifestError {
   const reason = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-  return new ManifestError(
+  return new ManifestFileError(
     'MANIFEST_IO',
     { file, object: '', field: '' },
     `cannot read: ${reason}`,
@@ -217,8 +217,9 @@ function claimAll(
       continue;
     }
     errors.push(err);
+    // the previous version, if it still fits (a duplicate name never does: it is the same name)
     const p = prev.get(keyOf(k, o));
-    if (p && p !== o && !err.code.includes('DUPLICATE') && !tryClaim(k, p)) kept.push([k, p]);
+    if (p && p !== o && !tryClaim(k, p)) kept.push([k, p]);
   }
   return { kept, errors };
 }

@@ -13,7 +13,7 @@ import {
 } from 'yaml';
 import type { ClusterState, EndpointSlice, Service } from '../model.ts';
 import { parseEndpointSlice } from './endpointslice.ts';
-import { ManifestError, type ManifestErrorCode } from './errors.ts';
+import { ManifestError, type ManifestErrorCode, ManifestFileError } from './errors.ts';
 import { type Json, ObjectReader } from './fields.ts';
 import { parseService, type ServiceParseOptions } from './service.ts';
 
@@ -93,14 +93,14 @@ function documentValue(doc: Document, file: string, index: number, lines: LineCo
   if (err) {
     // yaml's message starts "<what> at line L, column C:" and then quotes the source.
     const first = err.message.split('\n')[0].replace(/:$/, '');
-    throw new ManifestError('MANIFEST_YAML_SYNTAX', where, `YAML syntax error: ${first}`, {
+    throw new ManifestFileError('MANIFEST_YAML_SYNTAX', where, `YAML syntax error: ${first}`, {
       cause: err,
     });
   }
   const dup = duplicateKey(doc.contents);
   if (dup) {
     const { line, col } = lines.linePos(dup.offset);
-    throw new ManifestError(
+    throw new ManifestFileError(
       'MANIFEST_YAML_SYNTAX',
       where,
       `YAML syntax error: Map keys must be unique ("${dup.key}" again at line ${line}, column ${col})`,
@@ -109,9 +109,14 @@ function documentValue(doc: Document, file: string, index: number, lines: LineCo
   try {
     return doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
-    throw new ManifestError('MANIFEST_YAML_SYNTAX', where, `YAML error: ${(e as Error).message}`, {
-      cause: e,
-    });
+    throw new ManifestFileError(
+      'MANIFEST_YAML_SYNTAX',
+      where,
+      `YAML error: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
   }
 }
 

@@ -24,6 +24,7 @@
 // the interface modes it uses the node's pod CIDR — the addresses behind the pod interfaces that
 // steering hooks (src/node/discover.ts picks exactly the bridge's ports, or the prefixed links) —
 // as the source test (localSourceCidr). docs/cluster.md states the difference.
+import { UserError } from '../errors.ts';
 import { parseCidr4Sloppy } from './ipv4.ts';
 
 export const LOCAL_MODES = [
@@ -52,7 +53,11 @@ export interface LocalDetectInput {
 }
 
 /** A detect-local setting kube-proxy refuses; the message names the setting. */
-export class LocalDetectError extends Error {}
+export class LocalDetectError extends UserError {
+  constructor(message: string) {
+    super('DETECT_LOCAL', message);
+  }
+}
 
 function cidr(field: string, s: string): string {
   const c = parseCidr4Sloppy(s);
