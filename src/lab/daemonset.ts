@@ -103,9 +103,10 @@ export function daemonSetAgentArgv(
   const command = c.command.map((a, i) =>
     i === 0 && a === 'node' ? node : a.replace(IMAGE_ROOT, REPO),
   );
-  // `sh -c` mounts the ServiceAccount directory where in-cluster config looks, then execs the
-  // agent (one PID from `ip netns exec` on, so the lab stops it as any other agent).
-  const mount = `mkdir -p ${SA_MOUNT} && mount --bind "$0" ${SA_MOUNT} && exec "$@"`;
+  // `sh -c` mounts the ServiceAccount directory where in-cluster config looks (the mountpoint
+  // lab up made, sa-mountpoint.ts), then execs the agent (one PID from `ip netns exec` on, so
+  // the lab stops it as any other agent).
+  const mount = `mount --bind "$0" ${SA_MOUNT} && exec "$@"`;
   return [
     'env',
     ...Object.entries(env).map(([k, v]) => `${k}=${v}`),

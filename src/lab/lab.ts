@@ -24,6 +24,7 @@ import { checkManifestEndpoints, readLabServices } from './manifests.ts';
 import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
 import { labTarget, planLab, planLinks, planNode } from './plan.ts';
 import { apiServerAt, prepareCredentials } from './apiserver.ts';
+import { makeSaMountpoint, removeSaMountpoint } from './sa-mountpoint.ts';
 import { writeAgentConfig } from './daemonset.ts';
 import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
 import {
@@ -215,6 +216,7 @@ async function startApiServer(t: Topology, state: LabState, say: Progress): Prom
   const at = apiServerAt(t);
   prepareCredentials(at.host);
   writeAgentConfig();
+  makeSaMountpoint();
   const argv = [process.execPath, join(REPO_ROOT, 'bin/kubetun.mjs'), 'lab', 'apiserver'];
   argv.push('--topology', t.file);
   const log = freshLog('apiserver.log');
@@ -317,6 +319,7 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
   if (opts.keepStore) kept.add('store');
   if (opts.keepExercise) kept.add('exercise');
   removeLabFiles(state, t, kept);
+  removeSaMountpoint(); // any lab's: the last one down removes it
   say(present.length + stopped > 0 ? 'lab is down' : 'no lab to take down');
   if (opts.keepLogs && existsSync(LOG_DIR)) say(`logs kept in ${LOG_DIR}`);
   if (opts.keepStore && existsSync(STORE_DIR)) say(`store kept in ${STORE_DIR}`);

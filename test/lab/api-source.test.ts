@@ -7,17 +7,18 @@
 // a client loop through a ClusterIP loses nothing while the watches end, the history is
 // compacted (410 Gone, relist) and the API server restarts — each followed by a Service change
 // that must still arrive.
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { API_DIR, SA_MOUNT } from '../../src/lab/apiserver.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
-import { startInNs, stopProcess, waitForLog } from '../../src/lab/procs.ts';
-import { type LabState, readState, writeState } from '../../src/lab/state.ts';
-import { loadTopology } from '../../src/lab/topology.ts';
+import { isAlive, startInNs, stopProcess, waitForLog } from '../../src/lab/procs.ts';
+import { mountedAnywhere } from '../../src/lab/sa-mountpoint.ts';
+import { CTL_DIR, LAB_DIR, type LabState, readState, writeState } from '../../src/lab/state.ts';
+import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const KUBETUN = join(ROOT, 'bin/kubetun.mjs');
@@ -83,10 +84,15 @@ async function until(ip: string, want: boolean, ms = 30_000): Promise<number> {
 
 const apiProc = (s: LabState) => s.processes.find((p) => p.role === 'apiserver')!;
 let state: LabState;
+/** The ServiceAccount mountpoint's directories, and which of them the machine had before. */
+const SA_CHAIN = ['/var/run/secrets', '/var/run/secrets/kubernetes.io', SA_MOUNT];
+const saPresent = () => SA_CHAIN.filter((d) => existsSync(d));
+let saBefore: string[] = [];
 
 describe('lab up --source api: agents as the DaemonSet starts them, fed by the API', () => {
   beforeAll(async () => {
     await labDown({ topology: TOPOLOGY });
+    saBefore = saPresent();
     state = await labUp({ topology: TOPOLOGY, mode: 'kubetun', source: 'api' });
   }, 300_000);
 
@@ -193,4 +199,20 @@ describe('lab up --source api: agents as the DaemonSet starts them, fed by the A
     expect(answers.length).toBeGreaterThan(20);
     expect(answers.filter((a) => !/^pod-[abc] /.test(a))).toEqual([]);
   }, 240_000);
+
+  it('lab down leaves nothing: no namespace, process or file, and not the ServiceAccount mountpoint', async () => {
+    expect(saPresent()).toEqual(SA_CHAIN); // the agents' bind mounts needed it
+    const procs = readState()!.processes;
+    await labDown({ topology: TOPOLOGY });
+    const netns = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
+    expect(netns.split('\n').filter((l) => l.startsWith(LAB_PREFIX))).toEqual([]);
+    for (const p of procs) expect(isAlive(p), `${p.role} ${p.name}`).toBe(false);
+    expect([LAB_DIR, CTL_DIR].filter((d) => existsSync(d))).toEqual([]);
+    // Another lab's agents on this machine may still mount it (the last lab down removes it).
+    if (existsSync(SA_MOUNT) && mountedAnywhere(SA_MOUNT)) {
+      console.log(`${SA_MOUNT}: kept, another lab's agent mounts it`);
+      return;
+    }
+    expect(saPresent()).toEqual(saBefore);
+  }, 120_000);
 });
