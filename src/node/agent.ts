@@ -27,7 +27,7 @@ import { UserError } from '../errors.ts';
 import type { DatapathConfig } from '../datapath/state/config.ts';
 import { createDatapath, type Datapath } from '../datapath/state/datapath.ts';
 import { Housekeeping } from '../housekeeping/housekeeping.ts';
-import { DpLoader } from '../loader/load.ts';
+import { type DpLoadOptions, DpLoader } from '../loader/load.ts';
 import { dpTuneV8 } from '../datapath/tune.ts';
 import { loadManifests } from '../manifests/index.ts';
 import type { ResolvedServicePort } from '../model.ts';
@@ -46,6 +46,7 @@ import {
   Watchdog,
   writeState,
 } from './failure.ts';
+import { schedulersFromMaps, type SweepReport, sweepStale } from './adopt.ts';
 import { attachPinned, createPinned, pinPathFor } from './pin.ts';
 import { agentTable, inspectAnswer, reasonTable, servicePortNames } from './inspect.ts';
 import { MonitorHub } from './monitor.ts';
@@ -71,15 +72,7 @@ async function startControl(
   log: Logger,
   monitor: MonitorHub,
 ) {
-  const sync = datapathSync(
-    dp,
-    {
-      nodeName: opts.nodeName,
-      nodeZone: opts.nodeZone,
-      defaultScheduler: net.scheduler,
-    },
-    loader,
-  );
+  const sync = datapathSync(dp, loadOptions(opts, net), loader);
   let source: Parameters<typeof startControlPlane>[0]['source'];
   if (opts.kubeconfig || opts.inCluster) {
     const { loadKubeConfig } = await import('./cluster-config.ts');
@@ -120,7 +113,12 @@ async function startControl(
   const ok = await Promise.race([cp.firstSync.then(() => true), timeout]);
   clearTimeout(timer);
   if (!ok) log.warn({ ms: FIRST_SYNC_TIMEOUT_MS }, 'no successful sync yet; starting anyway');
-  return cp;
+  return { cp, synced: ok };
+}
+
+/** How the loader programs this node's services (one place: the sync and the takeover sweep). */
+function loadOptions(opts: AgentConfig, net: AgentNet): DpLoadOptions {
+  return { nodeName: opts.nodeName, nodeZone: opts.nodeZone, defaultScheduler: net.scheduler };
 }
 
 /** The TUN's kernel-side drops, by metric direction (sysfs; the device may not exist yet). */
@@ -265,6 +263,8 @@ export class NodeAgent {
   readonly monitor: MonitorHub;
   /** ms from start() to the packet loop reading the TUN */
   readyToForwardMs = 0;
+  /** what the takeover's sweep deleted (adopt.ts), if it ran */
+  sweep: SweepReport | undefined;
   /** the dead run this one took over, if any */
   tookOver: SavedState | undefined;
 
@@ -335,7 +335,7 @@ export class NodeAgent {
     const dp = pinned?.dp ?? createDatapath(cfg);
     const loader = new DpLoader(dp); // the one writer of dp's service maps
     const monitor = new MonitorHub(dp, opts.nodeName); // monitor / tap streams (monitor.ts)
-    const cp = await startControl(opts, net, dp, loader, log, monitor);
+    const { cp } = await startControl(opts, net, dp, loader, log, monitor);
     let tun: TunDevice;
     let agent: NodeAgent;
     try {
@@ -381,6 +381,8 @@ export class NodeAgent {
     t0: number,
   ): Promise<NodeAgent> {
     const tun = openTun(opts, handover.tun, log);
+    // rr/lc/maglev services pick from their first packet on, not from the first sync (adopt.ts)
+    const schedulers = schedulersFromMaps(dp, Math.floor(Date.now() / 1000));
     const agent = new NodeAgent(opts, opts.net, log, dp, tun, handover);
     agent.readyToForwardMs = performance.now() - t0;
     log.info(
@@ -389,12 +391,17 @@ export class NodeAgent {
         sinceProcessStartMs: Math.round(performance.now()),
         prevPid: handover.pid,
         flows: dp.ct.size,
+        schedulers,
       },
       'took over the previous run: forwarding on its maps and TUN',
     );
     try {
       const loader = new DpLoader(dp);
-      agent.cp = await startControl(opts, opts.net, dp, loader, log, agent.monitor);
+      const { cp, synced } = await startControl(opts, opts.net, dp, loader, log, agent.monitor);
+      agent.cp = cp;
+      // what went away while no agent ran; without a good first sync nothing is known gone
+      if (synced) agent.sweep = sweepStale(dp, agent.ports(), loadOptions(opts, opts.net));
+      log.info({ swept: agent.sweep }, 'entries of Services and endpoints gone while no agent ran');
       await agent.syncExternal();
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
       agent.startTimers(loader);
@@ -434,6 +441,7 @@ export class NodeAgent {
       monitorStreams: this.monitor.open,
       readyToForwardMs: Math.round(this.readyToForwardMs * 10) / 10,
       tookOverPid: this.tookOver?.pid ?? 0,
+      swept: this.sweep,
     };
   }
 
