@@ -8,6 +8,7 @@ import { labCtl } from './ctl.ts';
 import { agentExtra, remember, withLabLock } from './lab.ts';
 import { labTarget } from './plan.ts';
 import { isAlive, procStartTime } from './procs.ts';
+import { holdSupervisor, readSupervisor } from './supervisor.ts';
 import { ctlSocketFor, findNode, startAgent, stopAgent, waitAgent } from './provision.ts';
 import { NoLabError, UserError } from '../errors.ts';
 import { DEFAULT_RESTART_GRACE_MS } from '../node/failure.ts';
@@ -69,10 +70,15 @@ export function crashAgent(node: string): Promise<void> {
     const s = kubetunLab();
     const a = agentOf(s, node);
     if (!a || !isAlive(a)) return;
-    const st = await labCtl<{ watchdogPid?: number }>(a.ctlSocket!, { cmd: 'status' }).catch(
-      () => ({ watchdogPid: 0 }),
-    );
-    process.kill(a.pid, 'SIGKILL');
+    const st = await labCtl<{ watchdogPid?: number; pid?: number }>(a.ctlSocket!, {
+      cmd: 'status',
+    }).catch(() => ({ watchdogPid: 0, pid: 0 }));
+    // the supervisor (supervisor.ts) would restart it: a crash here is one that stays down
+    holdSupervisor(a);
+    const sup = readSupervisor(a.ctlSocket!);
+    const agentPid = st.pid || (sup?.pid === a.pid ? sup.agentPid : 0) || a.pid;
+    await sleep(100); // the hold signal is handled before the agent's exit
+    process.kill(agentPid, 'SIGKILL');
     const dog = st.watchdogPid ?? 0;
     const polls = (DEFAULT_RESTART_GRACE_MS + 5000) / 50;
     for (let i = 0; i < polls && (isAlive(a) || (dog > 0 && procStartTime(dog))); i++)

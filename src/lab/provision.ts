@@ -22,6 +22,13 @@ import { type NodeTarget, type Phase, planNode, planNodeUndo } from './plan.ts';
 import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
 import { LabError, listNetns, sh, shTry } from './sh.ts';
 import { CTL_DIR, LAB_DIR, type LabProcess, LOG_DIR, VIEW_DIR } from './state.ts';
+import {
+  holdSupervisor,
+  readSupervisor,
+  removeSupervisorFile,
+  supervisedArgv,
+  supervisorFileFor,
+} from './supervisor.ts';
 import { LAB_PREFIX, type LabNode, type Topology } from './topology.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -122,10 +129,20 @@ export function startAgent(
       ? daemonSetAgentArgv(t, n, ctlSocket, extra)
       : kubetunArgv(t, n, at.uplink, ctlSocket, process.execPath, manifests).concat(extra);
   const log = freshLog(`kubetun-${n.name}.log`);
+  // in a namespace lab a supervisor restarts it when it crashes (supervisor.ts); in a VM systemd
+  // does (systemdUnits). The recorded process is the supervisor, argv the agent's.
+  removeSupervisorFile(ctlSocket);
   const p =
     at.ns === undefined
       ? startOnHost('kubetun', n.name, argv, log)
-      : startInNs('kubetun', n.name, at.ns, argv, log);
+      : startInNs(
+          'kubetun',
+          n.name,
+          at.ns,
+          supervisedArgv(supervisorFileFor(ctlSocket), argv),
+          log,
+        );
+  p.argv = argv;
   p.ctlSocket = ctlSocket;
   return p;
 }
@@ -139,7 +156,13 @@ export function startAgent(
  */
 export async function stopAgent(a: LabProcess): Promise<void> {
   const dog = a.ctlSocket ? watchdogOf(statePathFor(a.ctlSocket)) : 0;
+  const sup = a.ctlSocket ? readSupervisor(a.ctlSocket) : undefined;
   await stopProcess(a, 20_000);
+  // a supervisor killed (or killed before its agent ended) leaves the agent: it goes the same way
+  const agent = sup?.pid === a.pid && sup.agentPid > 0 ? sup.agentPid : 0;
+  const agentStart = agent > 0 ? procStartTime(agent) : undefined;
+  if (agentStart !== undefined) await stopProcess({ pid: agent, startTime: agentStart }, 20_000);
+  if (a.ctlSocket) removeSupervisorFile(a.ctlSocket);
   const deadline = Date.now() + DEFAULT_RESTART_GRACE_MS + 10_000;
   while (dog > 0 && procStartTime(dog) !== undefined && Date.now() < deadline) await sleep(50);
 }
@@ -158,8 +181,12 @@ export async function waitAgent(a: LabProcess): Promise<void> {
   try {
     // 60 s: on a loaded 2-core machine tsx alone can take 20 s to start an agent; a dead agent
     // ends the wait at once (isAlive), so only a slow start waits this long.
-    await waitForCtl(a.ctlSocket!, 60_000, () => isAlive(a));
+    // a supervised agent that exited before it answered ends the wait too (its first restart)
+    const first = () => (readSupervisor(a.ctlSocket!)?.restarts ?? 0) === 0;
+    await waitForCtl(a.ctlSocket!, 60_000, () => isAlive(a) && first());
   } catch (err) {
+    holdSupervisor(a); // no restarts behind a failed start
+
     throw new LabError(
       `kubetun on ${a.name}: ${(err as Error).message}; its log ${a.log}:\n${tail(a.log)}`,
     );

@@ -1,4 +1,5 @@
 // `lab status`: what the lab is made of and whether each part is alive, as text or JSON.
+import { readSupervisor, type SupervisorStatus, supervisorLine } from './supervisor.ts';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,7 +36,14 @@ export interface LabStatus {
     podCidr: string;
     uplink: string;
     present: boolean;
-    kubetun: (ProcStatus & { ctlSocket: string; agent: AgentStatus | null }) | null;
+    kubetun:
+      | (ProcStatus & {
+          ctlSocket: string;
+          agent: AgentStatus | null;
+          /** its supervisor's restarts and give-up (supervisor.ts); null on a VM (systemd) */
+          supervisor: SupervisorStatus | null;
+        })
+      | null;
   }[];
   pods: {
     name: string;
@@ -98,9 +106,17 @@ export function labStatusOffline(topologyFile?: string): LabStatus {
   const present = new Set(listNetns());
   const proc = (role: LabProcess['role'], name: string) => {
     const p = state?.processes.find((x) => x.role === role && x.name === name);
-    return p
-      ? { pid: p.pid, alive: isAlive(p), log: p.log, ctlSocket: p.ctlSocket ?? '', agent: null }
-      : null;
+    if (!p) return null;
+    const sup = p.ctlSocket ? readSupervisor(p.ctlSocket) : undefined;
+    const supervisor = sup?.pid === p.pid ? sup : null;
+    return {
+      pid: p.pid,
+      alive: isAlive(p),
+      log: p.log,
+      ctlSocket: p.ctlSocket ?? '',
+      agent: null,
+      supervisor,
+    };
   };
   const nodes = t.nodes.map((n) => ({
     name: n.name,
@@ -184,7 +200,7 @@ export function formatStatus(s: LabStatus): string {
     n.ip,
     n.podCidr,
     n.kubetun
-      ? `${proc(n.kubetun)}${agentLine(n.kubetun.agent)}${missing(n.present)}`
+      ? `${proc(n.kubetun)}${agentLine(n.kubetun.agent)}${supervisorLine(n.kubetun.supervisor ?? undefined)}${missing(n.present)}`
       : `-${missing(n.present)}`,
   ]);
   lines.push(...formatTable(['node', 'namespace', 'ip', 'pod cidr', 'kubetun'], nodes), '');
