@@ -162,6 +162,23 @@ describe('TTL <= 1 toward a VIP', () => {
     expect(run(dp, ack(2)).reason).toBe('TX_DNAT');
   });
 
+  it('a hairpinning pod (its own Service, its own address the only endpoint) gets it too, quoting the VIP', () => {
+    // the probe: lost for a hairpinning pod. The answer goes back to the pod itself, from the
+    // VIP, quoting pod -> VIP:80 — not a masqueraded or DNATed copy of it
+    const p = buildTcp({ src: BACKEND, dst: VIP, sport: 41003, dport: 80, flags: SYN, ttl: 1 });
+    const r = run(dp, p);
+    expect([r.verdict, r.reason]).toEqual([V_REPLY, 'REPLY_TTL_EXCEEDED']);
+    const icmp = buildIcmp({ src: '0.0.0.0', dst: '0.0.0.0' }, 11, 0, 0, p);
+    const want = buildIpv4(
+      { src: VIP, dst: BACKEND, ttl: 64, id: 0, tos: 0xc0 },
+      1,
+      icmp.subarray(20),
+    );
+    expect(r.out).toEqual(want);
+    expect(checksumsVerify(r.out)).toBe(true);
+    expect(dp.ct.size).toBe(0);
+  });
+
   it('node-originated packets are exempt (the kernel does not decrement its own)', () => {
     const p = buildTcp({ src: NODE_IP, dst: VIP, sport: 41002, dport: 80, flags: SYN, ttl: 1 });
     expect(run(dp, p).verdict).toBe(V_TX);
