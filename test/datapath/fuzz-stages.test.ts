@@ -11,29 +11,16 @@ import type { Datapath } from '../../src/datapath/state/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
 import { REASON_COUNT, reasonIsDrop } from '../../src/datapath/state/reasons.ts';
 import { V_DROP, V_REPLY, V_TX } from '../../src/datapath/state/verdict.ts';
-import { ipv4FillCsum } from '../../src/wire/ipv4.ts';
 import { checksumsVerify } from './harness.ts';
-import { clockMs, HIGH_ADDRS, MixedTraffic, mixedDatapath, OFF } from './mixed-traffic.ts';
-
-/** Seeded LCG: the same damage on every run. */
-function lcg(seed: number): (n: number) => number {
-  let s = seed >>> 0;
-  return (n: number) => {
-    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
-    return Math.floor((s / 2 ** 32) * n);
-  };
-}
-
-/** Damage packet k in place; returns the length to hand to dpProcess. */
-function damage(buf: Uint8Array, len: number, rnd: (n: number) => number): number {
-  for (let m = rnd(4); m >= 0; m--) buf[OFF + rnd(len)] = rnd(256);
-  // keep the header checksum right half the time, so parse lets the damage through
-  if (rnd(2) === 0 && (buf[OFF] & 0xf0) === 0x40 && (buf[OFF] & 15) >= 5) ipv4FillCsum(buf, OFF);
-  const cut = rnd(8);
-  if (cut === 0) return rnd(len + 1); // truncated
-  if (cut === 1) return Math.min(len + rnd(64), buf.length - OFF); // trailing bytes
-  return len;
-}
+import {
+  clockMs,
+  damage,
+  HIGH_ADDRS,
+  lcg,
+  MixedTraffic,
+  mixedDatapath,
+  OFF,
+} from './mixed-traffic.ts';
 
 function runFuzz(dp: Datapath, seed: number, n: number): void {
   const t = new MixedTraffic(HIGH_ADDRS);

@@ -344,3 +344,26 @@ export class MixedTraffic {
     }
   }
 }
+
+/** Seeded LCG: the same damage on every run (the fuzz tests, `npm run soak`). */
+export function lcg(seed: number): (n: number) => number {
+  let s = seed >>> 0;
+  return (n: number) => {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    return Math.floor((s / 2 ** 32) * n);
+  };
+}
+
+/**
+ * Damage the packet at buf[OFF..OFF+len) in place: a few bytes overwritten, the IPv4 header
+ * checksum repaired half the time (so parse lets the damage through to the later stages), the
+ * length sometimes cut or stretched. Returns the length to hand to dpProcess.
+ */
+export function damage(buf: Uint8Array, len: number, rnd: (n: number) => number): number {
+  for (let m = rnd(4); m >= 0; m--) buf[OFF + rnd(len)] = rnd(256);
+  if (rnd(2) === 0 && (buf[OFF] & 0xf0) === 0x40 && (buf[OFF] & 15) >= 5) ipv4FillCsum(buf, OFF);
+  const cut = rnd(8);
+  if (cut === 0) return rnd(len + 1); // truncated
+  if (cut === 1) return Math.min(len + rnd(64), buf.length - OFF); // trailing bytes
+  return len;
+}

@@ -17,18 +17,11 @@ import { VNET_HDR_LEN, VNET_OK, vnetCheck, vnetWrite } from '../../src/wire/virt
 import {
   clockMs,
   HIGH_ADDRS,
+  lcg,
   MixedTraffic,
   mixedDatapath,
   OFF,
 } from '../datapath/mixed-traffic.ts';
-
-function lcg(seed: number): (n: number) => number {
-  let s = seed >>> 0;
-  return (n: number) => {
-    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
-    return Math.floor((s / 2 ** 32) * n);
-  };
-}
 
 const VOFF = 7;
 
