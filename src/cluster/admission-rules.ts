@@ -137,19 +137,10 @@ function validateService(svc: Service, add: Add): void {
   }
 }
 
-// The apiserver's limits (pkg/apis/discovery/validation): 1000 endpoints, 100 ports per slice.
-const MAX_SLICE_ENDPOINTS = 1000;
-const MAX_SLICE_PORTS = 100;
-
+// The apiserver's size limits (1000 endpoints, 100 ports, 100 addresses) are the manifests
+// reader's (parseEndpointSlice, which admission runs too): one rule in one place.
 function validateEndpointSlice(e: EndpointSlice, add: Add): void {
   const eps = Array.isArray(e.endpoints) ? e.endpoints : [];
-  if (eps.length > MAX_SLICE_ENDPOINTS) {
-    add('endpoints', `Too many: ${eps.length}: must have at most ${MAX_SLICE_ENDPOINTS} items`);
-  }
-  const ports = Array.isArray(e.ports) ? e.ports : [];
-  if (ports.length > MAX_SLICE_PORTS) {
-    add('ports', `Too many: ${ports.length}: must have at most ${MAX_SLICE_PORTS} items`);
-  }
   eps.forEach((ep, i) => {
     if (typeof ep !== 'object' || ep === null) return;
     if (ep.hostname !== undefined) {

@@ -9,6 +9,15 @@ export { LABEL_SERVICE_NAME as SERVICE_NAME_LABEL } from '../cluster/types.ts';
 import { LABEL_SERVICE_NAME as SERVICE_NAME_LABEL } from '../cluster/types.ts';
 const ADDRESS_TYPES = ['IPv4', 'IPv6', 'FQDN'] as const;
 
+/**
+ * The apiserver's EndpointSlice limits (discovery.k8s.io/v1 API reference: "a maximum of 1000
+ * endpoints", "a maximum of 100 ports", an endpoint's addresses "at least one ... but no more
+ * than 100"), refused before anything is read item by item.
+ */
+export const SLICE_MAX_ENDPOINTS = 1000;
+export const SLICE_MAX_PORTS = 100;
+export const ENDPOINT_MAX_ADDRESSES = 100;
+
 export function parseEndpointSlice(r: ObjectReader, o: Json): EndpointSlice {
   const meta = readMeta(r, o);
   const serviceName = meta.labels[SERVICE_NAME_LABEL];
@@ -35,7 +44,7 @@ export function parseEndpointSlice(r: ObjectReader, o: Json): EndpointSlice {
     addressType,
     ports: readSlicePorts(r, o),
     endpoints: r
-      .list(o.endpoints, 'endpoints')
+      .list(o.endpoints, 'endpoints', SLICE_MAX_ENDPOINTS)
       .map((v, i) => readEndpoint(r, v, `endpoints[${i}]`, addressType)),
   };
 }
@@ -47,7 +56,7 @@ export function parseEndpointSlice(r: ObjectReader, o: Json): EndpointSlice {
 function readSlicePorts(r: ObjectReader, o: Json): EndpointSlicePort[] {
   const out: EndpointSlicePort[] = [];
   const names: string[] = [];
-  r.list(o.ports, 'ports').forEach((v, i) => {
+  r.list(o.ports, 'ports', SLICE_MAX_PORTS).forEach((v, i) => {
     const path = `ports[${i}]`;
     const p = r.map(v, path) ?? r.wrongType(path, 'a mapping', v);
     const name = r.str(p.name, sub(path, 'name')) ?? '';
@@ -81,7 +90,7 @@ function readEndpoint(
   addressType: EndpointSlice['addressType'],
 ): Endpoint {
   const e = r.map(v, path) ?? r.wrongType(path, 'a mapping', v);
-  const addresses = r.list(e.addresses, sub(path, 'addresses')).map((a, i) => {
+  const addresses = r.list(e.addresses, sub(path, 'addresses'), ENDPOINT_MAX_ADDRESSES).map((a, i) => {
     const field = `${path}.addresses[${i}]`;
     const s = r.reqStr(a, field);
     const bad =

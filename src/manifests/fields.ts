@@ -60,9 +60,16 @@ export class ObjectReader {
     return v as Json;
   }
 
-  list(v: unknown, field: string): unknown[] {
+  /** A list; with `max`, longer ones are refused as the apiserver's field.TooMany does. */
+  list(v: unknown, field: string, max?: number): unknown[] {
     if (v === undefined || v === null) return [];
     if (!Array.isArray(v)) return this.wrongType(field, 'a list', v);
+    if (max !== undefined && v.length > max)
+      this.fail(
+        'MANIFEST_TOO_LONG',
+        field,
+        `Too many: ${v.length}: must have at most ${max} items`,
+      );
     return v;
   }
 

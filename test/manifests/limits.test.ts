@@ -78,3 +78,40 @@ describe('annotations: at most 256 KiB per object, keys and values together', ()
     );
   });
 });
+
+describe("EndpointSlice sizes: the apiserver's 1000 endpoints, 100 ports, 100 addresses", () => {
+  const sliceDoc = (endpoints: number, ports: number, addresses: number) => {
+    const addrs = Array.from({ length: addresses }, (_, i) => `10.244.${i >> 8}.${(i & 255) + 1}`);
+    const eps = Array.from(
+      { length: endpoints },
+      (_, i) => `- addresses: [${i === 0 ? addrs.join(', ') : `10.245.${(i + 1) >> 8}.${(i + 1) & 255}`}]`,
+    );
+    const ps = Array.from({ length: ports }, (_, i) => `- {name: p${i}, port: ${8000 + i}}`);
+    return `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports:
+${ps.join('\n')}
+endpoints:
+${eps.join('\n')}
+`;
+  };
+  it('at the limits a slice is taken', () => {
+    const st = parseManifests(sliceDoc(1000, 100, 100), 'f.yaml');
+    expect(st.slices[0]?.endpoints).toHaveLength(1000);
+    expect(st.slices[0]?.ports).toHaveLength(100);
+  });
+  it.each([
+    [1001, 1, 1, 'endpoints', 'Too many: 1001: must have at most 1000 items'],
+    [1, 101, 1, 'ports', 'Too many: 101: must have at most 100 items'],
+    [1, 1, 101, 'endpoints[0].addresses', 'Too many: 101: must have at most 100 items'],
+  ])('%i endpoints, %i ports, %i addresses: refused at %s', (e, p, a, field, reason) => {
+    const err = refusal(sliceDoc(e, p, a));
+    expect(err.code).toBe('MANIFEST_TOO_LONG');
+    expect(err.file).toBe('f.yaml');
+    expect(err.object).toBe('EndpointSlice default/web-1');
+    expect(err.field).toBe(field);
+    expect(err.reason).toBe(reason);
+  });
+});
