@@ -137,7 +137,7 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
     nat4Orig(dp, buf, i); // masqueraded flow: source too (nat.ts)
     return TX_DNAT;
   }
-  i = ct4LookupReply(ct, proto, saddr, daddr, sport, dport, nowSec);
+  i = ct4LookupReply(ct, proto, saddr, daddr, sport, dport, dp.tcpFlags, nowSec);
   if (i >= 0) {
     const t = lb4Track(dp, i, CT_DIR_REPLY, bytes);
     if (t !== R_CONTINUE) return t;

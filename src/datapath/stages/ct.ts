@@ -105,7 +105,14 @@ export function ct4LookupOrig(
   return i;
 }
 
-/** Find the flow of a backend->client packet; expired entries are deleted (a miss). */
+/**
+ * Find the flow of a backend->client packet; expired entries are deleted (a miss), and so is a
+ * closed TCP flow answered by a SYN-ACK: that answers a new connection the client opened
+ * straight to the backend from the same port (the kernel picks ephemeral ports per
+ * destination, so a VIP flow's port comes round again toward its backend), whose SYN never
+ * crossed the TUN — translated, the client would see its SYN-ACK come from the VIP and the
+ * direct connection time out. The kernel's conntrack tells them apart by the SYN it saw.
+ */
 export function ct4LookupReply(
   ct: ConntrackMap,
   proto: number,
@@ -113,15 +120,24 @@ export function ct4LookupReply(
   daddr: number,
   sport: number,
   dport: number,
+  tcpFlags: number,
   nowSec: number,
 ): number {
   const i = ct.lookupReply(proto, saddr, daddr, sport, dport);
   if (i < 0) return -1;
-  if (ct4Expired(ct, i, nowSec)) {
+  if (ct4Expired(ct, i, nowSec) || ct4AnswersAnother(ct, i, proto, tcpFlags)) {
     ct.delete(i);
     return -1;
   }
   return i;
+}
+
+/** A SYN-ACK to a TIME_WAIT/CLOSE flow: the backend answering a new connection (above). */
+function ct4AnswersAnother(ct: ConntrackMap, i: number, proto: number, tcpFlags: number): boolean {
+  const synAck = TCP_SYN | TCP_ACK;
+  if (proto !== IPPROTO_TCP || (tcpFlags & (synAck | TCP_RST)) !== synAck) return false;
+  const s = ct.flags(i) >>> CT_STATE_SHIFT;
+  return s === CT_TCP_TIME_WAIT || s === CT_TCP_CLOSE;
 }
 
 function ct4Reopens(ct: ConntrackMap, i: number, proto: number, tcpFlags: number): boolean {
