@@ -72,7 +72,7 @@ const { readState } = await import('../src/lab/state.ts');
 const { labCtl } = await import('../src/lab/ctl.ts');
 const { LAB_PREFIX, loadTopology } = await import('../src/lab/topology.ts');
 const { nodeIptablesRules } = await import('../src/lab/kube-proxy.ts');
-const { inNs, sh, shTry } = await import('../src/lab/sh.ts');
+const { inNs, sh, shTry } = await import('../src/sh.ts');
 const { renderJumpCommands } = await import('../src/rules/jumps.ts');
 
 type Mode = 'none' | 'iptables' | 'kubetun' | 'kubetun-no-offload';

@@ -10,13 +10,13 @@ import {
   UsageError,
   UserError,
 } from '../src/errors.ts';
-import { LabError } from '../src/lab/sh.ts';
+import { LabError } from '../src/lab/error.ts';
 import { TopologyError } from '../src/lab/topology.ts';
 import { ManifestError, ManifestFileError } from '../src/manifests/errors.ts';
 import { readObjects } from '../src/cluster/files.ts';
 import { yamlValues } from '../src/manifests/parse.ts';
 import { LocalDetectError, localDetector } from '../src/rules/local-detect.ts';
-import { CommandError } from '../src/node/sh.ts';
+import { CommandError } from '../src/sh.ts';
 import { OptionError } from '../src/node/options.ts';
 import { PcapError } from '../src/pcap/format.ts';
 

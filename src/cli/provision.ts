@@ -12,7 +12,7 @@ import {
   systemdUnits,
   unprovisionNode,
 } from '../lab/provision.ts';
-import { LabError } from '../lab/sh.ts';
+import { LabError } from '../lab/error.ts';
 import { loadTopology } from '../lab/topology.ts';
 
 interface Flags {

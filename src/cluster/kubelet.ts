@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type NodeTarget, planPod, planPodUndo } from '../lab/plan.ts';
 import { isAlive, startInNs, stopProcess, waitForLog } from '../lab/procs.ts';
-import { sh, shTry } from '../lab/sh.ts';
+import { sh, shTry } from '../sh.ts';
 import type { LabProcess } from '../lab/state.ts';
 import { LAB_PREFIX, type LabNode, type LabPod } from '../lab/topology.ts';
 import { serverFor } from './images.ts';

@@ -15,7 +15,7 @@ import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { dirname, join } from 'node:path';
 import { NoLabError, UserError } from '../errors.ts';
-import { LabError } from './sh.ts';
+import { LabError } from './error.ts';
 import { LAB_DIR } from './state.ts';
 
 export const API_SOCKET = join(LAB_DIR, 'api.sock');

@@ -3,7 +3,7 @@
 import type { KObject } from '../cluster/types.ts';
 import type { ApiHandler } from './api.ts';
 import type { Store } from '../cluster/store.ts';
-import { LabError } from './sh.ts';
+import { LabError } from './error.ts';
 
 export interface ApplyRequest {
   objects: { file: string; object: unknown }[];

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { API_DIR, apiServerAt, SA_DIR, SA_MOUNT } from './apiserver.ts';
-import { LabError } from './sh.ts';
+import { LabError } from './error.ts';
 import { type LabNode, parseCidr, type Topology, u32ToIp } from './topology.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));

@@ -11,7 +11,7 @@ import type {
   ReplicaSet,
   Service,
 } from '../cluster/types.ts';
-import { LabError } from './sh.ts';
+import { LabError } from './error.ts';
 
 /** kubectl's resource names and short names, to API kinds. */
 const KINDS: Record<string, string> = {

@@ -13,7 +13,7 @@ import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
 import { renderIptables } from '../rules/iptables.ts';
 import { renderJumpCommands } from '../rules/jumps.ts';
 import { renderNftables } from '../rules/nftables.ts';
-import { inNs, sh, shTry } from './sh.ts';
+import { inNs, sh, shTry } from '../sh.ts';
 import { VIEW_DIR } from './state.ts';
 import type { LabNode, Topology } from './topology.ts';
 

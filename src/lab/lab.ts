@@ -37,7 +37,8 @@ import {
   stopAgent,
   waitAgent,
 } from './provision.ts';
-import { inNs, LabError, listNetns, shTry } from './sh.ts';
+import { LabError } from './error.ts';
+import { inNs, listNetns, shTry } from '../sh.ts';
 import {
   type LabMode,
   type LabProcess,

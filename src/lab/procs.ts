@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LabError } from './sh.ts';
+import { LabError } from './error.ts';
 import type { LabProcess } from './state.ts';
 
 /** /proc/<pid>/stat field 22 (start time in clock ticks since boot), or undefined if gone. */

@@ -20,7 +20,8 @@ import { daemonSetAgentArgv } from './daemonset.ts';
 import { waitForCtl } from './ctl.ts';
 import { type NodeTarget, type Phase, planNode, planNodeUndo } from './plan.ts';
 import { isAlive, procStartTime, startInNs, stopProcess, tail, waitForLog } from './procs.ts';
-import { LabError, listNetns, sh, shTry } from './sh.ts';
+import { LabError } from './error.ts';
+import { listNetns, sh, shTry } from '../sh.ts';
 import { CTL_DIR, LAB_DIR, type LabProcess, LOG_DIR, VIEW_DIR } from './state.ts';
 import {
   holdSupervisor,

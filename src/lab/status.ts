@@ -10,7 +10,7 @@ import { labCtl } from './ctl.ts';
 import { DEFAULT_TOPOLOGY } from './lab.ts';
 import { type LabService, readLabServices } from './manifests.ts';
 import { isAlive } from './procs.ts';
-import { listNetns } from './sh.ts';
+import { listNetns } from '../sh.ts';
 import { type LabMode, type LabProcess, readState, VIEW_DIR } from './state.ts';
 import { loadTopology, type Topology } from './topology.ts';
 

@@ -16,7 +16,7 @@ import { ctlAlive } from './ctl.ts';
 import { type Recovered, recoverState } from './failure.ts';
 import { removeKubeProxyRules } from './kube-proxy-leftovers.ts';
 import { sweepStaleFilters } from './steering.ts';
-import { tryRun } from './sh.ts';
+import { shTry } from '../sh.ts';
 
 export interface CleanupOptions {
   /** where the agents' control sockets and state files are (kubetun run --ctl-socket's dir) */
@@ -53,8 +53,8 @@ export async function cleanupNode(o: CleanupOptions): Promise<CleanupReport> {
     if (r) stateFiles.push({ file, ...r });
   }
   const swept = sweepStaleFilters();
-  const tunRemoved = tryRun(['ip', 'link', 'show', 'dev', o.tun]).ok
-    ? tryRun(['ip', 'link', 'del', 'dev', o.tun]).ok
+  const tunRemoved = shTry(['ip', 'link', 'show', 'dev', o.tun]).ok
+    ? shTry(['ip', 'link', 'del', 'dev', o.tun]).ok
     : false;
   for (const s of sockets) unlinkSync(s);
   const left = existsSync(o.ctlDir) ? readdirSync(o.ctlDir) : [];

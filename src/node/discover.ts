@@ -15,7 +15,7 @@
 // name starts with the prefix (Calico's `cali`). The CIDR modes discover by route.
 import type { LocalDetector } from '../rules/local-detect.ts';
 import { type Cidr, ipv4ToU32 } from '../wire/addr.ts';
-import { runJson } from './sh.ts';
+import { shJson } from '../sh.ts';
 
 interface IpRoute {
   dst: string;
@@ -95,7 +95,7 @@ export function discoverPodIfaces(
   podCidr: Cidr,
   exclude: readonly string[],
 ): string[] {
-  const routes = runJson<IpRoute>(['ip', '-j', '-4', 'route', 'show', 'table', 'main']);
-  const links = runJson<IpLink>(['ip', '-j', '-d', 'link', 'show']);
+  const routes = shJson<IpRoute>(['ip', '-j', '-4', 'route', 'show', 'table', 'main']);
+  const links = shJson<IpLink>(['ip', '-j', '-d', 'link', 'show']);
   return podIfacesFor(local, routes, links, podCidr, exclude);
 }

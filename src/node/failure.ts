@@ -33,7 +33,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { privateFileProblem } from './private-dir.ts';
-import { shQuote, tryRun } from './sh.ts';
+import { shQuote, shTry } from '../sh.ts';
 
 // $1: the lease file ('' = fail open at once), $2: the grace window in tenths of a second.
 const WATCHDOG_SCRIPT = `
@@ -203,7 +203,7 @@ export async function recoverState(path: string, waitMs = 5000): Promise<Recover
   if (s.lease) claimLease(s.lease);
   for (let t = 0; t < waitMs && alive(s.watchdogPid); t += 50) await sleep(50);
   let failed = 0;
-  for (const argv of [...s.undo].reverse()) if (!tryRun(argv).ok) failed++;
+  for (const argv of [...s.undo].reverse()) if (!shTry(argv).ok) failed++;
   removeState(path);
   return { prevPid: s.pid, steps: s.undo.length, failed };
 }

@@ -8,7 +8,7 @@
 //             are not kube-proxy's and stay (the kubelet recreates them anyway).
 //   nftables  the tables `ip kube-proxy` and `ip6 kube-proxy`.
 import { IPTABLES_JUMPS, jumpArgs } from '../rules/jumps.ts';
-import { run, tryRun } from './sh.ts';
+import { sh, shTry } from '../sh.ts';
 
 /** kube-proxy's chains: the fixed ones and the per-service / per-endpoint prefixes. */
 const KUBE_PROXY_CHAIN =
@@ -18,7 +18,7 @@ const NFT_FAMILIES = ['ip', 'ip6'] as const;
 
 /** kube-proxy's chains present in one iptables table (by `iptables-save -t`). */
 function iptablesChains(table: string): string[] {
-  const r = tryRun(['iptables-save', '-t', table]);
+  const r = shTry(['iptables-save', '-t', table]);
   if (!r.ok) return [];
   return r.out
     .split('\n')
@@ -28,7 +28,7 @@ function iptablesChains(table: string): string[] {
 }
 
 function nftTables(): string[] {
-  return NFT_FAMILIES.filter((f) => tryRun(['nft', 'list', 'table', f, 'kube-proxy']).ok).map(
+  return NFT_FAMILIES.filter((f) => shTry(['nft', 'list', 'table', f, 'kube-proxy']).ok).map(
     (f) => `${f} kube-proxy`,
   );
 }
@@ -50,7 +50,7 @@ export function removeKubeProxyRules(): string[] {
   for (const j of IPTABLES_JUMPS) {
     if (!KUBE_PROXY_CHAIN.test(j.dstChain)) continue; // the kubelet's KUBE-FIREWALL stays
     // -D deletes one copy; a rule added twice needs as many deletions
-    while (tryRun(['iptables', '-w', '-t', j.table, '-D', j.srcChain, ...jumpArgs(j)]).ok)
+    while (shTry(['iptables', '-w', '-t', j.table, '-D', j.srcChain, ...jumpArgs(j)]).ok)
       removed.push(`iptables ${j.table} ${j.srcChain} -j ${j.dstChain}`);
   }
   for (const t of TABLES) {
@@ -64,11 +64,11 @@ export function removeKubeProxyRules(): string[] {
       'COMMIT',
       '',
     ].join('\n');
-    run(['iptables-restore', '-w', '--noflush'], input);
+    sh(['iptables-restore', '-w', '--noflush'], { input });
     removed.push(`iptables ${t}: ${chains.length} KUBE-* chains`);
   }
   for (const t of nftTables()) {
-    run(['nft', 'delete', 'table', ...t.split(' ')]);
+    sh(['nft', 'delete', 'table', ...t.split(' ')]);
     removed.push(`nftables table ${t}`);
   }
   return removed;

@@ -47,7 +47,7 @@ import type { DatapathConfig } from '../datapath/state/config.ts';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
-import { run, runJson, tryRun } from './sh.ts';
+import { sh, shJson, shTry } from '../sh.ts';
 import { sysctlPath, sysctlRead, sysctlWrite, sysctlWriteArgv } from './sysctl.ts';
 
 export const TC_PREF_POD = 7700;
@@ -106,8 +106,9 @@ export class UndoLog {
   unwind(): string[] {
     const failed: string[] = [];
     while (this.steps.length > 0) {
-      const r = tryRun(this.steps.pop()!);
-      if (!r.ok) failed.push(r.err);
+      const argv = this.steps.pop()!;
+      const r = shTry(argv);
+      if (!r.ok) failed.push(`${argv.join(' ')}: ${r.err.trim()}`);
     }
     return failed;
   }
@@ -196,7 +197,7 @@ export class Steering {
       String(TC_PREF_EXTERNAL),
     ];
     if (addrs.length === 0) {
-      tryRun(del);
+      shTry(del);
       return;
     }
     this.hook(
@@ -226,13 +227,13 @@ export class Steering {
 
   /** One filter per match list, all at `pref` (replacing what was there). */
   private hook(dev: string, pref: number, matches: string[][]): void {
-    const qdiscs = runJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
+    const qdiscs = shJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
     if (!qdiscs.some((q) => q.kind === 'clsact')) {
       this.undo.add(['tc', 'qdisc', 'del', 'dev', dev, 'clsact']);
       this.exec(['tc', 'qdisc', 'add', 'dev', dev, 'clsact']);
     }
     const del = ['tc', 'filter', 'del', 'dev', dev, 'ingress', 'pref', String(pref)];
-    tryRun(del); // a stale filter of a crashed run
+    shTry(del); // a stale filter of a crashed run
     this.undo.add(del);
     const action = ['action', 'mirred', 'egress', 'redirect', 'dev', this.cfg.tun];
     const filter = ['tc', 'filter', 'add', 'dev', dev, 'ingress', 'pref', String(pref)];
@@ -243,7 +244,7 @@ export class Steering {
   }
 
   private exec(argv: string[]): void {
-    run(argv);
+    sh(argv);
     this.applied.push(argv.join(' '));
   }
 
@@ -277,11 +278,11 @@ export class Steering {
  * too): a stale redirect to a TUN that no longer exists black-holes the pod's traffic.
  */
 export function sweepStaleFilters(): string[] {
-  const qdiscs = runJson<{ kind: string; dev: string }>(['tc', '-j', 'qdisc', 'show']);
+  const qdiscs = shJson<{ kind: string; dev: string }>(['tc', '-j', 'qdisc', 'show']);
   const swept: string[] = [];
   for (const q of qdiscs) {
     if (q.kind !== 'clsact') continue;
-    const filters = runJson<{ pref?: number }>([
+    const filters = shJson<{ pref?: number }>([
       'tc',
       '-j',
       'filter',
@@ -292,7 +293,7 @@ export function sweepStaleFilters(): string[] {
     ]);
     for (const pref of KUBETUN_PREFS) {
       if (!filters.some((f) => f.pref === pref)) continue;
-      tryRun(['tc', 'filter', 'del', 'dev', q.dev, 'ingress', 'pref', String(pref)]);
+      shTry(['tc', 'filter', 'del', 'dev', q.dev, 'ingress', 'pref', String(pref)]);
       swept.push(`${q.dev}/pref ${pref}`);
     }
   }

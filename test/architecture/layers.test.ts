@@ -50,6 +50,7 @@ const LEAVES = ['wire', 'errors'];
 const MAY_IMPORT: Record<string, readonly string[]> = {
   wire: [],
   errors: [],
+  sh: ['errors'],
   maps: ['wire'],
   sched: ['wire', 'maps'],
   model: ['wire'],

@@ -11,7 +11,8 @@ import { type Progress, startKubetun, withLabLock } from '../lab.ts';
 import { flushKernelDataplane, installKernelDataplane, isKernelMode } from '../kube-proxy.ts';
 import { isAlive } from '../procs.ts';
 import { stopAgent } from '../provision.ts';
-import { inNs, LabError, shTry } from '../sh.ts';
+import { LabError } from '../error.ts';
+import { inNs, shTry } from '../../sh.ts';
 import { type LabMode, type LabState, readState, writeState } from '../state.ts';
 import { loadTopology, type Topology } from '../topology.ts';
 

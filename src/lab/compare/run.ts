@@ -4,7 +4,8 @@
 import { type Progress, labUp } from '../lab.ts';
 import type { KernelMode } from '../kube-proxy.ts';
 import { readLabServices } from '../manifests.ts';
-import { inNs, LabError, shTry } from '../sh.ts';
+import { LabError } from '../error.ts';
+import { inNs, shTry } from '../../sh.ts';
 import { type LabMode, readState, VIEW_DIR } from '../state.ts';
 import { allPods, loadTopology, type Topology } from '../topology.ts';
 import { type CapturePoint, capturePoints, startCaptures, stopCaptures } from './capture.ts';

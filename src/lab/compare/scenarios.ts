@@ -16,7 +16,7 @@
 // previous scenario (an ICMP host unreachable that waited out ARP, a retransmission) can then
 // never land in the next one's capture, whichever order they run in.
 import { UsageError } from '../../errors.ts';
-import { inNs, shTry } from '../sh.ts';
+import { inNs, shTry } from '../../sh.ts';
 import type { LabClient, LabPod, Topology } from '../topology.ts';
 
 export interface Attempt {

@@ -2,7 +2,7 @@
 // seed articles show on a real node — the nat chains a packet to the VIP walks
 // (KUBE-SERVICES → KUBE-SVC-… → KUBE-SEP-… DNAT, from `iptables -t nat -S`), and the kernel's
 // conntrack entry (`conntrack -L`) whose reply tuple turns the pod's answers back into the VIP.
-import { inNs, shTry } from '../sh.ts';
+import { inNs, shTry } from '../../sh.ts';
 
 /** The kernel conntrack lines of one TCP flow, as `conntrack -L` prints them. */
 export function kernelCtLines(nodeNs: string, src: string, sport: number, vip: string): string[] {

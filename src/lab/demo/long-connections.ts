@@ -8,7 +8,8 @@
 //   pod-d ── 100 connections, 1 request each ─▶ 10.96.0.10:80 ──▶ pod-a / pod-b / pod-c
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
 import type { Progress } from '../lab.ts';
-import { inNs, LabError, sh } from '../sh.ts';
+import { LabError } from '../error.ts';
+import { inNs, sh } from '../../sh.ts';
 import { type LabState, VIEW_DIR } from '../state.ts';
 import { allPods, loadTopology } from '../topology.ts';
 import { withLabMode } from './ensure-lab.ts';

@@ -11,7 +11,7 @@ import { type Progress, REPO_ROOT, remember } from '../lab.ts';
 import { installKubeProxyRules, isKernelMode } from '../kube-proxy.ts';
 import { freshLog } from '../provision.ts';
 import { startInNs, waitForLog } from '../procs.ts';
-import { inNs, sh } from '../sh.ts';
+import { inNs, sh } from '../../sh.ts';
 import { readState } from '../state.ts';
 import { loadTopology, targetNamespace, type Topology } from '../topology.ts';
 import { rolloutWaiting } from '../../cluster/deployment-controller.ts';

@@ -1,9 +1,8 @@
 // Answers the lab decides when `check` runs, because they depend on what the traffic did: which
 // KUBE-SEP chain a flow took is a random draw made when its SYN went through KUBE-SVC.
-import { inNs } from '../sh.ts';
+import { inNs, shAsync } from '../../sh.ts';
 import type { Topology } from '../topology.ts';
 import { nsOf } from './actions.ts';
-import { run } from './checks.ts';
 import type { AcceptFrom } from './spec.ts';
 
 /**
@@ -17,7 +16,7 @@ export async function decideAnswer(
   t: Topology,
 ): Promise<string[] | { error: string }> {
   const ns = nsOf(t, f.node);
-  const ct = await run(
+  const ct = await shAsync(
     inNs(ns, [
       'conntrack',
       '-L',
@@ -35,7 +34,7 @@ export async function decideAnswer(
   );
   const backends = flowBackends(ct.out, f.src);
   if (backends.length === 0) return [];
-  const rules = await run(inNs(ns, ['iptables-save', '-t', 'nat']));
+  const rules = await shAsync(inNs(ns, ['iptables-save', '-t', 'nat']));
   if (rules.status !== 0) return { error: `iptables-save on ${f.node}: ${rules.err.trim()}` };
   const seps = backends.flatMap((b) => sepFor(rules.out, f.dst, f.dport, b) ?? []);
   return seps.length

@@ -2,13 +2,12 @@
 // the lab's state (an agent's flags, its conntrack headroom, a Service field) and behaviour —
 // traffic sent from every pod, through the Service, right now. Each check yields one line that
 // says what holds or what does not yet, with what was seen.
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { agentOf } from '../agent.ts';
 import { labCtl } from '../ctl.ts';
 import { REPO_ROOT } from '../lab.ts';
 import { isAlive, readLog } from '../procs.ts';
-import { inNs } from '../sh.ts';
+import { inNs, shAsync } from '../../sh.ts';
 import type { LabState } from '../state.ts';
 import { allPods, type Topology } from '../topology.ts';
 import { nsOf } from './actions.ts';
@@ -18,36 +17,6 @@ import type { CheckItem } from './item.ts';
 import type { Check } from './spec.ts';
 
 export type { CheckItem } from './item.ts';
-
-export interface Ran {
-  status: number;
-  out: string;
-  err: string;
-}
-
-/** Runs argv without a shell, in parallel with others; never rejects. */
-export function run(argv: string[], timeoutMs = 15_000): Promise<Ran> {
-  return new Promise((resolve) => {
-    const c = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    c.stdout.on('data', (d) => {
-      out += d;
-    });
-    c.stderr.on('data', (d) => {
-      err += d;
-    });
-    const timer = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
-    c.on('error', (e) => {
-      clearTimeout(timer);
-      resolve({ status: -1, out, err: e.message });
-    });
-    c.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ status: code ?? -1, out, err });
-    });
-  });
-}
 
 /** "pods" = every pod; "pods@node1" = that node's pods; anything else is a lab target name. */
 export function expandFrom(t: Topology, from: string[]): string[] {
@@ -74,7 +43,7 @@ async function httpFrom(t: Topology, who: string, url: string, times: number) {
   const fails: string[] = [];
   for (let i = 0; i < times; i++) {
     const argv = ['curl', '-sS', '-m', '3', '-o', '-', '-w', '\n%{http_code}', url];
-    const r = await run(inNs(nsOf(t, who), argv), 10_000);
+    const r = await shAsync(inNs(nsOf(t, who), argv), 10_000);
     const lines = r.out.trimEnd().split('\n');
     const code = lines.pop();
     if (r.status === 0 && code === '200') backends.add((lines[0] ?? '').split(' ')[0] ?? '?');
@@ -109,7 +78,7 @@ async function checkUdp(c: Extract<Check, { kind: 'udp' }>, x: CheckContext): Pr
   const udpq = join(REPO_ROOT, 'lab/servers/udpq.mjs');
   const res = await Promise.all(
     who.map((w) =>
-      run(
+      shAsync(
         inNs(nsOf(x.t, w), [process.execPath, udpq, c.ip, String(c.port), String(c.times), '1500']),
       ),
     ),
@@ -126,7 +95,7 @@ async function checkPing(c: Extract<Check, { kind: 'ping' }>, x: CheckContext): 
   const who = expandFrom(x.t, c.from);
   const res = await Promise.all(
     who.map((w) =>
-      run(inNs(nsOf(x.t, w), ['ping', '-n', '-c', '2', '-i', '0.2', '-W', '1', c.ip])),
+      shAsync(inNs(nsOf(x.t, w), ['ping', '-n', '-c', '2', '-i', '0.2', '-W', '1', c.ip])),
     ),
   );
   const got = res.map((r) => r.status === 0);

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { matchesSelector } from '../../cluster/selector.ts';
 import type { Deployment, Pod, Service } from '../../cluster/types.ts';
 import { apiCall } from '../api.ts';
-import { inNs } from '../sh.ts';
+import { inNs } from '../../sh.ts';
 import { nsOf } from './actions.ts';
 import type { Topology } from '../topology.ts';
 import { fieldAt, getObject, isPodReady, listObjects, readyEndpoints } from './cluster.ts';

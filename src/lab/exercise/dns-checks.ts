@@ -16,8 +16,7 @@ import { sandboxNames } from '../../cluster/kubelet.ts';
 import { matchesSelector } from '../../cluster/selector.ts';
 import type { Deployment, Pod, Service } from '../../cluster/types.ts';
 import { podLogFile } from '../control-plane.ts';
-import { inNs } from '../sh.ts';
-import { run } from './checks.ts';
+import { inNs, shAsync } from '../../sh.ts';
 import { getObject, isPodReady, listObjects } from './cluster.ts';
 import type { CheckItem } from './item.ts';
 import type { Check } from './spec.ts';
@@ -111,7 +110,7 @@ async function lookupFrom(p: Pod, name: string, dns: Pod[]) {
   const logs = dns.map((d) => podLogFile(d));
   const from = logs.map(sizeOf);
   const t0 = performance.now();
-  const r = await run(inNs(sandboxNames(p).ns, ['getent', 'ahostsv4', name]), 20_000);
+  const r = await shAsync(inNs(sandboxNames(p).ns, ['getent', 'ahostsv4', name]), 20_000);
   const ms = Math.round(performance.now() - t0);
   await sleep(100); // the server logs a query just before it sends the answer
   const bare = name.toLowerCase().replace(/\.$/, '');

@@ -12,10 +12,10 @@
 import type { EndpointSlice, Pod, Service } from '../../cluster/types.ts';
 import { labCtl } from '../ctl.ts';
 import { isAlive } from '../procs.ts';
-import { inNs } from '../sh.ts';
+import { inNs, shAsync } from '../../sh.ts';
 import type { LabState } from '../state.ts';
 import type { Topology } from '../topology.ts';
-import { type CheckItem, run } from './checks.ts';
+import type { CheckItem } from './checks.ts';
 import { listObjects } from './cluster.ts';
 import type { ActiveExercise, ServiceSnapshot } from './lab.ts';
 
@@ -128,7 +128,7 @@ export async function dataplaneGuard(
         );
         if (!ok)
           return void problems.push(`kubetun on ${n.name} does not answer on ${p.ctlSocket}`);
-        const h = await run(
+        const h = await shAsync(
           inNs(n.ns, [
             'curl',
             '-s',
@@ -143,7 +143,7 @@ export async function dataplaneGuard(
         );
         if (h.out !== '200') problems.push(`${n.name} /healthz answers ${h.out || 'nothing'}`);
       } else {
-        const r = await run(inNs(n.ns, ['nft', 'list', 'ruleset']));
+        const r = await shAsync(inNs(n.ns, ['nft', 'list', 'ruleset']));
         if (!/KUBE-SERVICES|services/.test(r.out))
           problems.push(`${n.name} has no kube-proxy rules`);
       }

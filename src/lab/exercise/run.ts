@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { agentOf, restartAgent } from '../agent.ts';
 import { type Progress, REPO_ROOT } from '../lab.ts';
 import { isAlive, stopProcess } from '../procs.ts';
-import { inNs, shTry } from '../sh.ts';
+import { inNs, shTry } from '../../sh.ts';
 import { type LabMode, type LabState, readState, writeState } from '../state.ts';
 import { loadTopology, type Topology } from '../topology.ts';
 import { decideAnswer } from './answers.ts';

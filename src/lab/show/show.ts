@@ -9,7 +9,7 @@ import type { ResolvedServicePort } from '../../model.ts';
 import { labCtl } from '../ctl.ts';
 import { DEFAULT_TOPOLOGY } from '../lab.ts';
 import { isAlive } from '../procs.ts';
-import { inNs } from '../sh.ts';
+import { inNs } from '../../sh.ts';
 import { type LabState, readState } from '../state.ts';
 import { servedView } from '../status.ts';
 import { loadTopology, type Topology } from '../topology.ts';
