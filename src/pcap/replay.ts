@@ -174,8 +174,8 @@ export function tcpdumpTime(sec: number, nsec: number): string {
 }
 
 /**
- * "3 22:13:20.000200 TCP 10.244.0.5:40000 > 10.96.0.10:80 [P.] len 5 TX TX_DNAT ct=established
- *  backend=pod-b@10.244.1.5:8080 => TCP 10.244.0.5:40000 > 10.244.1.5:8080 [P.] len 5"
+ * "3 22:13:20.000200 TCP 10.244.0.5.40000 > 10.96.0.10.80 [P.] len 5 TX TX_DNAT ct=established
+ *  backend=pod-b@10.244.1.5:8080 => TCP 10.244.0.5.40000 > 10.244.1.5.8080 [P.] len 5"
  */
 export function formatReplayEntry(e: ReplayEntry, pods?: ReadonlyMap<string, string>): string {
   const time = tcpdumpTime(e.tsSec, e.tsNsec);

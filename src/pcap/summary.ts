@@ -31,7 +31,7 @@ import {
 } from '../wire/ipv4.ts';
 import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, protoName } from '../wire/proto.ts';
 import { tcpDataOffset, tcpDstPort, tcpFlags, tcpSrcPort } from '../wire/tcp.ts';
-import { tcpdumpFlags } from '../wire/tcpdump.ts';
+import { tcpdumpEndpoint, tcpdumpFlags, tcpdumpIcmp } from '../wire/tcpdump.ts';
 import { UDP_HEADER_LEN, udpDstPort, udpSrcPort } from '../wire/udp.ts';
 
 /** tcpdump's letters for a TCP flags byte (src/wire/tcpdump.ts). */
@@ -76,9 +76,10 @@ function ports(
 ): string {
   if (l4 + 4 > end) return `${src} > ${dst} truncated`;
   // source and destination ports are the first 4 bytes of both headers
-  const head = `${src}:${tcpSrcPort(b, l4)} > ${dst}:${tcpDstPort(b, l4)}`;
+  const ep = tcpdumpEndpoint;
+  const head = `${ep(src, tcpSrcPort(b, l4))} > ${ep(dst, tcpDstPort(b, l4))}`;
   if (proto === IPPROTO_UDP) {
-    const u = `${src}:${udpSrcPort(b, l4)} > ${dst}:${udpDstPort(b, l4)}`;
+    const u = `${ep(src, udpSrcPort(b, l4))} > ${ep(dst, udpDstPort(b, l4))}`;
     return depth > 0 || l4 + UDP_HEADER_LEN > end ? u : `${u} len ${end - l4 - UDP_HEADER_LEN}`;
   }
   if (l4 + 14 > end) return head;
@@ -87,28 +88,16 @@ function ports(
   return depth > 0 || l4 + doff > end ? flags : `${flags} len ${end - l4 - doff}`;
 }
 
-const UNREACH_CODES: Record<number, string> = {
-  0: 'net',
-  1: 'host',
-  2: 'protocol',
-  3: 'port',
-  4: 'need to frag',
-  13: 'admin prohibited',
-};
-
 function icmp(b: Uint8Array, l4: number, end: number, depth: number): string {
   if (l4 + ICMP_HEADER_LEN > end) return 'truncated';
   const type = icmpType(b, l4);
   const code = icmpCode(b, l4);
+  let what = tcpdumpIcmp(type, code);
   if (type === ICMP_ECHO || type === ICMP_ECHO_REPLY) {
-    const kind = type === ICMP_ECHO ? 'request' : 'reply';
-    return `echo ${kind} id ${icmpEchoId(b, l4)} seq ${icmpEchoSeq(b, l4)}`;
+    return `${what} id ${icmpEchoId(b, l4)} seq ${icmpEchoSeq(b, l4)}`;
   }
-  let what = `type ${type} code ${code}`;
   const unreach = type === ICMP_DEST_UNREACH;
-  if (unreach) what = `unreachable ${UNREACH_CODES[code] ?? `code ${code}`}`;
   if (unreach && code === ICMP_FRAG_NEEDED) what += ` (mtu ${icmpNextHopMtu(b, l4)})`;
-  if (type === ICMP_TIME_EXCEEDED) what = 'time exceeded';
   const quotes = unreach || type === ICMP_TIME_EXCEEDED || type === ICMP_PARAMETER_PROBLEM;
   if (quotes && depth === 0) {
     what += ` quoting {${describe(b, l4 + ICMP_HEADER_LEN, end, depth + 1)}}`;

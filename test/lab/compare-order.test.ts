@@ -58,7 +58,7 @@ describe(`lab compare scenario isolation (lab prefix ${LAB_PREFIX})`, () => {
     const frag = one('icmp-frag-needed').points.find((p) => p.point.endsWith('(client)'))!;
     for (const side of [frag.a, frag.b])
       expect(side.map((p) => p.text).join('\n'), formatReport(forwards)).toMatch(
-        /icmp unreachable code 4 .*about \[10\.244\.1\.2\.eph\d+ > 10\.96\.0\.54\.53 udp\]/,
+        /icmp unreachable need to frag .*about \[10\.244\.1\.2\.eph\d+ > 10\.96\.0\.54\.53 udp\]/,
       );
   }, 1_200_000);
 });

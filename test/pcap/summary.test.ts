@@ -8,7 +8,7 @@ describe('summarizeIpv4', () => {
   it('describes TCP like tcpdump: ports, flags in FSRP. order, payload length', () => {
     expect(
       s(tcp({ src: '10.0.0.1', sport: 1234, dst: '10.0.0.2', dport: 80, flags: SYN | ACK })),
-    ).toBe('TCP 10.0.0.1:1234 > 10.0.0.2:80 [S.] len 0');
+    ).toBe('TCP 10.0.0.1.1234 > 10.0.0.2.80 [S.] len 0');
     expect(
       s(
         tcp({
@@ -20,7 +20,7 @@ describe('summarizeIpv4', () => {
           data: 'hi',
         }),
       ),
-    ).toBe('TCP 10.0.0.1:1234 > 10.0.0.2:80 [FP.] len 2');
+    ).toBe('TCP 10.0.0.1.1234 > 10.0.0.2.80 [FP.] len 2');
     expect(tcpFlagString(0)).toBe('none');
     expect(tcpFlagString(0xff)).toBe('FSRP.UEW');
   });
@@ -28,7 +28,7 @@ describe('summarizeIpv4', () => {
   it('describes UDP and ICMP echo', () => {
     expect(
       s(udp({ src: '10.0.0.1', sport: 53000, dst: '10.96.0.53', dport: 53, data: 'abc' })),
-    ).toBe('UDP 10.0.0.1:53000 > 10.96.0.53:53 len 3');
+    ).toBe('UDP 10.0.0.1.53000 > 10.96.0.53.53 len 3');
     expect(s(icmpEcho({ src: '10.0.0.1', dst: '10.0.0.2', id: 9, seq: 3 }))).toBe(
       'ICMP 10.0.0.1 > 10.0.0.2 echo request id 9 seq 3',
     );
@@ -48,7 +48,7 @@ describe('summarizeIpv4', () => {
     m[3] = c & 0xff;
     const err = ipv4({ src: '10.96.0.99', dst: '10.0.0.1', proto: 1 }, m);
     expect(s(err)).toBe(
-      'ICMP 10.96.0.99 > 10.0.0.1 unreachable port quoting {TCP 10.0.0.1:1234 > 10.96.0.99:80}',
+      'ICMP 10.96.0.99 > 10.0.0.1 unreachable port quoting {TCP 10.0.0.1.1234 > 10.96.0.99.80}',
     );
   });
 

@@ -45,7 +45,7 @@ describe('kubetun replay', () => {
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines.length).toBe(PACKETS.filter((p) => p.data).length);
     expect(lines[0]).toMatch(
-      /^1 22:13:20\.000001 TCP 10\.244\.0\.5:40000 > 10\.96\.0\.10:80 \[S\] .* TX_DNAT_NEW ct=new backend=web-5@10\.244\.1\.5:8080 /,
+      /^1 22:13:20\.000001 TCP 10\.244\.0\.5\.40000 > 10\.96\.0\.10\.80 \[S\] .* TX_DNAT_NEW ct=new backend=web-5@10\.244\.1\.5:8080 /,
     );
     expect(r.stderr).toContain(
       'replay: 14 packets in, 12 out (PASS 1, TX 10, REPLY 1, DROP 2), 1 non-IPv4 records skipped',
@@ -72,7 +72,7 @@ describe('kubetun replay', () => {
       reasonName: 'TX_DNAT_NEW',
       ct: 'new',
       backend: '10.244.1.5:8080',
-      output: 'TCP 10.244.0.5:40000 > 10.244.1.5:8080 [S] len 0',
+      output: 'TCP 10.244.0.5.40000 > 10.244.1.5.8080 [S] len 0',
     });
   });
 
@@ -145,7 +145,7 @@ describe('kubetun replay', () => {
       print: (l) => lines.push(l),
     });
     expect(r.podSideReplies).toBe(2);
-    expect(lines[0]).toMatch(/^1 22:13:20\.000000 TCP 10\.244\.1\.5:8080 > .* PASS_NOT_SERVICE /);
+    expect(lines[0]).toMatch(/^1 22:13:20\.000000 TCP 10\.244\.1\.5\.8080 > .* PASS_NOT_SERVICE /);
     const r2 = kubetun(
       'replay',
       '--manifests',

@@ -97,8 +97,8 @@ describe('replay: what the datapath decided', () => {
   it('writes one trace line per packet with index, time, packet, verdict, reason, ct state and backend', () => {
     // tcpdump's time of day (T0 is 2023-11-14 22:13:20 UTC), not epoch seconds
     expect(formatReplayEntry(byWhat('SYN'))).toBe(
-      `1 22:13:20.000001 TCP 10.244.0.5:40000 > 10.96.0.10:80 [S] len 0 TX TX_DNAT_NEW ct=new backend=10.244.1.5:8080` +
-        ' => TCP 10.244.0.5:40000 > 10.244.1.5:8080 [S] len 0',
+      `1 22:13:20.000001 TCP 10.244.0.5.40000 > 10.96.0.10.80 [S] len 0 TX TX_DNAT_NEW ct=new backend=10.244.1.5:8080` +
+        ' => TCP 10.244.0.5.40000 > 10.244.1.5.8080 [S] len 0',
     );
     expect(formatReplayEntry(byWhat('truncated'))).toBe(
       `15 22:13:34.014001 IPv4 truncated (12 bytes) DROP DROP_TRUNCATED_IPV4 ct=- backend=-`,

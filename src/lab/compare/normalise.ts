@@ -1,6 +1,8 @@
 // Normalisation: two runs of the same scenario differ in what is legitimately random, and only
 // in that. Each rule below is listed in every report (NORMALISATIONS), so a reader knows
 // exactly what was ignored; everything else in a packet must match.
+import { ICMP_ECHO, ICMP_ECHO_REPLY } from '../../wire/icmp.ts';
+import { tcpdumpEndpoint, tcpdumpIcmp } from '../../wire/tcpdump.ts';
 import type { Pkt } from './packets.ts';
 
 export const NORMALISATIONS: readonly string[] = [
@@ -97,7 +99,7 @@ export class Normaliser {
 
   packet(p: Pkt): NPkt {
     const ep = (ip: string, port: number | undefined) =>
-      port === undefined ? ip : `${ip}.${this.endpoint(p, ip, port)}`;
+      tcpdumpEndpoint(ip, port === undefined ? undefined : this.endpoint(p, ip, port));
     const sp = this.endpoint(p, p.src, p.sport);
     const dp = this.endpoint(p, p.dst, p.dport);
     const head = `${ep(p.src, p.sport)} > ${ep(p.dst, p.dport)}`;
@@ -119,7 +121,8 @@ export class Normaliser {
       rest = label;
     }
     const text = `${head}: ${rest} ${ip}`;
-    const isError = p.proto === 'icmp' && p.icmpType !== 0 && p.icmpType !== 8;
+    const isError =
+      p.proto === 'icmp' && p.icmpType !== ICMP_ECHO_REPLY && p.icmpType !== ICMP_ECHO;
     const loose = isError ? `ICMP-ERROR-SOURCE > ${ep(p.dst, p.dport)}: ${rest}` : text;
     const opener = p.sport === undefined ? p.inner : p;
     const flow =
@@ -128,21 +131,20 @@ export class Normaliser {
   }
 
   private icmp(p: Pkt): { label: string; rest: string } {
-    const t = p.icmpType;
-    if (t === 8 || t === 0) {
-      const kind = t === 8 ? 'echo request' : 'echo reply';
+    const t = p.icmpType ?? -1;
+    const kind = tcpdumpIcmp(t, p.icmpCode ?? 0);
+    if (t === ICMP_ECHO || t === ICMP_ECHO_REPLY) {
       const id = this.icmpId(p.icmpId ?? 0);
       return {
         label: `icmp ${kind} seq ${p.icmpSeq}`,
         rest: `icmp ${kind} ${id} seq ${p.icmpSeq} len ${p.len}`,
       };
     }
-    const name = t === 3 ? `unreachable code ${p.icmpCode}` : `type ${t} code ${p.icmpCode}`;
     const i = p.inner;
-    const about = i
-      ? ` about [${i.src}${i.sport === undefined ? '' : `.${this.endpoint(i, i.src, i.sport)}`} > ${i.dst}${i.dport === undefined ? '' : `.${this.endpoint(i, i.dst, i.dport)}`} ${i.proto}]`
-      : '';
-    return { label: `icmp ${name}`, rest: `icmp ${name}${about}` };
+    const ep = (ip: string, port?: number) =>
+      tcpdumpEndpoint(ip, port === undefined || !i ? undefined : this.endpoint(i, ip, port));
+    const about = i ? ` about [${ep(i.src, i.sport)} > ${ep(i.dst, i.dport)} ${i.proto}]` : '';
+    return { label: `icmp ${kind}`, rest: `icmp ${kind}${about}` };
   }
 }
 
