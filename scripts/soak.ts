@@ -74,6 +74,7 @@ const HERE = import.meta.dirname;
 const ROOT = join(HERE, '..');
 const WEB = 'http://10.96.0.10/';
 const API = 'http://10.96.0.70/';
+const GRACE_NOTE = 'the default 5 s';
 
 const t0 = Date.now();
 const say = (m: string) =>
@@ -204,50 +205,49 @@ async function churn(mode: string): Promise<void> {
   );
 }
 
-async function inject(): Promise<void> {
-  let raw: unknown;
-  try {
-    raw = createRequire(import.meta.url)('raw-socket');
-  } catch {
-    out('inject: skipped — the optional raw-socket package is not installed (npm i raw-socket)');
-    return;
-  }
-  void raw;
-  const pid = (await labCtl<{ pid: number }>(agentSocket('node1'), { cmd: 'status' })).pid;
-  const before = (await counters('node1')).counters;
-  const classes = injectionClasses();
-  const lines = classes.map((c) => `${c.name} ${Buffer.from(c.packet).toString('hex')}`);
-  const p = spawn(
-    'ip',
-    [
-      'netns',
-      'exec',
-      ns('pod-a'),
-      process.execPath,
-      join(HERE, 'soak/inject.cjs'),
-      String(INJECT_EACH),
-    ],
-    {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    },
-  );
+/** Sends `packet` `count` times from pod-a through inject.cjs; its "sent N, errors E" line. */
+async function injectOne(packet: Uint8Array, count: number): Promise<string> {
+  const argv = [process.execPath, join(HERE, 'soak/inject.cjs'), String(count)];
+  const p = spawn('ip', ['netns', 'exec', ns('pod-a'), ...argv], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   let sent = '';
   p.stdout.on('data', (b: Buffer) => {
     sent += b;
   });
-  p.stdin.end(`${lines.join('\n')}\n`);
+  p.stdin.end(`x ${Buffer.from(packet).toString('hex')}\n`);
   await new Promise((r) => p.once('exit', r));
-  await sleep(500);
-  const after = (await counters('node1')).counters;
+  return sent.trim();
+}
+
+/** One class at a time, so every counter that moved is that class's (and the TUN's drops). */
+async function inject(): Promise<void> {
+  try {
+    createRequire(import.meta.url)('raw-socket');
+  } catch {
+    out('inject: skipped — the optional raw-socket package is not installed (npm i raw-socket)');
+    return;
+  }
+  const pid = (await labCtl<{ pid: number }>(agentSocket('node1'), { cmd: 'status' })).pid;
+  const classes = injectionClasses();
+  out(`inject: ${classes.length} classes x ${INJECT_EACH} from pod-a toward VIPs, through node1`);
+  for (const c of classes) {
+    const before = await counters('node1');
+    const sent = await injectOne(c.packet, INJECT_EACH);
+    await sleep(300);
+    const after = await counters('node1');
+    const moved = Object.entries(after.counters)
+      .map(([k, v]) => [k, v - (before.counters[k] ?? 0)] as const)
+      .filter(([, d]) => d > 0)
+      .sort((x, y) => y[1] - x[1])
+      .map(([k, d]) => `${k} ${d}`);
+    const tunDrop = after.tunKernel.txDropped - before.tunKernel.txDropped;
+    out(
+      `  ${c.name.padEnd(18)} ${sent}; counted: ${moved.join(', ') || 'nothing'}; TUN tx_dropped ${tunDrop} (expected: ${c.expect})`,
+    );
+  }
   const pidAfter = (await labCtl<{ pid: number }>(agentSocket('node1'), { cmd: 'status' })).pid;
-  const moved = Object.entries(after)
-    .map(([k, v]) => [k, v - (before[k] ?? 0)] as const)
-    .filter(([k, d]) => d > 0 && !k.startsWith('TX_') && k !== 'PASS_NOT_SERVICE');
-  out(
-    `inject: ${classes.length} classes x ${INJECT_EACH} from pod-a (${sent.trim()}); node1's agent PID ${pid === pidAfter ? 'unchanged' : `CHANGED ${pid} -> ${pidAfter}`}`,
-  );
-  for (const c of classes) out(`  ${c.name.padEnd(22)} expect ${c.expect}`);
-  out(`  counters moved: ${moved.map(([k, d]) => `${k} +${d}`).join(', ')}`);
+  out(`  node1's agent PID ${pid === pidAfter ? 'unchanged' : `CHANGED ${pid} -> ${pidAfter}`}`);
 }
 
 function patternSha(n: number): string {
@@ -258,7 +258,8 @@ function patternSha(n: number): string {
 
 async function kill(): Promise<void> {
   const file = join(tmp, 'dl.bin');
-  const probe = new NsProcess(ns('pod-d'), [
+  // the probe on node1 (pod-b), whose agent is killed
+  const probe = new NsProcess(ns('pod-b'), [
     process.execPath,
     join(HERE, 'soak/probe.mjs'),
     WEB,
@@ -295,14 +296,15 @@ async function kill(): Promise<void> {
     darkMs?: number;
     failed?: number;
   };
-  const [http, size, conns] = curl.out.trim().split(' ');
+  // -w's report ends curl's output (its error, if any, is before it: stderr is merged)
+  const [, http, size, conns] = /(\d{3}) (\d+) (\d+)\s*$/.exec(curl.out) ?? ['', '000', '0', '0'];
   const sha = code === 0 ? createHash('sha256').update(readFileSync(file)).digest('hex') : '';
   const after = await labCtl<{ pid: number; tookOverPid: number; readyToForwardMs: number }>(
     agentSocket('node1'),
     { cmd: 'status' },
   );
   out(
-    `kill [kubetun]: kill -9 of node1's agent 2 s into a ${DL_BYTES / 1048576} MiB paced download: curl exit ${code}, HTTP ${http}, ${size} bytes over ${conns} connection(s) — same connection finished: ${code === 0 && conns === '1' ? 'yes' : 'NO'}, bytes right: ${sha === patternSha(DL_BYTES) ? 'yes' : 'NO'}`,
+    `kill [kubetun]: (restart grace ${GRACE_NOTE}) kill -9 of node1's agent 2 s into a ${DL_BYTES / 1048576} MiB paced download: curl exit ${code}, HTTP ${http}, ${size} bytes over ${conns} connection(s) — same connection finished: ${code === 0 && conns === '1' ? 'yes' : 'NO'}, bytes right: ${sha === patternSha(DL_BYTES) ? 'yes' : 'NO'}`,
   );
   out(
     `  agent back (supervisor) after ${back} ms, took over: ${after.tookOverPid === before.pid ? 'yes' : 'no'}, ready-to-forward ${after.readyToForwardMs} ms after its start; VIP dark ${dark.darkMs} ms (${dark.failed} probes failed); load ${loadavg()}`,
@@ -342,11 +344,14 @@ async function ctfull(): Promise<void> {
     if (r.status !== 0) refused++;
   }
   await sleep(4000); // the pool's connections send a request every 2 s: any lost one reopens
-  const reopened = (pool.out.match(/reopen/g) ?? []).length;
+  // "reopening (k/48 open)" after every close, a failed reconnect included: the least k is how
+  // many established connections were left at the worst
+  const opens = [...pool.out.matchAll(/reopening \((\d+)\/\d+ open\)/g)].map((m) => Number(m[1]));
+  const worst = opens.length ? Math.min(...opens) : Number(opened);
   const c = (await counters('node1')).counters;
   await pool.stop();
   out(
-    `ctfull [kubetun]: --ct-max 64, a pool of ${opened}/48 established connections: ${refused}/${tries} new connections refused (DROP_CT_FULL ${c.DROP_CT_FULL ?? 0}), pool connections lost and reopened: ${reopened}`,
+    `ctfull [kubetun]: --ct-max 64, a pool of ${opened}/48 established connections: ${refused}/${tries} new connections refused (DROP_CT_FULL ${c.DROP_CT_FULL ?? 0}), established kept: ${worst}/${opened} at the worst (${opens.length} reconnect attempts)`,
   );
   await restartAgent('node1', [], () => {});
 }

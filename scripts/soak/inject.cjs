@@ -28,7 +28,11 @@ process.stdin.on('end', async () => {
     if (!hex) continue;
     const buf = Buffer.from(hex, 'hex');
     const dst = `${buf[16]}.${buf[17]}.${buf[18]}.${buf[19]}`;
-    for (let i = 0; i < count; i++) await one(buf, dst);
+    for (let i = 0; i < count; i++) {
+      await one(buf, dst);
+      // paced (1 ms): a burst would overflow the TUN's queue and measure that instead
+      await new Promise((r) => setTimeout(r, 1));
+    }
   }
   socket.close();
   console.log(`sent ${sent}, errors ${errors}`);
