@@ -57,7 +57,8 @@ import { HealthNodePorts, healthServices } from './health-nodeport.ts';
 import { configzBody, type KpcView } from './kube-proxy-config.ts';
 import { findKubeProxyRules, removeKubeProxyRules } from './kube-proxy-leftovers.ts';
 import { ensurePrivateDir } from './private-dir.ts';
-import { externalAddrs, Steering, sweepStaleFilters, TC_PREF_POD, UndoLog } from './steering.ts';
+import { externalAddrs, POD_BLOCK, Steering, sweepStaleFilters, UndoLog } from './steering.ts';
+import { EndpointSteer } from './steer-endpoints.ts';
 
 /** External IPs to steer and health-check node ports follow the synced services this often. */
 const EXTERNAL_SYNC_MS = 1000;
@@ -71,6 +72,7 @@ async function startControl(
   loader: DpLoader,
   log: Logger,
   monitor: MonitorHub,
+  steer: EndpointSteer,
 ) {
   const sync = datapathSync(dp, loadOptions(opts, net), loader);
   let source: Parameters<typeof startControlPlane>[0]['source'];
@@ -87,7 +89,12 @@ async function startControl(
   }
   const cp = await startControlPlane({
     source,
-    program: sync.program,
+    // the endpoint steering follows first: a new endpoint's replies are steered before the
+    // maps send it anything (steer-endpoints.ts)
+    program: (req) => {
+      steer.sync(req);
+      return sync.program(req);
+    },
     cleanupConntrack: sync.cleanupConntrack,
     // the TUN's kernel-side drops beside the datapath's own (tun.ts kernelStats), and the
     // event ring's figures (monitor.ts)
@@ -209,10 +216,12 @@ function openTun(opts: AgentConfig, name: string, log: Logger): TunDevice {
   return tun;
 }
 
-/** The pod interfaces an undo list unhooks (Steering.hook records the filter's del first). */
+/** The pod interfaces an undo list unbinds from the pods' block (Steering.hookPod). */
 function hookedPods(undo: readonly string[][]): string[] {
-  const pref = String(TC_PREF_POD);
-  return undo.filter((a) => a[1] === 'filter' && a[2] === 'del' && a[7] === pref).map((a) => a[4]);
+  const block = String(POD_BLOCK);
+  return undo
+    .filter((a) => a[1] === 'qdisc' && a[2] === 'del' && a[5] === 'ingress_block' && a[6] === block)
+    .map((a) => a[4]);
 }
 
 function graceMs(opts: AgentConfig): number {
@@ -276,6 +285,7 @@ export class NodeAgent {
     readonly tun: TunDevice,
     handover: SavedState | undefined,
     monitor?: MonitorHub,
+    endpoints = new EndpointSteer(),
   ) {
     this.statePath = statePathFor(opts.ctlSocket);
     this.monitor = monitor ?? new MonitorHub(dp, opts.nodeName);
@@ -311,7 +321,7 @@ export class NodeAgent {
     const { uplink, nodeIp, podCidr, serviceCidr } = opts;
     const snatPorts = { min: dp.cfg.snatPortMin, max: dp.cfg.snatPortMax };
     const cfg = { tun: tun.name, uplink, nodeIp, podCidr, serviceCidr, snatPorts, nodePorts: true };
-    this.steering = new Steering(cfg, this.undo, log);
+    this.steering = new Steering(cfg, this.undo, log, endpoints);
     for (const dev of hookedPods(handover?.undo ?? [])) this.steering.hooked.add(dev);
     this.health = new HealthNodePorts(opts.nodeIp, log);
     this.tookOver = handover;
@@ -335,7 +345,8 @@ export class NodeAgent {
     const dp = pinned?.dp ?? createDatapath(cfg);
     const loader = new DpLoader(dp); // the one writer of dp's service maps
     const monitor = new MonitorHub(dp, opts.nodeName); // monitor / tap streams (monitor.ts)
-    const { cp } = await startControl(opts, net, dp, loader, log, monitor);
+    const steer = new EndpointSteer(); // counts endpoints from the first sync on
+    const { cp } = await startControl(opts, net, dp, loader, log, monitor, steer);
     let tun: TunDevice;
     let agent: NodeAgent;
     try {
@@ -345,7 +356,7 @@ export class NodeAgent {
       throw err;
     }
     try {
-      agent = new NodeAgent(opts, net, log, dp, tun, undefined, monitor);
+      agent = new NodeAgent(opts, net, log, dp, tun, undefined, monitor, steer);
       agent.cp = cp;
       agent.readyToForwardMs = performance.now() - t0;
     } catch (err) {
@@ -397,11 +408,22 @@ export class NodeAgent {
     );
     try {
       const loader = new DpLoader(dp);
-      const { cp, synced } = await startControl(opts, opts.net, dp, loader, log, agent.monitor);
+      const steer = agent.steering.endpoints;
+      const { cp, synced } = await startControl(
+        opts,
+        opts.net,
+        dp,
+        loader,
+        log,
+        agent.monitor,
+        steer,
+      );
       agent.cp = cp;
       // what went away while no agent ran; without a good first sync nothing is known gone
       if (synced) agent.sweep = sweepStale(dp, agent.ports(), loadOptions(opts, opts.net));
       log.info({ swept: agent.sweep }, 'entries of Services and endpoints gone while no agent ran');
+      // the dead run's endpoint tables steer until ours, built beside them, replace them
+      steer.rebuild();
       await agent.syncExternal();
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
       agent.startTimers(loader);
@@ -595,8 +617,7 @@ export class NodeAgent {
       const now = discoverPodIfaces(this.net.local, this.net.podCidr, this.exclude());
       for (const dev of now) {
         if (this.steering.hooked.has(dev)) continue;
-        this.steering.hookPod(dev);
-        this.log.info({ dev }, 'new pod interface hooked');
+        if (this.steering.hookPod(dev)) this.log.info({ dev }, 'new pod interface hooked');
       }
       for (const dev of this.steering.hooked)
         if (!now.includes(dev)) this.steering.hooked.delete(dev);

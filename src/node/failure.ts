@@ -1,8 +1,8 @@
 // What happens when the agent dies.
 //
 // The datapath lives in this process: once it is gone, every packet the tc hooks redirect into
-// the TUN is lost (the TUN disappears with its last fd; mirred to a vanished device drops), and
-// that is ALL pod traffic, not only traffic to Services. kube-proxy's failure mode is gentler
+// the TUN is lost (the TUN disappears with its last fd; mirred to a vanished device drops):
+// Service traffic, and every reply from an endpoint's address and port, direct ones too. kube-proxy's failure mode is gentler
 // (its rules stay in the kernel), and we cannot keep the program running without the process,
 // so the decision is: FAIL OPEN. Service VIPs stop answering, everything else keeps flowing.
 //

@@ -1,7 +1,10 @@
-// Steering: the hooks that make the kernel hand this node's pod traffic to the TUN, and the
-// sysctls that let it take the written-back packets. Verified fact by fact on this kernel
-// (DESIGN.md "Steering recipe"); each has a root test that switches it off and watches traffic
-// fail (test/node/agent.test.ts). Exact commands, in install order:
+// Steering: the hooks that make the kernel hand this node the packets that need translation —
+// and only those: pod-to-pod traffic no Service touches stays in the kernel, as under
+// kube-proxy — and the sysctls that let it take the written-back packets. Verified fact by
+// fact on this kernel (DESIGN.md "Steering recipe"); each has a root test that switches it off
+// and watches traffic fail (test/node/agent.test.ts, test/node/steer.test.ts). The filters do
+// not grow with the number of Services: the per-endpoint ones are entries of u32 hash tables
+// (steer-endpoints.ts), the rest are fixed. Exact commands, in install order:
 //
 //   sysctl net.ipv4.ip_forward=1                 written-back packets are forwarded kt0 -> veth
 //   sysctl net.ipv4.conf.all.rp_filter=0         effective rp_filter is max(all, dev)
@@ -9,14 +12,14 @@
 //                                                although the route back to A is A's veth
 //   sysctl net.ipv4.conf.<tun>.accept_local=1    node -> VIP: the written-back packet's source
 //                                                is the node's own address
-//   ip route replace <service-cidr> dev <tun> src <node-ip>      node-originated traffic to VIPs
-//   tc qdisc add dev <pod-veth> clsact           (only if missing; then removed again on exit)
-//   tc filter add dev <pod-veth> ingress pref 7700 protocol ip u32 match u32 0 0 \
-//      action mirred egress redirect dev <tun>   everything IPv4 a pod sends, so replies of local
-//                                                backends are reverse-NATed (`protocol ip`: ARP
-//                                                must stay on the veth)
-//   tc filter add dev <uplink> ingress pref 7701 protocol ip u32 match ip dst <pod-cidr> \
-//      action mirred egress redirect dev <tun>   replies of remote backends to local clients
+//   ip route replace <service-cidr> dev <tun> src <node-ip>      traffic to VIPs, the node's own
+//                                                and its pods' (forwarded): no filter needed
+//   tc qdisc add dev lo egress_block 7700 clsact        the pods' shared block exists from now
+//                                                on; lo's egress meets its NodePort filter, so
+//                                                the node reaching its own IP:NodePort is served
+//   tc qdisc add dev <pod-veth> ingress_block 7700 clsact   every pod veth shares the block's
+//                                                filters (one set, however many pods); a veth
+//                                                with a clsact of someone else's is left alone
 //   sysctl net.ipv4.ip_local_reserved_ports=<prev>,61440-62463
 //                                                no local socket takes a SNAT port
 //   tc filter add dev <uplink> ingress pref 7702 protocol ip u32 match ip dst <node-ip>/32 \
@@ -28,10 +31,17 @@
 //                                                packets with IP options (and non-first
 //                                                fragments) bypass the NodePort, as counted
 //                                                nowhere but documented here.
+//   tc filter add block 7700 pref 7702 ...       the same NodePort keys: pods and the node
+//                                                itself reaching this node's NodePorts
 //   tc filter ... pref 7703 ... match ip dst <node-ip>/32 match ip protocol 6|17|132 0xff \
 //      match u8 0x05 0x0f at 0 match ip dport 0xf000 0xfc00 ...   replies to SNAT ports
+//   block 7700 pref 7700|7710: endpoint table    replies of local endpoints (and ICMP errors
+//                                                from them), by source address and port
+//   uplink pref 7701|7711: endpoint table, guard `match ip dst <pod-cidr>`   replies of remote
+//                                                endpoints to local clients
 //   tc filter ... pref 7704 ... match ip dst <external/LB ip>/32 ...  externalIPs and
-//                                                LoadBalancer ingress IPs (re-synced on reload)
+//                                                LoadBalancer ingress IPs, on the uplink and the
+//                                                block (re-synced on reload)
 //
 // No address on the TUN: rp_filter 0 (not loose mode 2, which drops everything arriving on an
 // address-less device) is the documented choice, so there is no link-local address to pick per
@@ -48,20 +58,29 @@ import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
 import { sh, shJson, shTry } from '../sh.ts';
+import { EndpointSteer, EndpointTable, IHL5, type TcAt } from './steer-endpoints.ts';
 import { sysctlPath, sysctlRead, sysctlWrite, sysctlWriteArgv } from './sysctl.ts';
 
+/** the pods' shared tc block (every pod veth's ingress, lo's egress) and its endpoint table */
+export const POD_BLOCK = 7700;
 export const TC_PREF_POD = 7700;
 export const TC_PREF_UPLINK = 7701;
 export const TC_PREF_NODEPORT = 7702;
 export const TC_PREF_SNAT = 7703;
 export const TC_PREF_EXTERNAL = 7704;
+/** the endpoint tables' second prefs (steer-endpoints.ts rebuild alternates) */
+export const TC_PREF_POD_ALT = 7710;
+export const TC_PREF_UPLINK_ALT = 7711;
 const KUBETUN_PREFS = [
   TC_PREF_POD,
   TC_PREF_UPLINK,
   TC_PREF_NODEPORT,
   TC_PREF_SNAT,
   TC_PREF_EXTERNAL,
+  TC_PREF_POD_ALT,
+  TC_PREF_UPLINK_ALT,
 ];
+const BLOCK_AT = ['block', String(POD_BLOCK)];
 
 /** 30000-32767 as u32 prefix/mask keys on the destination port. */
 export const NODEPORT_KEYS: readonly [number, number][] = [
@@ -71,8 +90,6 @@ export const NODEPORT_KEYS: readonly [number, number][] = [
   [0x7600, 0xfe00],
   [0x7800, 0xf800],
 ];
-/** IPv4 header length 5 words: u32's fixed-offset port matches are only right then. */
-const IHL5 = ['match', 'u8', '0x05', '0x0f', 'at', '0'];
 /** the protocols with ports at the same offset that Services serve (NodePorts, SNAT replies) */
 const L4_PROTOS = [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP].map(String);
 
@@ -125,15 +142,26 @@ export class Steering {
   readonly sysctls: SysctlChange[] = [];
   /** the commands run, for the "steering installed" log line */
   readonly applied: string[] = [];
+  /** replies of translated flows, by their source endpoint (steer-endpoints.ts) */
+  readonly endpoints: EndpointSteer;
   private readonly cfg: SteeringConfig;
   private readonly undo: UndoLog;
   private readonly log: Logger;
   private externalKey = '';
 
-  constructor(cfg: SteeringConfig, undo: UndoLog, log: Logger) {
+  constructor(cfg: SteeringConfig, undo: UndoLog, log: Logger, endpoints = new EndpointSteer()) {
     this.cfg = cfg;
     this.undo = undo;
     this.log = log;
+    this.endpoints = endpoints;
+    const { tun, uplink, podCidr } = cfg;
+    const up = ['dev', uplink, 'ingress'];
+    const guard = ['match', 'ip', 'dst', podCidr];
+    const prefs = (a: number, b: number): [number, number] => [a, b];
+    this.endpoints.tables.push(
+      new EndpointTable(BLOCK_AT, prefs(TC_PREF_POD, TC_PREF_POD_ALT), [], tun, log),
+      new EndpointTable(up, prefs(TC_PREF_UPLINK, TC_PREF_UPLINK_ALT), guard, tun, log),
+    );
   }
 
   install(podIfaces: readonly string[]): void {
@@ -141,14 +169,18 @@ export class Steering {
     const { serviceCidr, tun, nodeIp } = this.cfg;
     this.undo.add(['ip', 'route', 'del', serviceCidr, 'dev', tun]);
     this.exec(['ip', 'route', 'replace', serviceCidr, 'dev', tun, 'src', nodeIp]);
+    // lo's egress first: the block exists from then on, pods or not (node -> own NodePort)
+    this.bindBlock('lo', 'egress_block');
     for (const dev of podIfaces) this.hookPod(dev);
-    this.hook(this.cfg.uplink, TC_PREF_UPLINK, [['match', 'ip', 'dst', this.cfg.podCidr]]);
-    this.installNat();
+    this.installNat(); // creates the uplink's clsact
+    for (const t of this.endpoints.tables) for (const u of t.undoSteps()) this.undo.add(u);
+    this.endpoints.rebuild();
   }
 
   /** NodePorts and SNAT replies on the uplink, and the reserved SNAT ports (see the header). */
   private installNat(): void {
     const { uplink, nodeIp, snatPorts, nodePorts } = this.cfg;
+    const up = ['dev', uplink, 'ingress'];
     const dst = ['match', 'ip', 'dst', `${nodeIp}/32`];
     if (snatPorts) {
       this.reservePorts(snatPorts.min, snatPorts.max);
@@ -164,7 +196,7 @@ export class Steering {
         ...IHL5,
         ...key,
       ]);
-      this.hook(uplink, TC_PREF_SNAT, matches);
+      this.hook(up, TC_PREF_SNAT, matches);
     }
     if (nodePorts) {
       const matches = L4_PROTOS.flatMap((p) =>
@@ -174,37 +206,31 @@ export class Steering {
           ...['match', 'ip', 'dport', hex(v), hex(m)],
         ]),
       );
-      this.hook(uplink, TC_PREF_NODEPORT, matches);
+      // from outside, from the node's pods, and from the node itself (lo's egress, the block)
+      this.hook(up, TC_PREF_NODEPORT, matches);
+      this.hook(BLOCK_AT, TC_PREF_NODEPORT, matches);
     }
   }
 
   /**
-   * externalIPs and LoadBalancer ingress IPs arriving on the uplink go to the TUN (the client
-   * routes them to a node). Replaces the previous set; an empty set removes the filters.
+   * externalIPs and LoadBalancer ingress IPs arriving on the uplink or from a pod go to the TUN
+   * (the client routes them to a node). Replaces the previous set; an empty set removes them.
    */
   setExternalAddrs(addrs: readonly string[]): void {
     const key = [...addrs].sort().join(',');
     if (key === this.externalKey) return;
     this.externalKey = key;
-    const del = [
-      'tc',
-      'filter',
-      'del',
-      'dev',
-      this.cfg.uplink,
-      'ingress',
-      'pref',
-      String(TC_PREF_EXTERNAL),
-    ];
-    if (addrs.length === 0) {
-      shTry(del);
-      return;
+    for (const at of [['dev', this.cfg.uplink, 'ingress'], BLOCK_AT]) {
+      if (addrs.length === 0) {
+        shTry(['tc', 'filter', 'del', ...at, 'pref', String(TC_PREF_EXTERNAL)]);
+        continue;
+      }
+      this.hook(
+        at,
+        TC_PREF_EXTERNAL,
+        addrs.map((a) => ['match', 'ip', 'dst', `${a}/32`]),
+      );
     }
-    this.hook(
-      this.cfg.uplink,
-      TC_PREF_EXTERNAL,
-      addrs.map((a) => ['match', 'ip', 'dst', `${a}/32`]),
-    );
   }
 
   private reservePorts(min: number, max: number): void {
@@ -219,27 +245,59 @@ export class Steering {
     this.applied.push(`sysctl ${key}=${value} (was ${prev || '""'})`);
   }
 
-  /** Redirects everything IPv4 from one pod veth into the TUN (idempotent). */
-  hookPod(dev: string): void {
-    this.hook(dev, TC_PREF_POD, [['match', 'u32', '0', '0']]);
-    this.hooked.add(dev);
+  /**
+   * Binds one pod veth's ingress to the pods' shared block (idempotent): its packets meet the
+   * block's filters — to a NodePort or external IP of this node, or from an endpoint — and
+   * nothing else of theirs reaches the TUN. False (logged) when the veth has a clsact qdisc
+   * with filters of its own, which kubetun does not take over.
+   */
+  hookPod(dev: string): boolean {
+    const ok = this.bindBlock(dev, 'ingress_block');
+    if (ok) this.hooked.add(dev);
+    return ok;
   }
 
-  /** One filter per match list, all at `pref` (replacing what was there). */
-  private hook(dev: string, pref: number, matches: string[][]): void {
-    const qdiscs = shJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
-    if (!qdiscs.some((q) => q.kind === 'clsact')) {
-      this.undo.add(['tc', 'qdisc', 'del', 'dev', dev, 'clsact']);
-      this.exec(['tc', 'qdisc', 'add', 'dev', dev, 'clsact']);
+  /** `tc qdisc add dev <dev> <kind> 7700 clsact`, replacing an empty clsact of someone else. */
+  private bindBlock(dev: string, kind: 'ingress_block' | 'egress_block'): boolean {
+    type Q = { kind: string; ingress_block?: number; egress_block?: number };
+    const q = shJson<Q>(['tc', '-j', 'qdisc', 'show', 'dev', dev]).find((x) => x.kind === 'clsact');
+    if (q?.[kind] === POD_BLOCK) return true;
+    if (q) {
+      const filters = ['ingress', 'egress'].flatMap((d) =>
+        shJson<unknown>(['tc', '-j', 'filter', 'show', 'dev', dev, d]),
+      );
+      if (filters.length > 0) {
+        this.log.warn(
+          { dev },
+          `${dev} has a clsact qdisc with filters of its own: not bound to kubetun's tc block ${POD_BLOCK}, its Service traffic is not steered`,
+        );
+        return false;
+      }
+      shTry(['tc', 'qdisc', 'del', 'dev', dev, 'clsact']);
     }
-    const del = ['tc', 'filter', 'del', 'dev', dev, 'ingress', 'pref', String(pref)];
+    this.undo.add(['tc', 'qdisc', 'del', 'dev', dev, kind, String(POD_BLOCK), 'clsact']);
+    this.exec(['tc', 'qdisc', 'add', 'dev', dev, kind, String(POD_BLOCK), 'clsact']);
+    return true;
+  }
+
+  /** One filter per match list, all at `pref` of `at` (replacing what was there). */
+  private hook(at: TcAt, pref: number, matches: string[][]): void {
+    if (at[0] === 'dev') {
+      const dev = at[1];
+      const qdiscs = shJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
+      if (!qdiscs.some((q) => q.kind === 'clsact')) {
+        this.undo.add(['tc', 'qdisc', 'del', 'dev', dev, 'clsact']);
+        this.exec(['tc', 'qdisc', 'add', 'dev', dev, 'clsact']);
+      }
+    }
+    const del = ['tc', 'filter', 'del', ...at, 'pref', String(pref)];
     shTry(del); // a stale filter of a crashed run
     this.undo.add(del);
     const action = ['action', 'mirred', 'egress', 'redirect', 'dev', this.cfg.tun];
-    const filter = ['tc', 'filter', 'add', 'dev', dev, 'ingress', 'pref', String(pref)];
+    const filter = ['tc', 'filter', 'add', ...at, 'pref', String(pref)];
     for (const match of matches) {
       this.exec([...filter, 'protocol', 'ip', 'u32', ...match, ...action]);
-      this.log.debug({ dev, pref, match: match.join(' ') }, 'tc redirect installed');
+      this.log.debug({ at: at.join(' '), pref, match: match.join(' ') }, 'tc redirect installed');
     }
   }
 
@@ -278,23 +336,24 @@ export class Steering {
  * too): a stale redirect to a TUN that no longer exists black-holes the pod's traffic.
  */
 export function sweepStaleFilters(): string[] {
-  const qdiscs = shJson<{ kind: string; dev: string }>(['tc', '-j', 'qdisc', 'show']);
+  type Q = { kind: string; dev: string; ingress_block?: number; egress_block?: number };
+  const qdiscs = shJson<Q>(['tc', '-j', 'qdisc', 'show']);
   const swept: string[] = [];
   for (const q of qdiscs) {
     if (q.kind !== 'clsact') continue;
-    const filters = shJson<{ pref?: number }>([
-      'tc',
-      '-j',
-      'filter',
-      'show',
-      'dev',
-      q.dev,
-      'ingress',
-    ]);
-    for (const pref of KUBETUN_PREFS) {
-      if (!filters.some((f) => f.pref === pref)) continue;
-      shTry(['tc', 'filter', 'del', 'dev', q.dev, 'ingress', 'pref', String(pref)]);
-      swept.push(`${q.dev}/pref ${pref}`);
+    if (q.ingress_block === POD_BLOCK || q.egress_block === POD_BLOCK) {
+      // the block's filters go with its last qdisc
+      shTry(['tc', 'qdisc', 'del', 'dev', q.dev, 'clsact']);
+      swept.push(`${q.dev}/block ${POD_BLOCK}`);
+      continue;
+    }
+    for (const dir of ['ingress', 'egress']) {
+      const filters = shJson<{ pref?: number }>(['tc', '-j', 'filter', 'show', 'dev', q.dev, dir]);
+      for (const pref of KUBETUN_PREFS) {
+        if (!filters.some((f) => f.pref === pref)) continue;
+        shTry(['tc', 'filter', 'del', 'dev', q.dev, dir, 'pref', String(pref)]);
+        swept.push(`${q.dev}/${dir} pref ${pref}`);
+      }
     }
   }
   return swept;

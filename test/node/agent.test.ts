@@ -11,6 +11,7 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ctlRequest } from '../../src/node/ctl.ts';
+import { keyMatch } from '../../src/node/steer-endpoints.ts';
 import type { CtEntry } from '../../src/node/inspect.ts';
 import { PODS, REMOTE_POD_IP, Topo, VIP, VIP_EMPTY, VIP_FAR } from './topo.ts';
 import { running, waitFor } from './wait.ts';
@@ -36,8 +37,33 @@ const counters = async () =>
   ((await ctlRequest(t.socket, { cmd: 'counters' })) as { counters: Record<string, number> })
     .counters;
 const viaVip = (from = 'client', vip = VIP) => t.curl(from, `http://${vip}/`, 2);
-const REDIRECT = ['protocol', 'ip', 'u32', 'match', 'u32', '0', '0'];
 const MIRRED = ['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'];
+/** the endpoint tables' two prefs each (steer-endpoints.ts rebuild alternates) */
+const POD_PREFS = ['7700', '7710'];
+const UPLINK_PREFS = ['7701', '7711'];
+
+/** Deletes whichever pref holds an endpoint table. */
+function delPrefs(at: string[], prefs: string[]): void {
+  for (const p of prefs) t.exec('node', ['tc', 'filter', 'del', ...at, 'pref', p]);
+}
+
+/** Puts endpoint keys back as plain filters (the same matches, without the hash table). */
+function addEntries(at: string[], keys: string[], guard: string[]): void {
+  for (const k of keys) {
+    t.must('node', [
+      'tc',
+      'filter',
+      'add',
+      ...at,
+      'protocol',
+      'ip',
+      'u32',
+      ...guard,
+      ...keyMatch(k),
+      ...MIRRED,
+    ]);
+  }
+}
 
 function exited(p: ChildProcess): Promise<number | null> {
   if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve(p.exitCode);
@@ -128,22 +154,15 @@ describe('kubetun run', () => {
   });
 
   describe('without each piece of steering, ClusterIP traffic breaks', () => {
-    it('the uplink tc redirect for the pod CIDR (replies of remote backends)', () => {
-      const filter = [
-        'tc',
-        'filter',
-        'add',
-        'dev',
-        'eth0',
-        'ingress',
-        'pref',
-        '7701',
-        'protocol',
-        'ip',
-      ];
+    it('the uplink endpoint table (replies of remote backends to local clients)', () => {
       breaksWithout(
-        () => t.must('node', ['tc', 'filter', 'del', 'dev', 'eth0', 'ingress', 'pref', '7701']),
-        () => t.must('node', [...filter, 'u32', 'match', 'ip', 'dst', '10.244.1.0/24', ...MIRRED]),
+        () => delPrefs(['dev', 'eth0', 'ingress'], UPLINK_PREFS),
+        () =>
+          addEntries(
+            ['dev', 'eth0', 'ingress', 'pref', '7701'],
+            [`${REMOTE_POD_IP}/6/8080`],
+            ['match', 'ip', 'dst', '10.244.1.0/24'],
+          ),
         'client',
         VIP_FAR,
       );
@@ -181,29 +200,11 @@ describe('kubetun run', () => {
       );
     });
 
-    it('the pod-veth tc redirect (replies of local backends must be reverse-NATed)', () => {
-      const backends = PODS.filter((p) => p.name !== 'client').map((p) => p.veth);
+    it("the pods' block endpoint table (replies of local backends must be reverse-NATed)", () => {
+      const backends = PODS.filter((p) => p.name !== 'client').map((p) => `${p.ip}/6/8080`);
       breaksWithout(
-        () => {
-          for (const d of backends)
-            t.must('node', ['tc', 'filter', 'del', 'dev', d, 'ingress', 'pref', '7700']);
-        },
-        () => {
-          for (const d of backends) {
-            t.must('node', [
-              'tc',
-              'filter',
-              'add',
-              'dev',
-              d,
-              'ingress',
-              'pref',
-              '7700',
-              ...REDIRECT,
-              ...MIRRED,
-            ]);
-          }
-        },
+        () => delPrefs(['block', '7700'], POD_PREFS),
+        () => addEntries(['block', '7700', 'pref', '7700'], backends, []),
       );
     });
   });

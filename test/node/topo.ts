@@ -185,6 +185,11 @@ export class Topo {
     pod('ip', 'route', 'add', 'default', 'via', GW);
   }
 
+  /** A process of the test's own, killed by teardown like the servers. */
+  adopt(p: ChildProcess): void {
+    this.procs.push(p);
+  }
+
   private async startServer(name: string): Promise<void> {
     const p = spawn('ip', ['netns', 'exec', this.ns(name), process.execPath, '-e', SERVER, name], {
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -1,0 +1,239 @@
+// Replies of translated flows, steered by their source: every endpoint's (address, protocol,
+// port) — and ICMP errors (types 3 and 11) from every endpoint address — as entries of a tc u32
+// hash table, so a packet from a backend reaches the TUN while the rest of its pod's traffic
+// (pod to pod, no Service involved) stays in the kernel, as under kube-proxy.
+//
+//   tc filter add <at> pref P protocol ip handle 71: u32 divisor 256
+//   tc filter add <at> pref P protocol ip u32 <guard> \
+//      hashkey mask 0x000000ff at 12 link 71:        bucket = last octet of the source address
+//   tc filter add <at> pref P protocol ip handle 71:<bkt>:<n> u32 ht 71:<bkt>: \
+//      match ip src <ep>/32 match ip protocol <p> 0xff match u8 0x05 0x0f at 0 \
+//      match ip sport <port> 0xffff action mirred egress redirect dev <tun>
+//
+// <at> is the pods' shared block (one table for every pod veth, guard: none) or the uplink
+// (guard: `match ip dst <pod-cidr>`: replies of remote endpoints to local clients). A packet
+// costs one hash and a walk of its bucket — endpoints/256 entries, independent of the number of
+// Services — and the table follows the Services incrementally: each sync adds the new entries
+// and deletes the gone ones in one `tc -batch` (endpointSteerSync in agent.ts runs it before the
+// maps are written, so a new endpoint's first reply is already steered).
+//
+// A table is built whole in one of two prefs and the other is deleted after (rebuild): a
+// taking-over agent, which does not know the handles of the dead run's entries, builds its own
+// next to them and then removes theirs — replies are steered throughout.
+import type { Logger } from 'pino';
+import type { ProxierOptions } from '../control/proxier.ts';
+import type { ResolvedServicePort } from '../model.ts';
+import { IPPROTO_ICMP, PROTO_BY_K8S_NAME } from '../wire/proto.ts';
+import { sh, shJson, shTry } from '../sh.ts';
+
+/**
+ * The hash table's id per pref of the pair: u32 handles are shared by every pref of one qdisc
+ * or block, so the two must differ (and the link goes into this pref's root: no `ht 800::`,
+ * which names whichever pref took 800 first).
+ */
+const HT_IDS = ['71', '72'];
+const BUCKETS = 256;
+const MAX_ITEM = 0xfff;
+/** ICMP errors about a translated flow: destination unreachable, time exceeded */
+const ICMP_ERRORS = [3, 11];
+/** IPv4 header length 5 words: u32's fixed-offset port matches are only right then. */
+export const IHL5 = ['match', 'u8', '0x05', '0x0f', 'at', '0'];
+
+/** Where a table lives: `['block', '7700']` or `['dev', <uplink>, 'ingress']`. */
+export type TcAt = readonly string[];
+
+/** "ip/proto/port" (port = the ICMP type for IPPROTO_ICMP) of every endpoint of the ports. */
+export function endpointKeys(rsp: ResolvedServicePort): string[] {
+  const proto = PROTO_BY_K8S_NAME[rsp.port.protocol];
+  if (proto === undefined) return [];
+  const out: string[] = [];
+  for (const ep of rsp.endpoints) {
+    if (ep.ip.includes(':')) continue;
+    out.push(`${ep.ip}/${proto}/${ep.port}`);
+    for (const t of ICMP_ERRORS) out.push(`${ep.ip}/${IPPROTO_ICMP}/${t}`);
+  }
+  return out;
+}
+
+/** The u32 matches of one key's packets. */
+export function keyMatch(key: string): string[] {
+  const [ip, proto, port] = key.split('/');
+  const m = ['match', 'ip', 'src', `${ip}/32`, 'match', 'ip', 'protocol', proto, '0xff', ...IHL5];
+  if (Number(proto) === IPPROTO_ICMP) return [...m, 'match', 'u8', port, '0xff', 'at', '20'];
+  return [...m, 'match', 'ip', 'sport', port, '0xffff'];
+}
+
+/**
+ * One endpoint table at one place, two prefs [a, b] (rebuild alternates). Keeps the handle of
+ * every entry it installed; never throws into the control plane (a failed batch is logged and
+ * the next rebuild starts clean).
+ */
+export class EndpointTable {
+  private pref: number;
+  private ht = HT_IDS[0];
+  private installed = false;
+  private readonly handles = new Map<string, string>();
+  private readonly used: Set<number>[] = Array.from({ length: BUCKETS }, () => new Set());
+
+  constructor(
+    private readonly at: TcAt,
+    private readonly prefs: readonly [number, number],
+    private readonly guard: readonly string[],
+    private readonly tun: string,
+    private readonly log: Logger,
+  ) {
+    this.pref = prefs[0];
+  }
+
+  /** the undo steps: both prefs deleted (whichever holds the table) */
+  undoSteps(): string[][] {
+    return this.prefs.map((p) => ['tc', 'filter', 'del', ...this.at, 'pref', String(p)]);
+  }
+
+  /** Builds the table with `keys` in the pref not in use, then deletes the other one. */
+  rebuild(keys: Iterable<string>): void {
+    const shown = shJson<{ pref?: number }>(['tc', '-j', 'filter', 'show', ...this.at]);
+    const busy = new Set(shown.map((f) => f.pref));
+    const [a, b] = this.prefs;
+    const next = busy.has(a) && !busy.has(b) ? b : a;
+    const old = next === a ? b : a;
+    this.handles.clear();
+    for (const u of this.used) u.clear();
+    this.pref = next;
+    this.ht = HT_IDS[next === a ? 0 : 1];
+    shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(next)]);
+    const lines = [
+      this.filter('add', ['handle', `${this.ht}:`, 'u32', 'divisor', String(BUCKETS)]),
+      this.filter('add', [
+        'u32',
+        ...(this.guard.length > 0 ? this.guard : ['match', 'u32', '0', '0']),
+        'hashkey',
+        'mask',
+        '0x000000ff',
+        'at',
+        '12',
+        'link',
+        `${this.ht}:`,
+      ]),
+    ];
+    for (const k of keys) lines.push(this.addLine(k));
+    this.installed = this.batch(lines);
+    if (busy.has(old)) shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(old)]);
+  }
+
+  /** Adds and deletes entries (a no-op before the table is built). */
+  change(add: readonly string[], del: readonly string[]): void {
+    if (!this.installed || (add.length === 0 && del.length === 0)) return;
+    const lines: string[] = [];
+    for (const k of add) if (!this.handles.has(k)) lines.push(this.addLine(k));
+    for (const k of del) {
+      const h = this.handles.get(k);
+      if (h === undefined) continue;
+      this.handles.delete(k);
+      const [, bkt, item] = h.split(':');
+      this.used[Number.parseInt(bkt, 16)].delete(Number.parseInt(item, 16));
+      lines.push(this.filter('del', ['handle', h, 'u32']));
+    }
+    if (lines.length > 0 && !this.batch(lines)) this.installed = false;
+  }
+
+  get size(): number {
+    return this.handles.size;
+  }
+
+  private addLine(key: string): string {
+    const bkt = Number(key.split('/')[0].split('.')[3]);
+    const used = this.used[bkt];
+    let item = 1;
+    while (used.has(item) && item < MAX_ITEM) item++;
+    used.add(item);
+    const b = bkt.toString(16);
+    const h = `${this.ht}:${b}:${item.toString(16)}`;
+    this.handles.set(key, h);
+    const action = ['action', 'mirred', 'egress', 'redirect', 'dev', this.tun];
+    return this.filter('add', [
+      'handle',
+      h,
+      'u32',
+      'ht',
+      `${this.ht}:${b}:`,
+      ...keyMatch(key),
+      ...action,
+    ]);
+  }
+
+  private filter(verb: string, rest: string[]): string {
+    return ['filter', verb, ...this.at, 'pref', String(this.pref), 'protocol', 'ip', ...rest].join(
+      ' ',
+    );
+  }
+
+  /** Runs tc lines in one process; false (logged) when any failed. */
+  private batch(lines: string[]): boolean {
+    try {
+      sh(['tc', '-force', '-batch', '-'], { input: `${lines.join('\n')}\n` });
+      return true;
+    } catch (err) {
+      this.log.warn(
+        { at: this.at.join(' '), err: (err as Error).message },
+        'endpoint steering not fully applied; rebuilt on the next full sync',
+      );
+      return false;
+    }
+  }
+}
+
+type ProgramRequest = Parameters<ProxierOptions['program']>[0];
+
+/**
+ * The endpoint keys of every service port, counted (two Services may share an endpoint), and
+ * the tables that steer them. `sync` runs in the Proxier's program, before the maps change.
+ */
+export class EndpointSteer {
+  private readonly bySpn = new Map<string, string[]>();
+  private readonly count = new Map<string, number>();
+  readonly tables: EndpointTable[] = [];
+
+  /** Follows one sync: a full one recounts everything, a partial one only what changed. */
+  sync({ full, changes, tracker }: ProgramRequest): void {
+    const next = new Map<string, string[]>();
+    if (full) {
+      for (const rsp of tracker.resolveAll()) next.set(rsp.servicePortName, endpointKeys(rsp));
+      for (const spn of this.bySpn.keys()) if (!next.has(spn)) next.set(spn, []);
+    } else {
+      for (const spn of [...changes.changedServicePorts, ...changes.deletedServicePorts]) {
+        const rsp = tracker.resolve(spn);
+        next.set(spn, rsp ? endpointKeys(rsp) : []);
+      }
+    }
+    const add: string[] = [];
+    const del: string[] = [];
+    for (const [spn, keys] of next) {
+      for (const k of keys) if (this.bump(k, 1) === 1) add.push(k);
+      for (const k of this.bySpn.get(spn) ?? []) if (this.bump(k, -1) === 0) del.push(k);
+      if (keys.length > 0) this.bySpn.set(spn, keys);
+      else this.bySpn.delete(spn);
+    }
+    // a key both added and deleted in this sync (moved between service ports) stays
+    const gone = del.filter((k) => this.count.has(k) === false);
+    for (const t of this.tables) t.change(add, gone);
+  }
+
+  /** Every key now steered, for a (re)build. */
+  keys(): string[] {
+    return [...this.count.keys()];
+  }
+
+  /** Builds (or rebuilds beside the old one) every table with the current keys. */
+  rebuild(): void {
+    const keys = this.keys();
+    for (const t of this.tables) t.rebuild(keys);
+  }
+
+  private bump(k: string, d: number): number {
+    const n = (this.count.get(k) ?? 0) + d;
+    if (n <= 0) this.count.delete(k);
+    else this.count.set(k, n);
+    return n;
+  }
+}
