@@ -34,7 +34,14 @@ export interface Bind {
 
 export interface ControlPlaneOptions {
   source:
-    | { dir: string; pollIntervalMs?: number; debounceMs?: number; parse?: ParseOptions }
+    | {
+        dir: string;
+        pollIntervalMs?: number;
+        debounceMs?: number;
+        parse?: ParseOptions;
+        /** parse in the manifest worker, off this thread (the agent: its packet loop is here) */
+        worker?: boolean;
+      }
     | { kubeConfig: KubeConfig };
   program: ProxierOptions['program'];
   cleanupConntrack?: ProxierOptions['cleanupConntrack'];
@@ -204,6 +211,7 @@ function makeSource(
       pollIntervalMs: o.source.pollIntervalMs,
       debounceMs: o.source.debounceMs,
       parse: o.source.parse,
+      worker: o.source.worker,
       onChange: () => proxier.queue(),
       onSynced: () => {
         proxier.onServicesSynced();

@@ -8,14 +8,19 @@
 // its last good version (a file that is not valid YAML keeps all of its objects) while the rest
 // of the directory moves on, and each refusal (file, object, field) goes to onError. Kinds
 // kubetun does not read are reported once per file through onIgnored, not as errors.
+//
+// The reading, parsing, validation and diff live in DirState (dir-state.ts). With `worker` (the
+// agent, whose packet loop shares this thread) DirState runs in the manifest worker and only
+// its changes come back, a slice at a time with the event loop turning between slices
+// (manifest-worker.ts); without, it runs here, synchronously (tests, the lab's tools).
 
 import { type FSWatcher, statSync, watch } from 'node:fs';
-import { loadManifestsPartial, manifestFiles } from '../manifests/load.ts';
-import { ManifestFileError } from '../manifests/errors.ts';
+import { manifestFiles } from '../manifests/load.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
 import type { ClusterState, EndpointSlice, Service } from '../model.ts';
 import { type Clock, systemClock, type TimerHandle } from './clock.ts';
-import { namespacedName } from './tracker.ts';
+import { type Change, DirState } from './dir-state.ts';
+import { ManifestWorker, type WorkerOutcome } from './manifest-worker.ts';
 
 /** Where updates go: a ChangeTracker satisfies this. */
 export interface UpdateSink {
@@ -46,6 +51,11 @@ export interface DirSourceOptions {
   pollIntervalMs?: number;
   /** use fs.watch (default true) */
   watch?: boolean;
+  /**
+   * read, parse and validate in the manifest worker (the agent: the packet loop shares this
+   * thread); reload() then returns a Promise. Ignored with a custom `load`.
+   */
+  worker?: boolean;
 }
 
 export class ManifestDirSource {
@@ -61,7 +71,12 @@ export class ManifestDirSource {
 
   private readonly o: DirSourceOptions;
   private readonly clock: Clock;
-  private readonly load: ((dir: string) => ClusterState) | undefined;
+  private readonly state: DirState;
+  private readonly worker: ManifestWorker | undefined;
+  /** the sink has changes from this reload's slices that no onChange announced yet */
+  private pending = false;
+  private running: Promise<boolean> | undefined;
+  private again = false;
   private watcher: FSWatcher | undefined;
   private debounce: TimerHandle | undefined;
   private poll: TimerHandle | undefined;
@@ -71,11 +86,12 @@ export class ManifestDirSource {
   constructor(opts: DirSourceOptions) {
     this.o = opts;
     this.clock = opts.clock ?? systemClock;
-    this.load = opts.load;
+    this.state = new DirState(opts.dir, opts.parse, opts.load);
+    if (opts.worker && !opts.load) this.worker = new ManifestWorker(opts.dir, opts.parse);
   }
 
   /** Loads once now, then watches. Returns whether the first load succeeded. */
-  start(): boolean {
+  start(): boolean | Promise<boolean> {
     this.stopped = false;
     const ok = this.reload();
     if (this.o.watch !== false) this.startWatch();
@@ -91,50 +107,71 @@ export class ManifestDirSource {
     if (this.poll !== undefined) this.clock.clearTimeout(this.poll);
     this.debounce = undefined;
     this.poll = undefined;
+    void this.worker?.stop();
   }
 
   /**
    * Loads the directory and feeds the differences to the sink. False (and onError per refusal)
-   * when anything was refused; the valid objects are applied either way.
+   * when anything was refused; the valid objects are applied either way. With `worker`, a
+   * Promise: the work runs in the manifest worker and the changes arrive in slices.
    */
-  reload(): boolean {
+  reload(): boolean | Promise<boolean> {
     this.signature = this.currentSignature();
-    const got = this.loadState();
-    if ('fatal' in got) {
-      this.setErrors([got.fatal]);
-      return false;
+    if (this.worker) return this.reloadInWorker(this.worker);
+    const d = this.state.reload();
+    this.applyChanges(d.services, d.slices);
+    return this.finish(d);
+  }
+
+  private reloadInWorker(w: ManifestWorker): Promise<boolean> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
     }
-    const { state, errors } = got;
-    this.setErrors(errors);
-    // Before the first complete read, a file that could not be read at all is like an informer
-    // that has not synced: applying the rest would program a state missing its objects.
-    if (!this.loaded && errors.some(unreadable)) return false;
+    const onChunk = (svcs: Change<Service>[], slices: Change<EndpointSlice>[]) => {
+      if (!this.stopped) this.applyChanges(svcs, slices);
+    };
+    const run = w.reload(onChunk).then((d) => {
+      this.running = undefined;
+      const ok = this.finish(d);
+      if (this.again && !this.stopped) {
+        this.again = false;
+        void this.reload();
+      }
+      return ok;
+    });
+    this.running = run;
+    return run;
+  }
+
+  private applyChanges(svcs: Change<Service>[], slices: Change<EndpointSlice>[]): void {
+    const sink = this.o.sink;
+    for (const c of svcs)
+      this.pending = feed(this.services, c, (p, v) => sink.services.update(p, v)) || this.pending;
+    for (const c of slices)
+      this.pending =
+        feed(this.slices, c, (p, v) => sink.endpointSlices.update(p, v)) || this.pending;
+  }
+
+  /** A reload's outcome, once its changes are in: errors, ignored kinds, the callbacks. */
+  private finish(d: WorkerOutcome): boolean {
+    for (const line of d.ignored) {
+      if (this.reported.has(line)) continue;
+      this.reported.add(line);
+      this.o.onIgnored?.(line);
+    }
+    this.setErrors(d.errors);
+    if (!d.applied) return false;
     this.reloads++;
-    const changed = this.apply(state);
+    const changed = this.pending;
+    this.pending = false;
     this.o.onReload?.({ services: this.services.size, slices: this.slices.size, changed });
     if (!this.loaded) {
       this.loaded = true;
       this.o.onSynced?.();
     }
     if (changed) this.o.onChange?.();
-    return errors.length === 0;
-  }
-
-  /** A custom `load` is all-or-nothing; the default refuses object by object. */
-  private loadState(): { fatal: Error } | { state: ClusterState; errors: Error[] } {
-    try {
-      if (this.load) return { state: this.load(this.o.dir), errors: [] };
-      const previous = { services: [...this.services.values()], slices: [...this.slices.values()] };
-      const r = loadManifestsPartial(this.o.dir, this.o.parse, previous);
-      for (const line of r.ignored) {
-        if (this.reported.has(line)) continue;
-        this.reported.add(line);
-        this.o.onIgnored?.(line);
-      }
-      return { state: r.state, errors: r.errors };
-    } catch (err) {
-      return { fatal: err instanceof Error ? err : new Error(String(err)) };
-    }
+    return d.errors.length === 0;
   }
 
   private setErrors(errors: Error[]): void {
@@ -146,18 +183,6 @@ export class ManifestDirSource {
           ? errors[0]
           : new Error(errors.map((e) => e.message).join('\n'));
     for (const e of errors) this.o.onError?.(e);
-  }
-
-  private apply(state: ClusterState): boolean {
-    const svcs = byName(state.services);
-    const slices = byName(state.slices);
-    let pending = false;
-    pending = diff(this.services, svcs, (p, c) => this.o.sink.services.update(p, c)) || pending;
-    pending =
-      diff(this.slices, slices, (p, c) => this.o.sink.endpointSlices.update(p, c)) || pending;
-    this.services = svcs;
-    this.slices = slices;
-    return pending;
   }
 
   /** Debounced reload request (fs.watch events, tests). */
@@ -209,29 +234,14 @@ export class ManifestDirSource {
   }
 }
 
-/** The file as a whole could not be read or parsed (as opposed to one object refused). */
-function unreadable(e: Error): boolean {
-  return e instanceof ManifestFileError;
-}
-
-function byName<T extends { namespace: string; name: string }>(objs: T[]): Map<string, T> {
-  return new Map(objs.map((o) => [namespacedName(o), o]));
-}
-
-/** Feeds add/update/delete for every name that differs; returns whether changes are pending. */
-function diff<T>(
-  before: Map<string, T>,
-  after: Map<string, T>,
+/** One change into `objs` and the sink; returns whether the sink has changes pending. */
+function feed<T>(
+  objs: Map<string, T>,
+  [name, cur]: Change<T>,
   update: (prev: T | null, cur: T | null) => boolean,
 ): boolean {
-  let pending = false;
-  for (const [name, cur] of after) {
-    const prev = before.get(name) ?? null;
-    // An untouched object is no event at all, as with an informer: it must not count in the
-    // *_changes_total metrics on every reload.
-    if (prev !== null && JSON.stringify(prev) === JSON.stringify(cur)) continue;
-    pending = update(prev, cur) || pending;
-  }
-  for (const [name, prev] of before) if (!after.has(name)) pending = update(prev, null) || pending;
-  return pending;
+  const prev = objs.get(name) ?? null;
+  if (cur === null) objs.delete(name);
+  else objs.set(name, cur);
+  return update(prev, cur);
 }

@@ -162,6 +162,11 @@ export class DpLoader {
     return updateServices(this.dp, this.st, this.ext, changed, deleted, opts);
   }
 
+  /** The service port names the maps hold (a full sync deletes those it no longer has). */
+  loaded(): string[] {
+    return [...this.st.ports.keys()];
+  }
+
   /** Session-affinity timeout of a reverse-NAT id's service, seconds (0 = none): affinity GC. */
   affinityTimeout(revNat: number): number {
     return this.st.affTimeout[revNat];

@@ -29,7 +29,7 @@ import { createDatapath, type Datapath } from '../datapath/state/datapath.ts';
 import { Housekeeping } from '../housekeeping/housekeeping.ts';
 import { type DpLoadOptions, DpLoader } from '../loader/load.ts';
 import { dpTuneV8 } from '../datapath/tune.ts';
-import { loadManifests } from '../manifests/index.ts';
+import { checkManifestsOffThread } from '../control/manifest-worker.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { TunDevice, tunKernelStats } from '../tun/tun.ts';
 import { CtlServer, ctlAlive } from './ctl.ts';
@@ -83,9 +83,10 @@ async function startControl(
     // A bad manifest at startup stops us before we touch the node; later ones are refused one
     // object at a time (each keeps its last good version). The networks let the readers play
     // the API server's part: ClusterIPs from the service CIDR, no external IP over a Pod's.
+    // Both run in workers: when taking over, the packet loop already runs on this thread.
     const parse = { serviceCidr: opts.serviceCidr, clusterCidr: opts.clusterCidr };
-    loadManifests(opts.manifests, parse);
-    source = { dir: opts.manifests, pollIntervalMs: 1000, parse };
+    await checkManifestsOffThread(opts.manifests, parse);
+    source = { dir: opts.manifests, pollIntervalMs: 1000, parse, worker: true };
   }
   const cp = await startControlPlane({
     source,

@@ -71,4 +71,42 @@ describe('datapathSync', () => {
     sync.program({ full: false, changes: t.checkout(), tracker: t });
     expect(sync.last).toEqual({ full: false, written: 0, deleted: 0 });
   });
+
+  it('a sync of many service ports writes them in slices, the event loop turning between (issue 18)', async () => {
+    const t = new ChangeTracker({ now: () => 1000 });
+    const dp = createDatapath();
+    const sync = datapathSync(dp, {}, undefined, 64);
+    cluster(t, 250);
+    // A stand-in for the packet loop: what it would see of the maps at each turn.
+    const seen: number[] = [];
+    let on = true;
+    const tick = () => {
+      seen.push(dp.svc.size);
+      if (on) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const r = sync.program({ full: true, changes: t.checkout(), tracker: t });
+    expect(r).toBeInstanceOf(Promise);
+    expect(await r).toBe(true);
+    on = false;
+    // 250 ports in slices of 64: the loop ran between them and saw the maps fill part by part
+    const between = new Set(seen.filter((n) => n > 0 && n < dp.svc.size));
+    expect(between.size).toBeGreaterThanOrEqual(3);
+    expect(sync.last).toMatchObject({ full: true, written: 250, deleted: 0 });
+    const fresh = createDatapath();
+    loaderOf(fresh).load(t.resolveAll());
+    expect(snapshot(dp)).toEqual(snapshot(fresh));
+    // A full sync after 200 Services went away deletes their ports in slices too.
+    for (let k = 50; k < 250; k++)
+      t.services.update(
+        svc(`s${k}`, { clusterIPs: [vip(k)], ports: [port('dns', 'UDP', 53)] }),
+        null,
+      );
+    t.checkout();
+    expect(await sync.program({ full: true, changes: t.checkout(), tracker: t })).toBe(true);
+    expect(sync.last).toMatchObject({ full: true, written: 50, deleted: 200 });
+    const fresh2 = createDatapath();
+    loaderOf(fresh2).load(t.resolveAll());
+    expect(snapshot(dp)).toEqual(snapshot(fresh2));
+  });
 });

@@ -1,0 +1,155 @@
+// The manifests source with its work in the manifest worker (issue 18 point 2): the agent's
+// packet loop shares the main thread, so reading, parsing and validating a directory must
+// leave that thread free, and the changes must come back in slices with the event loop turning
+// between them.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { checkManifestsOffThread } from '../../src/control/manifest-worker.ts';
+import { ManifestDirSource } from '../../src/control/source-dir.ts';
+import { ChangeTracker } from '../../src/control/tracker.ts';
+import { ManifestError } from '../../src/manifests/errors.ts';
+
+function service(name: string, ip: string, port = 80): string {
+  return `apiVersion: v1
+kind: Service
+metadata: {name: ${name}, namespace: bench}
+spec:
+  clusterIP: ${ip}
+  ports: [{name: http, protocol: TCP, port: ${port}, targetPort: 8080}]
+`;
+}
+
+function slice(name: string, svc: string, ip: string): string {
+  return `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: ${name}
+  namespace: bench
+  labels: {kubernetes.io/service-name: ${svc}}
+addressType: IPv4
+ports: [{name: http, protocol: TCP, port: 8080}]
+endpoints:
+- addresses: [${ip}]
+  conditions: {ready: true}
+`;
+}
+
+let dir: string;
+let source: ManifestDirSource | undefined;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'kubetun-worker-'));
+});
+afterEach(() => {
+  source?.stop();
+  source = undefined;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const parse = { serviceCidr: '10.96.0.0/12' };
+
+describe('ManifestDirSource in the manifest worker', () => {
+  it('feeds the trackers as in-process and refuses an object naming file, object and field', async () => {
+    writeFileSync(
+      join(dir, 'a.yaml'),
+      `${service('a', '10.96.0.10')}---\n${slice('a-1', 'a', '10.244.1.5')}`,
+    );
+    writeFileSync(join(dir, 'bad.yaml'), service('pod-shadow', '10.244.2.2'));
+    const t = new ChangeTracker();
+    const errors: Error[] = [];
+    const synced = vi.fn();
+    const changed = vi.fn();
+    source = new ManifestDirSource({
+      dir,
+      sink: t,
+      parse,
+      worker: true,
+      onError: (e) => errors.push(e),
+      onSynced: synced,
+      onChange: changed,
+      watch: false,
+      pollIntervalMs: 0,
+    });
+    expect(await source.start()).toBe(false);
+    expect(synced).toHaveBeenCalledTimes(1);
+    expect(changed).toHaveBeenCalledTimes(1);
+    expect(t.checkout().changedServicePorts).toEqual(['bench/a:http']);
+    expect(t.resolve('bench/a:http')?.endpoints.map((e) => e.ip)).toEqual(['10.244.1.5']);
+    expect(errors).toHaveLength(1);
+    const err = errors[0] as ManifestError;
+    expect(err).toBeInstanceOf(ManifestError);
+    expect(err.file).toBe(join(dir, 'bad.yaml'));
+    expect(err.object).toBe('Service bench/pod-shadow');
+    expect(err.field).toBe('spec.clusterIP');
+    // The worker keeps the last good state: the same files again are no event; an edit is one.
+    expect(await source.reload()).toBe(false);
+    expect(t.pendingChanges()).toBe(0);
+    writeFileSync(
+      join(dir, 'a.yaml'),
+      `${service('a', '10.96.0.10')}---\n${slice('a-1', 'a', '10.244.1.6')}`,
+    );
+    await source.reload();
+    expect(changed).toHaveBeenCalledTimes(2);
+    expect(t.checkout().changedServicePorts).toEqual(['bench/a:http']);
+    expect(t.resolve('bench/a:http')?.endpoints.map((e) => e.ip)).toEqual(['10.244.1.6']);
+  });
+
+  it('the main thread keeps turning while a large directory loads (no gap near the whole load)', async () => {
+    const n = 1000;
+    const docs: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const ip = `${(i + 1) >> 8}.${(i + 1) & 255}`;
+      docs.push(service(`s${i}`, `10.96.${ip}`), slice(`s${i}-1`, `s${i}`, `10.244.${ip}`));
+    }
+    writeFileSync(join(dir, 'big.yaml'), docs.join('---\n'));
+    const t = new ChangeTracker();
+    source = new ManifestDirSource({
+      dir,
+      sink: t,
+      parse,
+      worker: true,
+      watch: false,
+      pollIntervalMs: 0,
+    });
+    // A stand-in for the packet loop: a task every turn of the event loop, its longest wait kept.
+    let turns = 0;
+    let maxGap = 0;
+    let last = performance.now();
+    let on = true;
+    const tick = () => {
+      const now = performance.now();
+      maxGap = Math.max(maxGap, now - last);
+      last = now;
+      turns++;
+      if (on) setImmediate(tick);
+    };
+    const t0 = performance.now();
+    setImmediate(tick);
+    const ok = await source.reload();
+    const total = performance.now() - t0;
+    on = false;
+    expect(ok).toBe(true);
+    expect(t.checkout().changedServicePorts).toHaveLength(n);
+    // In-process the whole load is one task: no turn at all and a gap as long as the load. In
+    // the worker, the main thread only applies slices of 200 objects, a turn between each; the
+    // bound is a quarter of the load (seconds on a loaded machine), far from scheduling noise.
+    expect(turns).toBeGreaterThanOrEqual((2 * n) / 200);
+    expect(maxGap).toBeLessThan(total / 4);
+  });
+});
+
+describe('checkManifestsOffThread (the agent start-up check)', () => {
+  it('resolves for a valid directory and throws the first refusal, file, object and field', async () => {
+    writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
+    await expect(checkManifestsOffThread(dir, parse)).resolves.toBeUndefined();
+    writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11', 70000));
+    const err = await checkManifestsOffThread(dir, parse).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ManifestError);
+    expect(err).toMatchObject({
+      file: join(dir, 'b.yaml'),
+      object: 'Service bench/b',
+      field: 'spec.ports[0].port',
+    });
+  });
+});
