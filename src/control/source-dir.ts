@@ -76,7 +76,7 @@ export class ManifestDirSource {
   /** the sink has changes from this reload's slices that no onChange announced yet */
   private pending = false;
   private running: Promise<boolean> | undefined;
-  private again = false;
+  private next: Promise<boolean> | undefined;
   private watcher: FSWatcher | undefined;
   private debounce: TimerHandle | undefined;
   private poll: TimerHandle | undefined;
@@ -124,21 +124,21 @@ export class ManifestDirSource {
   }
 
   private reloadInWorker(w: ManifestWorker): Promise<boolean> {
+    // The reload running read the files before this request: one more runs after it (however
+    // many requests came meanwhile), and its outcome is the answer.
     if (this.running) {
-      this.again = true;
-      return this.running;
+      this.next ??= this.running.then(() => {
+        this.next = undefined;
+        return this.stopped ? false : this.reload();
+      });
+      return this.next;
     }
     const onChunk = (svcs: Change<Service>[], slices: Change<EndpointSlice>[]) => {
       if (!this.stopped) this.applyChanges(svcs, slices);
     };
     const run = w.reload(onChunk).then((d) => {
       this.running = undefined;
-      const ok = this.finish(d);
-      if (this.again && !this.stopped) {
-        this.again = false;
-        void this.reload();
-      }
-      return ok;
+      return this.finish(d);
     });
     this.running = run;
     return run;

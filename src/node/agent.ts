@@ -493,7 +493,7 @@ export class NodeAgent {
     const src = this.cp.source;
     let error: string | undefined;
     // Refused objects keep their previous version; everything else is applied and synced now.
-    if ('reload' in src && !src.reload()) error = src.lastError?.message;
+    if ('reload' in src && !(await src.reload())) error = src.lastError?.message;
     this.cp.proxier.runner.requestFullSync();
     if (!(await this.cp.syncNow())) {
       error = [error, 'sync failed; the previous services stay'].filter(Boolean).join('\n');

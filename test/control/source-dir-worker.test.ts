@@ -95,6 +95,28 @@ describe('ManifestDirSource in the manifest worker', () => {
     expect(t.resolve('bench/a:http')?.endpoints.map((e) => e.ip)).toEqual(['10.244.1.6']);
   });
 
+  it('a reload asked for while one runs reads the files after the ask (the ctl reload answer)', async () => {
+    writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
+    const errors: Error[] = [];
+    source = new ManifestDirSource({
+      dir,
+      sink: new ChangeTracker(),
+      parse,
+      worker: true,
+      onError: (e) => errors.push(e),
+      watch: false,
+      pollIntervalMs: 0,
+    });
+    const first = source.start();
+    writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11', 70000));
+    const second = source.reload();
+    const third = source.reload();
+    await first; // it may or may not have read b.yaml: the worker reads when it is up
+    expect(await second).toBe(false);
+    expect(third).toBe(second);
+    expect(source.lastErrors.map((e) => (e as ManifestError).object)).toEqual(['Service bench/b']);
+  });
+
   it('the main thread keeps turning while a large directory loads (no gap near the whole load)', async () => {
     const n = 1000;
     const docs: string[] = [];
