@@ -1,6 +1,8 @@
 // `kubetun rules`: print the ruleset kube-proxy would program for a manifests directory, as
-// `iptables-restore` input (iptables mode) or an `nft -f` file (nftables mode). Offline, no
-// root: diff it against `iptables-save` on a real node, or load it into a scratch namespace.
+// `iptables-restore` input (iptables mode) or an `nft -f` file (nftables mode); with
+// --ip-family IPv6, what kube-proxy's IPv6 proxier writes (ip6tables-restore input, the ip6
+// table). Offline, no root: diff it against `iptables-save` on a real node, or load it into a
+// scratch namespace.
 import type { Command } from 'commander';
 import { UsageError } from '../errors.ts';
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
@@ -35,7 +37,7 @@ function parseRange(s: string): { min: number; max: number } {
 export async function renderRules(o: RulesCliOptions): Promise<string> {
   const range = o.nodePortRange === undefined ? undefined : parseRange(o.nodePortRange);
   const state = loadManifests(o.manifests, range ? { nodePortRange: range } : {});
-  const ports = resolveServicePorts(state, { nodeName: o.nodeName });
+  const ports = resolveServicePorts(state, { nodeName: o.nodeName, family: o.ipFamily });
   try {
     if (o.mode === 'nftables') {
       const { renderNftables } = await import('../rules/nftables.ts');
@@ -43,7 +45,7 @@ export async function renderRules(o: RulesCliOptions): Promise<string> {
     }
     const restore = renderIptables(ports, o);
     return o.jumps
-      ? `${restore}# jumps from the built-in chains:\n${renderJumpCommands()}`
+      ? `${restore}# jumps from the built-in chains:\n${renderJumpCommands(o.ipFamily === 'IPv6' ? 'ip6tables' : 'iptables')}`
       : restore;
   } catch (e) {
     if (e instanceof RangeError) throw new UsageError(e.message);
@@ -53,11 +55,17 @@ export async function renderRules(o: RulesCliOptions): Promise<string> {
 
 const collect = (v: string, prev: string[] = []) => [...prev, ...v.split(',').filter(Boolean)];
 
+function ipFamilyFlag(v: string | undefined): RulesCliOptions['ipFamily'] {
+  if (v === undefined || v === 'IPv4' || v === 'IPv6') return v;
+  throw new UsageError(`--ip-family: "${v}" is not IPv4 or IPv6`);
+}
+
 /** commander's parsed options -> RulesCliOptions (camel-cased flag names, --no-x defaults). */
 function cliOptions(opts: Record<string, unknown>, mode: RulesMode): RulesCliOptions {
   return {
     manifests: opts.manifests as string,
     mode,
+    ipFamily: ipFamilyFlag(opts.ipFamily as string | undefined),
     clusterCIDR: opts.clusterCidr as string | undefined,
     nodeName: opts.nodeName as string | undefined,
     nodeIPs: opts.nodeIp as string[] | undefined,
@@ -83,6 +91,7 @@ export function register(program: Command): void {
     )
     .requiredOption('--manifests <path>', 'Service/EndpointSlice YAML file or directory')
     .option('--mode <mode>', 'iptables or nftables', 'iptables')
+    .option('--ip-family <family>', 'IPv4 (default) or IPv6: the proxier of that family')
     .option(
       '--cluster-cidr <cidr>',
       'pod CIDR (local traffic detector; off-cluster ClusterIP traffic is masqueraded)',

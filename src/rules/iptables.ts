@@ -1,6 +1,6 @@
 // The iptables-restore input kube-proxy's iptables proxier writes for a set of Services and
 // EndpointSlices: the same tables, chains, rules, comments and order as syncProxyRules (a full
-// sync, IPv4). Chain jumps from the built-in chains (PREROUTING -> KUBE-SERVICES, ...) are not
+// sync; ip6tables-restore input for an IPv6 proxier, options.ipFamily). Chain jumps from the built-in chains (PREROUTING -> KUBE-SERVICES, ...) are not
 // part of that input; kube-proxy adds them with `iptables -I` (see jumps.ts).
 //
 //   nat  PREROUTING/OUTPUT -> KUBE-SERVICES -> KUBE-SVC-x ----------------> KUBE-SEP-y (DNAT)
@@ -11,7 +11,7 @@
 
 import type { ResolvedServicePort } from '../model.ts';
 import { extChainName, fwChainName, sepChainName, svcChainName, svlChainName } from './hash.ts';
-import { cidr4Contains, nodePortCidrs, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
+import { familyNodeIP, familyNodePortCidrs, type RulesFamily, rulesFamily } from './family.ts';
 import { LineBuffer } from './linebuf.ts';
 import { iptablesLocalMatch } from './local-detect.ts';
 import {
@@ -58,6 +58,7 @@ interface Buffers {
 
 interface Ctx extends Buffers {
   o: ResolvedRulesOptions;
+  fam: RulesFamily;
   /** `-s <podCIDR>` of the local-traffic detector, or null without one */
   /** the local traffic detector's matches (local-detect.ts); null = no detector */
   local: { local: string[]; notLocal: string[] } | null;
@@ -196,7 +197,7 @@ function writeNodePortCaptures(ctx: Ctx, x: Plan): void {
           cmt(p.spn),
           proto,
           '-d',
-          '127.0.0.0/8',
+          ctx.fam.loopback,
           '--dport',
           np,
           '-m',
@@ -316,11 +317,11 @@ function writeFirewallChain(ctx: Ctx, x: Plan): void {
   if (!x.usesFw) return;
   ctx.natChains.write(chainLine(x.fw));
   const args = ['-A', x.fw, ...cmt(q(`${x.p.spn} loadbalancer IP`))];
-  const nodeIP = parseIpv4Sloppy(ctx.o.nodeIPs[0] ?? '');
+  const nodeIP = familyNodeIP(ctx.o.nodeIPs, ctx.fam);
   let allowFromNode = false;
   for (const cidr of x.p.sourceRanges) {
     ctx.natRules.write(args, '-s', cidr.text, '-j', x.ext);
-    if (nodeIP !== null && cidr4Contains(cidr, nodeIP)) allowFromNode = true;
+    if (nodeIP !== null && cidr.contains(nodeIP)) allowFromNode = true;
   }
   // A node reaching a VIP-style LB IP that is local loops back with the VIP as source.
   if (allowFromNode) {
@@ -482,22 +483,21 @@ function writePrologue(ctx: Ctx): void {
   }
 }
 
-/** IPs that --nodeport-addresses selects among the node's addresses (and loopback). */
-function nodePortIPs(o: ResolvedRulesOptions): string[] {
-  const cidrs = nodePortCidrs(o.nodePortAddresses) ?? [];
+/** IPs of this family that --nodeport-addresses selects among the node's addresses and loopback. */
+function nodePortIPs(o: ResolvedRulesOptions, fam: RulesFamily): string[] {
+  const cidrs = familyNodePortCidrs(fam, o.nodePortAddresses) ?? [];
   const out: string[] = [];
-  for (const ip of [...o.nodeIPs, '127.0.0.1']) {
-    const v = parseIpv4Sloppy(ip);
-    if (v === null || out.includes(ip)) continue;
-    if (cidrs.some((c) => cidr4Contains(c, v))) out.push(ip);
+  for (const ip of [...o.nodeIPs, fam.loopbackIP]) {
+    if (fam.canon(ip) === null || out.includes(ip)) continue;
+    if (cidrs.some((c) => c.contains(ip))) out.push(ip);
   }
   return out;
 }
 
 function writeEpilogue(ctx: Ctx): void {
   const last = q('kubernetes service nodeports; NOTE: this must be the last rule in this chain');
-  if (nodePortCidrs(ctx.o.nodePortAddresses) === null) {
-    const notLocalhost = ctx.localhostNodePorts ? [] : ['!', '-d', '127.0.0.0/8'];
+  if (familyNodePortCidrs(ctx.fam, ctx.o.nodePortAddresses) === null) {
+    const notLocalhost = ctx.localhostNodePorts ? [] : ['!', '-d', ctx.fam.loopback];
     ctx.natRules.write(
       '-A',
       KUBE_SERVICES,
@@ -511,8 +511,8 @@ function writeEpilogue(ctx: Ctx): void {
       KUBE_NODEPORTS,
     );
   } else {
-    for (const ip of nodePortIPs(ctx.o)) {
-      if (ip.startsWith('127.') && !ctx.localhostNodePorts) continue;
+    for (const ip of nodePortIPs(ctx.o, ctx.fam)) {
+      if (ctx.fam.isLoopback(ip) && !ctx.localhostNodePorts) continue;
       ctx.natRules.write('-A', KUBE_SERVICES, cmt(last), '-d', ip, '-j', KUBE_NODEPORTS);
     }
   }
@@ -556,11 +556,12 @@ function writeEpilogue(ctx: Ctx): void {
   );
 }
 
-function localhostAllowed(o: ResolvedRulesOptions): boolean {
-  if (!o.localhostNodePorts) return false;
-  const cidrs = nodePortCidrs(o.nodePortAddresses);
+function localhostAllowed(o: ResolvedRulesOptions, fam: RulesFamily): boolean {
+  // Localhost NodePorts need route_localnet, which IPv6 lacks: kube-proxy never offers them there.
+  if (!o.localhostNodePorts || fam.name === 'IPv6') return false;
+  const cidrs = familyNodePortCidrs(fam, o.nodePortAddresses);
   // kube-proxy turns localhost NodePorts off unless --nodeport-addresses has a loopback CIDR.
-  return cidrs === null || cidrs.some((c) => c.addr >>> 24 === 127);
+  return cidrs === null || cidrs.some((c) => fam.isLoopback(c.text.split('/')[0]));
 }
 
 /** Render `iptables-restore` input as kube-proxy's iptables proxier writes it (full sync). */
@@ -569,12 +570,14 @@ export function renderIptables(
   opts: RulesOptions = {},
 ): string {
   const o = resolveRulesOptions(opts);
-  const infos = portInfos(ports, o.nodeName);
+  const fam = rulesFamily(o.ipFamily);
+  const infos = portInfos(ports, o.nodeName, fam);
   const total = infos.reduce((n, p) => n + p.endpoints.length, 0);
   const ctx: Ctx = {
     o,
+    fam,
     local: iptablesLocalMatch(rulesLocalDetector(o)),
-    localhostNodePorts: localhostAllowed(o),
+    localhostNodePorts: localhostAllowed(o, fam),
     largeClusterMode: total > o.largeClusterEndpointsThreshold,
     filterChains: new LineBuffer(),
     filterRules: new LineBuffer(),

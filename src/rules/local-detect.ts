@@ -25,7 +25,7 @@
 // steering hooks (src/node/discover.ts picks exactly the bridge's ports, or the prefixed links) —
 // as the source test (localSourceCidr). docs/cluster.md states the difference.
 import { UserError } from '../errors.ts';
-import { parseCidr4Sloppy } from './ipv4.ts';
+import { IPV4, IPV6 } from './family.ts';
 
 export const LOCAL_MODES = [
   'ClusterCIDR',
@@ -60,8 +60,8 @@ export class LocalDetectError extends UserError {
 }
 
 function cidr(field: string, s: string): string {
-  const c = parseCidr4Sloppy(s);
-  if (c === null) throw new LocalDetectError(`${field}: "${s}" is not an IPv4 CIDR`);
+  const c = (s.includes(':') ? IPV6 : IPV4).cidr(s);
+  if (c === null) throw new LocalDetectError(`${field}: "${s}" is not an IPv4 or IPv6 CIDR`);
   return c.text;
 }
 
@@ -119,7 +119,10 @@ export function iptablesLocalMatch(
 /** nftables expressions for "from a local pod" and its negation; null = no detector. */
 export function nftLocalMatch(d: LocalDetector): { local: string; notLocal: string } | null {
   if (d.by === 'none') return null;
-  if (d.by === 'cidr') return { local: `ip saddr ${d.cidr}`, notLocal: `ip saddr != ${d.cidr}` };
+  if (d.by === 'cidr') {
+    const ip = d.cidr.includes(':') ? 'ip6' : 'ip';
+    return { local: `${ip} saddr ${d.cidr}`, notLocal: `${ip} saddr != ${d.cidr}` };
+  }
   const dev = d.prefix ? `"${d.iface}*"` : d.iface;
   return { local: `iif ${dev}`, notLocal: `iif != ${dev}` };
 }

@@ -12,7 +12,7 @@
 
 import type { ResolvedServicePort } from '../model.ts';
 import { nftEndpointNameBase, nftServiceNameBase } from './hash.ts';
-import { cidr4Contains, nodePortCidrs, parseCidr4Sloppy, parseIpv4Sloppy } from './ipv4.ts';
+import { familyNodeIP, familyNodePortCidrs, type RulesFamily, rulesFamily } from './family.ts';
 import { nftLocalMatch } from './local-detect.ts';
 import {
   type ResolvedRulesOptions,
@@ -31,8 +31,6 @@ import type { Categorized as CategorizedOf } from '../endpoints/select.ts';
 
 type Categorized = CategorizedOf<EndpointInfo>;
 
-const T = 'ip kube-proxy';
-
 /** the local traffic detector's expressions (local-detect.ts); null = no detector */
 type NftLocal = ReturnType<typeof nftLocalMatch>;
 
@@ -43,6 +41,11 @@ export interface NftOptions extends RulesOptions {
 
 /** A transaction being built; printed in declaration-before-use order. */
 class Tx {
+  /** "ip kube-proxy" or "ip6 kube-proxy": the table every command names */
+  private readonly t: string;
+  constructor(readonly fam: RulesFamily) {
+    this.t = `${fam.nft} kube-proxy`;
+  }
   readonly sets: string[] = [];
   readonly maps: string[] = [];
   readonly chains: string[] = [];
@@ -50,23 +53,27 @@ class Tx {
   readonly elements: string[] = [];
 
   set(name: string, body: string): void {
-    this.sets.push(`add set ${T} ${name} { ${body} ; }`);
+    this.sets.push(`add set ${this.t} ${name} { ${body} ; }`);
   }
   map(name: string, type: string, comment: string): void {
-    this.maps.push(`add map ${T} ${name} { type ${type} : verdict ; comment "${comment}" ; }`);
+    this.maps.push(`add map ${this.t} ${name} { type ${type} : verdict ; comment "${comment}" ; }`);
   }
   chain(name: string, spec?: string): void {
-    this.chains.push(spec ? `add chain ${T} ${name} { ${spec} ; }` : `add chain ${T} ${name}`);
+    this.chains.push(
+      spec ? `add chain ${this.t} ${name} { ${spec} ; }` : `add chain ${this.t} ${name}`,
+    );
   }
   rule(chain: string, rule: string, comment?: string): void {
-    this.rules.push(`add rule ${T} ${chain} ${rule}${comment ? ` comment "${comment}"` : ''}`);
+    this.rules.push(`add rule ${this.t} ${chain} ${rule}${comment ? ` comment "${comment}"` : ''}`);
   }
   element(container: string, key: string, value?: string, comment?: string): void {
     const c = comment ? ` comment "${comment}"` : '';
-    this.elements.push(`add element ${T} ${container} { ${key}${c}${value ? ` : ${value}` : ''} }`);
+    this.elements.push(
+      `add element ${this.t} ${container} { ${key}${c}${value ? ` : ${value}` : ''} }`,
+    );
   }
   text(): string {
-    const head = `add table ${T} { comment "rules for kube-proxy" ; }`;
+    const head = `add table ${this.t} { comment "rules for kube-proxy" ; }`;
     const groups = [[head], this.sets, this.maps, this.chains, this.rules, this.elements];
     return `${groups
       .filter((g) => g.length > 0)
@@ -80,15 +87,14 @@ interface NodePorts {
   ips: string[];
 }
 
-function nodePortSelection(o: ResolvedRulesOptions): NodePorts {
-  const cidrs = nodePortCidrs(o.nodePortAddresses);
+function nodePortSelection(o: ResolvedRulesOptions, fam: RulesFamily): NodePorts {
+  const cidrs = familyNodePortCidrs(fam, o.nodePortAddresses);
   if (cidrs === null) return { matchAll: true, ips: [] };
   const ips: string[] = [];
   for (const ip of o.nodeIPs) {
-    const v = parseIpv4Sloppy(ip);
     // Localhost NodePorts are not supported in nftables mode.
-    if (v === null || v >>> 24 === 127 || ips.includes(ip)) continue;
-    if (cidrs.some((c) => cidr4Contains(c, v))) ips.push(ip);
+    if (fam.canon(ip) === null || fam.isLoopback(ip) || ips.includes(ip)) continue;
+    if (cidrs.some((c) => c.contains(ip))) ips.push(ip);
   }
   return { matchAll: false, ips };
 }
@@ -130,7 +136,7 @@ const PLAIN_CHAINS = [
 ];
 
 function writeMaps(tx: Tx): void {
-  const dest = 'ipv4_addr . inet_proto . inet_service';
+  const dest = `${tx.fam.nftAddr} . inet_proto . inet_service`;
   tx.map('firewall-ips', dest, 'destinations that are subject to LoadBalancerSourceRanges');
   tx.map(
     'no-endpoint-nodeports',
@@ -147,9 +153,10 @@ function writeMaps(tx: Tx): void {
 }
 
 function writeBase(tx: Tx, o: ResolvedRulesOptions, np: NodePorts, serviceCIDRs: string[]): void {
-  tx.set('cluster-ips', 'type ipv4_addr ; comment "Active ClusterIPs"');
+  const { nft, nftAddr, loopback } = tx.fam;
+  tx.set('cluster-ips', `type ${nftAddr} ; comment "Active ClusterIPs"`);
   if (!np.matchAll)
-    tx.set('nodeport-ips', 'type ipv4_addr ; comment "IPs that accept NodePort traffic"');
+    tx.set('nodeport-ips', `type ${nftAddr} ; comment "IPs that accept NodePort traffic"`);
   writeMaps(tx);
   for (const [name, spec] of BASE_CHAINS) tx.chain(name, spec);
   for (const name of PLAIN_CHAINS) tx.chain(name);
@@ -162,38 +169,41 @@ function writeBase(tx: Tx, o: ResolvedRulesOptions, np: NodePorts, serviceCIDRs:
   tx.rule('masquerading', 'masquerade fully-random');
   tx.rule(
     'cluster-ips-check',
-    'ip daddr @cluster-ips reject',
+    `${nft} daddr @cluster-ips reject`,
     'Reject traffic to invalid ports of ClusterIPs',
   );
   if (serviceCIDRs.length > 0) {
     tx.rule(
       'cluster-ips-check',
-      `ip daddr { ${serviceCIDRs.join(',')} } drop`,
+      `${nft} daddr { ${serviceCIDRs.join(',')} } drop`,
       'Drop traffic to unallocated ClusterIPs',
     );
   }
-  tx.rule('firewall-check', 'ip daddr . meta l4proto . th dport vmap @firewall-ips');
+  tx.rule('firewall-check', `${nft} daddr . meta l4proto . th dport vmap @firewall-ips`);
   tx.rule('reject-chain', 'reject');
   tx.rule(
     'service-endpoints-check',
-    'ip daddr . meta l4proto . th dport vmap @no-endpoint-services',
+    `${nft} daddr . meta l4proto . th dport vmap @no-endpoint-services`,
   );
-  tx.rule('services', 'ip daddr . meta l4proto . th dport vmap @service-ips');
+  tx.rule('services', `${nft} daddr . meta l4proto . th dport vmap @service-ips`);
   if (np.matchAll) {
     tx.rule(
       'nodeport-endpoints-check',
-      'ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports',
+      `${nft} daddr != ${loopback} meta l4proto . th dport vmap @no-endpoint-nodeports`,
     );
     tx.rule(
       'services',
-      'fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports',
+      `fib daddr type local ${nft} daddr != ${loopback} meta l4proto . th dport vmap @service-nodeports`,
     );
   } else {
     tx.rule(
       'nodeport-endpoints-check',
-      'ip daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports',
+      `${nft} daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports`,
     );
-    tx.rule('services', 'ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports');
+    tx.rule(
+      'services',
+      `${nft} daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports`,
+    );
     for (const ip of np.ips) tx.element('nodeport-ips', ip);
   }
 }
@@ -267,15 +277,14 @@ function writeExternalChain(tx: Tx, x: NftPlan, local: NftLocal): void {
   if (x.hasExternal) tx.rule(x.ext, `goto ${x.p.externalPolicyLocal ? x.local : x.svc}`);
 }
 
-function writeFirewallChain(tx: Tx, x: NftPlan, nodeIP: number | null): void {
+function writeFirewallChain(tx: Tx, x: NftPlan, nodeIP: string | null): void {
   const { p } = x;
   if (!(p.lbVIPs.length > 0 && p.sourceRanges.length > 0)) return;
   tx.chain(x.fw);
   const sources = p.sourceRanges.map((c) => c.text);
   // A node reaching a VIP-style LB IP that is local loops back with the VIP as source.
-  if (nodeIP !== null && p.sourceRanges.some((c) => cidr4Contains(c, nodeIP)))
-    sources.push(...p.lbVIPs);
-  tx.rule(x.fw, `ip saddr != { ${sources.join(' , ')} } drop`);
+  if (nodeIP !== null && p.sourceRanges.some((c) => c.contains(nodeIP))) sources.push(...p.lbVIPs);
+  tx.rule(x.fw, `${tx.fam.nft} saddr != { ${sources.join(' , ')} } drop`);
 }
 
 function writePolicyChain(
@@ -290,7 +299,7 @@ function writePolicyChain(
   if (x.p.affinity) {
     for (const ep of eps) {
       const b = epBase(x.p, ep);
-      tx.rule(chain, `ip saddr @affinity-${b} goto endpoint-${b}`);
+      tx.rule(chain, `${tx.fam.nft} saddr @affinity-${b} goto endpoint-${b}`);
     }
   }
   const vmap = eps.map((ep, i) => `${i} : goto endpoint-${epBase(x.p, ep)}`).join(' , ');
@@ -299,16 +308,17 @@ function writePolicyChain(
 
 function writeEndpointChains(tx: Tx, x: NftPlan): void {
   const { p } = x;
+  const { nft, nftAddr } = tx.fam;
   for (const ep of x.c.reachable) {
     const b = epBase(p, ep);
     if (p.affinity)
       tx.set(
         `affinity-${b}`,
-        `type ipv4_addr ; flags dynamic,timeout ; timeout ${p.stickySeconds}s`,
+        `type ${nftAddr} ; flags dynamic,timeout ; timeout ${p.stickySeconds}s`,
       );
     tx.chain(`endpoint-${b}`);
-    tx.rule(`endpoint-${b}`, `ip saddr ${ep.ip} jump mark-for-masquerade`);
-    if (p.affinity) tx.rule(`endpoint-${b}`, `update @affinity-${b} { ip saddr }`);
+    tx.rule(`endpoint-${b}`, `${nft} saddr ${ep.ip} jump mark-for-masquerade`);
+    if (p.affinity) tx.rule(`endpoint-${b}`, `update @affinity-${b} { ${nft} saddr }`);
     tx.rule(`endpoint-${b}`, `meta l4proto ${p.protocol} dnat to ${ep.str}`);
   }
 }
@@ -318,9 +328,11 @@ function writeService(tx: Tx, x: NftPlan, o: ResolvedRulesOptions, local: NftLoc
   const { p, c } = x;
   const internalChain = p.internalPolicyLocal ? x.local : x.svc;
   let masq: string | null = null;
-  if (x.hasInternal && o.masqueradeAll) masq = `ip daddr ${p.clusterIP} jump mark-for-masquerade`;
+  const nft = tx.fam.nft;
+  if (x.hasInternal && o.masqueradeAll)
+    masq = `${nft} daddr ${p.clusterIP} jump mark-for-masquerade`;
   else if (x.hasInternal && local !== null)
-    masq = `ip daddr ${p.clusterIP} ${local.notLocal} jump mark-for-masquerade`;
+    masq = `${nft} daddr ${p.clusterIP} ${local.notLocal} jump mark-for-masquerade`;
   if (c.cluster.length > 0 && (!p.internalPolicyLocal || externallyAccessible(p))) {
     writePolicyChain(tx, x, x.svc, c.cluster, internalChain === x.svc ? masq : null);
   }
@@ -331,7 +343,7 @@ function writeService(tx: Tx, x: NftPlan, o: ResolvedRulesOptions, local: NftLoc
     writePolicyChain(tx, x, x.local, c.local, internalChain === x.local ? masq : null);
   }
   writeExternalChain(tx, x, local);
-  writeFirewallChain(tx, x, parseIpv4Sloppy(o.nodeIPs[0] ?? ''));
+  writeFirewallChain(tx, x, familyNodeIP(o.nodeIPs, tx.fam));
   writeEndpointChains(tx, x);
 }
 
@@ -341,17 +353,20 @@ export function renderNftables(
   opts: NftOptions = {},
 ): string {
   const o = resolveRulesOptions(opts);
+  const fam = rulesFamily(o.ipFamily);
   const local = nftLocalMatch(rulesLocalDetector(o));
   const serviceCIDRs: string[] = [];
+  // kube-proxy keeps the service CIDRs of its own family and leaves the other's to its twin.
   for (const s of opts.serviceCIDRs ?? []) {
-    const c = parseCidr4Sloppy(s);
-    if (c === null) throw new RangeError(`serviceCIDRs: "${s}" is not an IPv4 CIDR`);
+    if (s.includes(':') !== (fam.name === 'IPv6')) continue;
+    const c = fam.cidr(s);
+    if (c === null) throw new RangeError(`serviceCIDRs: "${s}" is not an ${fam.name} CIDR`);
     serviceCIDRs.push(c.text);
   }
-  const tx = new Tx();
-  writeBase(tx, o, nodePortSelection(o), serviceCIDRs);
+  const tx = new Tx(fam);
+  writeBase(tx, o, nodePortSelection(o, fam), serviceCIDRs);
   const node = { nodeName: o.nodeName, nodeZone: o.nodeZone, preferSameNode: o.preferSameNode };
-  for (const p of portInfos(ports, o.nodeName)) {
+  for (const p of portInfos(ports, o.nodeName, fam)) {
     writeService(tx, nftPlan(p, categorizePort(p, node)), o, local);
   }
   return tx.text();

@@ -2,9 +2,15 @@
 // (--masquerade-bit 14, --iptables-localhost-nodeports, nodePortAddresses unset, nf_conntrack
 // not in liberal mode, iptables with --random-fully, nfacct counters available).
 
+import type { IPFamily } from '../model.ts';
 import { type LocalDetector, localDetector } from './local-detect.ts';
 
 export interface RulesOptions {
+  /**
+   * The family of the proxier imitated (default IPv4): only its addresses are written, as
+   * iptables-restore / ip6tables-restore input or an `ip` / `ip6` nftables table.
+   */
+  ipFamily?: IPFamily;
   /** Endpoints whose nodeName equals this are local (kube-proxy's --hostname-override). */
   nodeName?: string;
   /** The node's topology.kubernetes.io/zone label, for topology hints. */
@@ -56,7 +62,7 @@ export function rulesLocalDetector(o: ResolvedRulesOptions): LocalDetector {
   try {
     return localDetector({ mode: 'ClusterCIDR', clusterCidr: o.clusterCIDR });
   } catch {
-    throw new RangeError(`clusterCIDR: "${o.clusterCIDR}" is not an IPv4 CIDR`);
+    throw new RangeError(`clusterCIDR: "${o.clusterCIDR}" is not an IPv4 or IPv6 CIDR`);
   }
 }
 
@@ -66,6 +72,7 @@ export function resolveRulesOptions(o: RulesOptions = {}): ResolvedRulesOptions 
     throw new RangeError(`masqueradeBit must be 0..31, got ${bit}`);
   }
   return {
+    ipFamily: o.ipFamily ?? 'IPv4',
     nodeName: o.nodeName,
     nodeZone: o.nodeZone,
     clusterCIDR: o.clusterCIDR,

@@ -1,5 +1,5 @@
 // What kube-proxy derives from one Service port before writing rules (its servicePortInfo and
-// endpointInfo): canonical IPv4 addresses only (this is the IPv4 proxier), traffic-policy
+// endpointInfo): canonical addresses of the proxier's family only (family.ts), traffic-policy
 // flags computed the way pkg/api/v1/service does, and endpoints deduplicated and ordered by
 // their "ip:port" string as kube-proxy's EndpointsMap holds them.
 
@@ -12,13 +12,13 @@ import {
   type TopologyNode,
 } from '../endpoints/select.ts';
 import type { ResolvedServicePort } from '../model.ts';
-import { type Cidr4, canonIpv4, parseCidr4Sloppy } from './ipv4.ts';
+import { type FamilyCidr, IPV4, type RulesFamily } from './family.ts';
 
 /** An endpoint as the renderer writes it, with what selection reads (EndpointFacts). */
 export interface EndpointInfo extends EndpointFacts {
   ip: string;
   port: number;
-  /** "ip:port", the form hashed into KUBE-SEP names and used in comments and DNAT */
+  /** "ip:port" ("[ip]:port" for IPv6), hashed into KUBE-SEP names, used in comments and DNAT */
   str: string;
 }
 
@@ -36,7 +36,7 @@ export interface PortInfo {
   nodePort: number;
   externalIPs: string[];
   lbVIPs: string[];
-  sourceRanges: Cidr4[];
+  sourceRanges: FamilyCidr[];
   healthCheckNodePort: number;
   affinity: boolean;
   stickySeconds: number;
@@ -45,22 +45,30 @@ export interface PortInfo {
   endpoints: EndpointInfo[];
 }
 
-function canonList(ips: readonly string[]): string[] {
+function canonList(ips: readonly string[], fam: RulesFamily): string[] {
   const out: string[] = [];
   for (const ip of ips) {
-    const c = canonIpv4(ip);
+    const c = fam.canon(ip);
     if (c !== null) out.push(c);
   }
   return out;
 }
 
-function collectEndpoints(rsp: ResolvedServicePort, nodeName: string | undefined): EndpointInfo[] {
+function collectEndpoints(
+  rsp: ResolvedServicePort,
+  nodeName: string | undefined,
+  fam: RulesFamily,
+): EndpointInfo[] {
   const byStr = new Map<string, EndpointInfo>();
-  const facts = endpointFacts(rsp.endpoints, nodeName, rsp.service.trafficDistribution === 'PreferClose');
+  const facts = endpointFacts(
+    rsp.endpoints,
+    nodeName,
+    rsp.service.trafficDistribution === 'PreferClose',
+  );
   for (const ep of rsp.endpoints) {
-    const ip = canonIpv4(ep.ip);
+    const ip = fam.canon(ep.ip);
     if (ip === null) continue;
-    const str = `${ip}:${ep.port}`;
+    const str = fam.hostPort(ip, ep.port);
     if (byStr.has(str)) continue;
     byStr.set(str, { ip, port: ep.port, str, ...facts(ep) });
   }
@@ -68,13 +76,17 @@ function collectEndpoints(rsp: ResolvedServicePort, nodeName: string | undefined
   return [...byStr.values()].sort((a, b) => (a.str < b.str ? -1 : a.str > b.str ? 1 : 0));
 }
 
-/** Null when kube-proxy would skip the port (headless, ExternalName, no IPv4 cluster IP). */
-export function portInfo(rsp: ResolvedServicePort, nodeName?: string): PortInfo | null {
+/** Null when kube-proxy would skip the port (headless, ExternalName, no cluster IP of `fam`). */
+export function portInfo(
+  rsp: ResolvedServicePort,
+  nodeName?: string,
+  fam: RulesFamily = IPV4,
+): PortInfo | null {
   const svc = rsp.service;
   if (svc.type === 'ExternalName') return null;
-  const clusterIP = canonList(svc.clusterIPs)[0];
+  const clusterIP = canonList(svc.clusterIPs, fam)[0];
   if (clusterIP === undefined) return null;
-  const externalIPs = canonList(svc.externalIPs);
+  const externalIPs = canonList(svc.externalIPs, fam);
   // pkg/api/v1/service: ExternallyAccessible / ExternalPolicyLocal / NeedsHealthCheck.
   const svcExternallyAccessible =
     svc.type === 'LoadBalancer' ||
@@ -82,9 +94,9 @@ export function portInfo(rsp: ResolvedServicePort, nodeName?: string): PortInfo 
     (svc.type === 'ClusterIP' && svc.externalIPs.length > 0);
   const externalPolicyLocal = svcExternallyAccessible && svc.externalTrafficPolicy === 'Local';
   const needsHealthCheck = svc.type === 'LoadBalancer' && externalPolicyLocal;
-  const sourceRanges: Cidr4[] = [];
+  const sourceRanges: FamilyCidr[] = [];
   for (const r of svc.loadBalancerSourceRanges) {
-    const c = parseCidr4Sloppy(r);
+    const c = fam.cidr(r);
     if (c !== null) sourceRanges.push(c);
   }
   return {
@@ -97,14 +109,14 @@ export function portInfo(rsp: ResolvedServicePort, nodeName?: string): PortInfo 
     port: rsp.port.port,
     nodePort: rsp.port.nodePort,
     externalIPs,
-    lbVIPs: canonList(svc.loadBalancerIPs),
+    lbVIPs: canonList(svc.loadBalancerIPs, fam),
     sourceRanges,
     healthCheckNodePort: needsHealthCheck ? svc.healthCheckNodePort : 0,
     affinity: svc.sessionAffinity === 'ClientIP',
     stickySeconds: svc.sessionAffinity === 'ClientIP' ? svc.affinityTimeoutSeconds : 0,
     externalPolicyLocal,
     internalPolicyLocal: svc.internalTrafficPolicy === 'Local',
-    endpoints: collectEndpoints(rsp, nodeName),
+    endpoints: collectEndpoints(rsp, nodeName, fam),
   };
 }
 
@@ -126,8 +138,12 @@ function policyOf(p: PortInfo) {
 }
 
 /** Service ports in a stable order (kube-proxy walks a Go map: its order is unspecified). */
-export function portInfos(ports: readonly ResolvedServicePort[], nodeName?: string): PortInfo[] {
-  const infos = ports.map((r) => portInfo(r, nodeName)).filter((p) => p !== null);
+export function portInfos(
+  ports: readonly ResolvedServicePort[],
+  nodeName?: string,
+  fam: RulesFamily = IPV4,
+): PortInfo[] {
+  const infos = ports.map((r) => portInfo(r, nodeName, fam)).filter((p) => p !== null);
   const key = (p: PortInfo) => `${p.spn}\u0000${p.protocol}`;
   return infos.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
 }

@@ -88,6 +88,27 @@ describe('kubetun rules (nftables)', () => {
   });
 });
 
+describe('kubetun rules --ip-family (a dual-stack Service from manifests)', () => {
+  const dual = new URL('./fixtures/dual-stack', import.meta.url).pathname;
+  const base = { manifests: dual, nodeName: 'node-1', nfacct: false };
+  it("IPv6: the IPv6 proxier's ip6tables-restore input and ip6 table, IPv6 addresses only", async () => {
+    const ipt = await renderRules({ ...base, mode: 'iptables', ipFamily: 'IPv6', jumps: true });
+    expect(ipt).toContain('-d fd00:10:96::a --dport 80');
+    expect(ipt).toContain('-j DNAT --to-destination [fd00:10:244:1::5]:8080');
+    expect(ipt).toContain('ip6tables -w -t nat -I PREROUTING');
+    expect(ipt).not.toContain('10.244.1.5');
+    const nft = await renderRules({ ...base, mode: 'nftables', ipFamily: 'IPv6' });
+    expect(nft).toContain('add element ip6 kube-proxy cluster-ips { fd00:10:96::a }');
+    expect(nft).toContain('dnat to [fd00:10:244:1::5]:8080');
+    expect(nft).not.toContain('10.96.0.10');
+  });
+  it('IPv4 (the default): the IPv4 half only', async () => {
+    const ipt = await renderRules({ ...base, mode: 'iptables' });
+    expect(ipt).toContain('-j DNAT --to-destination 10.244.1.5:8080');
+    expect(ipt).not.toContain('fd00:');
+  });
+});
+
 describe('kubetun rules output in a real kernel', () => {
   const ns = `ktrules-${process.pid}`;
   afterAll(() => {

@@ -51,7 +51,7 @@ describe('detectLocalMode', () => {
     [{ mode: 'Bridge' }, /unknown detect-local-mode "Bridge"/],
     [{ mode: 'BridgeInterface' }, /^detectLocal.bridgeInterface: required/],
     [{ mode: 'InterfaceNamePrefix' }, /^detectLocal.interfaceNamePrefix: required/],
-    [{ clusterCidr: '10.244.0.0' }, /^clusterCIDR: "10.244.0.0" is not an IPv4 CIDR/],
+    [{ clusterCidr: '10.244.0.0' }, /^clusterCIDR: "10.244.0.0" is not an IPv4 or IPv6 CIDR/],
   ])('refuses %o as kube-proxy does', (input, msg) => {
     expect(() => localDetector(input)).toThrow(msg);
   });

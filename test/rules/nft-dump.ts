@@ -1,7 +1,9 @@
 // kube-proxy's comparison for nftables transactions (pkg/proxy/nftables/helpers_test.go,
 // sortNFTablesTransaction): drop blank and comment lines, order by object type (table,
 // chain, rule, set, map, element), then by object name; rules keep their order within a
-// chain, everything else is ordered by the whole line.
+// chain, everything else is ordered by the whole line. Both table families (ip, ip6) are read.
+import { ipInCidr } from '../../src/manifests/ip.ts';
+import { canonIpv6 } from '../../src/wire/addr6.ts';
 
 const OBJECT_ORDER: Record<string, number> = {
   table: 10,
@@ -29,11 +31,12 @@ export function sortNftTransaction(tx: string): string {
 
 /** Rules of one chain, in order (assertNFTablesChainEqual). */
 export function nftChainRules(tx: string, chain: string): string[] {
-  const prefix = `add rule ip kube-proxy ${chain} `;
+  const name = chain.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const prefix = new RegExp(`^add rule ip6? kube-proxy ${name} `);
   return tx
     .split('\n')
-    .filter((l) => l.startsWith(prefix))
-    .map((l) => l.slice(prefix.length));
+    .filter((l) => prefix.test(l))
+    .map((l) => l.replace(prefix, ''));
 }
 
 // ---- packet tracer (kube-proxy's nftablesTracer / tracePacket in helpers_test.go) ----
@@ -52,7 +55,7 @@ export function parseNft(tx: string): Parsed {
   const chains = new Map<string, string[]>();
   const elements = new Map<string, Element[]>();
   for (const line of tx.split('\n')) {
-    const m = /^add (chain|rule|element|set|map) ip kube-proxy (\S+)(?: (.*))?$/.exec(line);
+    const m = /^add (chain|rule|element|set|map) ip6? kube-proxy (\S+)(?: (.*))?$/.exec(line);
     if (!m) continue;
     const [, kind, name, rest = ''] = m;
     if (kind === 'chain' && !chains.has(name)) chains.set(name, []);
@@ -70,6 +73,10 @@ export function parseNft(tx: string): Parsed {
 }
 
 function inCidrOrIp(ip: string, spec: string): boolean {
+  if (ip.includes(':') || spec.includes(':')) {
+    if (!spec.includes('/')) return canonIpv6(spec) === canonIpv6(ip);
+    return ipInCidr(ip, spec);
+  }
   const toU32 = (s: string) => s.split('.').reduce((a, o) => a * 256 + Number(o), 0) >>> 0;
   if (!spec.includes('/')) return spec === ip;
   const [net, len] = spec.split('/');
@@ -78,7 +85,7 @@ function inCidrOrIp(ip: string, spec: string): boolean {
   return (toU32(ip) & mask) >>> 0 === (toU32(net) & mask) >>> 0;
 }
 
-const IGNORED = / *comment "[^"]*"$|^ct state new|^update @\S+ \{ ip saddr \}/g;
+const IGNORED = / *comment "[^"]*"$|^ct state new|^update @\S+ \{ ip6? saddr \}/g;
 
 interface Pkt {
   sourceIP: string;
@@ -107,9 +114,9 @@ export class NftTracer {
   private matchExpr(rule: string, k: Pkt): Step {
     const ok = (m: RegExpExecArray, pass: boolean): Step =>
       pass ? { rest: rule.slice(m[0].length) } : { stop: 'nomatch' };
-    let m = /^ip daddr @(\S+)/.exec(rule);
+    let m = /^ip6? daddr @(\S+)/.exec(rule);
     if (m) return ok(m, this.lookup(m[1], [k.destIP]) !== undefined);
-    m = /^ip daddr \. meta l4proto \. th dport vmap @(\S+)$/.exec(rule);
+    m = /^ip6? daddr \. meta l4proto \. th dport vmap @(\S+)$/.exec(rule);
     if (m) {
       const e = this.lookup(m[1], [k.destIP, k.protocol, k.destPort]);
       return e ? { rest: e.value } : { stop: 'nomatch' };
@@ -119,7 +126,7 @@ export class NftTracer {
       const e = this.lookup(m[1], [k.protocol, k.destPort]);
       return e ? { rest: e.value } : { stop: 'nomatch' };
     }
-    m = /^ip (daddr|saddr) (!= )?\{([^}]*)\}/.exec(rule);
+    m = /^ip6? (daddr|saddr) (!= )?\{([^}]*)\}/.exec(rule);
     if (m) {
       const ip = m[1] === 'daddr' ? k.destIP : k.sourceIP;
       const hit = m[3]
@@ -129,9 +136,9 @@ export class NftTracer {
       return ok(m, m[2] ? !hit : hit);
     }
     // Affinity: a check of past state, assumed not to match (as in kube-proxy's tracer).
-    m = /^ip saddr @\S+/.exec(rule);
+    m = /^ip6? saddr @\S+/.exec(rule);
     if (m) return { stop: 'nomatch' };
-    m = /^ip (daddr|saddr) (!= )?(\S+)/.exec(rule);
+    m = /^ip6? (daddr|saddr) (!= )?(\S+)/.exec(rule);
     if (m) {
       const hit = inCidrOrIp(m[1] === 'daddr' ? k.destIP : k.sourceIP, m[3]);
       return ok(m, m[2] ? !hit : hit);
@@ -196,13 +203,19 @@ export class NftTracer {
   }
 }
 
+/** The address of a DNAT target "ip:port" or "[ip]:port". */
+export function dnatHost(target: string): string {
+  const v6 = /^\[([^\]]+)\]:\d+$/.exec(target);
+  return v6 ? v6[1] : target.split(':')[0];
+}
+
 /** Where a packet ends up and whether it is masqueraded, as kube-proxy's nftables tracePacket. */
 export function traceNft(tx: string, k: Pkt, localIPs: readonly string[]) {
   const t = new NftTracer(parseNft(tx), new Set(localIPs));
   const done = () => ({ matches: t.matches, output: t.outputs.join(', '), masq: t.markMasq });
   if (t.runChain('filter-prerouting-pre-dnat', k)) return done();
   t.runChain('nat-prerouting', k);
-  const after = t.outputs.length > 0 ? { ...k, destIP: t.outputs[0].split(':')[0] } : k;
+  const after = t.outputs.length > 0 ? { ...k, destIP: dnatHost(t.outputs[0]) } : k;
   if (t.runChain('filter-forward', after)) return done();
   t.runChain('filter-input', after);
   return done();
