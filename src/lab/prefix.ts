@@ -9,6 +9,7 @@
 //   kg-      kg-node1 …        /run/kubetun-lab-kg/       /run/kubetun-kg/<node>.sock
 //
 // KUBETUN_LAB_DIR and KUBETUN_CTL_DIR still override the two directories (a VM keeps its own).
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const LAB_PREFIX = process.env.KUBETUN_LAB_PREFIX || 'kt-';
@@ -29,3 +30,15 @@ export const STATE_FILE = join(LAB_DIR, 'state.json');
 export const LOG_DIR = join(LAB_DIR, 'logs');
 /** Where each node's kubetun listens for inspect commands (the path `kubetun run` is told). */
 export const CTL_DIR = process.env.KUBETUN_CTL_DIR || `/run/kubetun${suffix}`;
+
+/** Every lab's state file on this machine under the default directories, this lab's included. */
+export function allLabStateFiles(): string[] {
+  const lab = /^kubetun-lab(-[A-Za-z0-9_.-]+)?$/;
+  let entries: string[] = [];
+  try {
+    entries = readdirSync('/run').filter((e) => lab.test(e));
+  } catch {
+    return [];
+  }
+  return entries.map((e) => join('/run', e, 'state.json')).filter((f) => existsSync(f));
+}

@@ -6,8 +6,9 @@
 // The path is one for every lab on the machine (in-cluster config fixes it), so the lab that
 // creates it may not be the one that comes down last. Hence: the outermost directory the lab
 // created carries a marker file, and any `lab down` removes the marked directories once no
-// process on the machine has a mount there (every mount namespace's mountinfo). A directory that
-// was there before, unmarked, is never touched.
+// process on the machine has a mount there (every mount namespace's mountinfo) and no other lab
+// is in API mode (its state, written before it makes the mountpoint: one coming up may not have
+// mounted yet). A directory that was there before, unmarked, is never touched.
 import {
   existsSync,
   mkdirSync,
@@ -21,6 +22,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { SA_MOUNT } from './apiserver.ts';
+import { allLabStateFiles, STATE_FILE } from './prefix.ts';
 
 const MARK = '.kubetun-lab';
 
@@ -40,7 +42,7 @@ export function makeSaMountpoint(): void {
 }
 
 /** True when some process on the machine has a mount at `path`. */
-export function mountedAnywhere(path0: string): boolean {
+function mountedAnywhere(path0: string): boolean {
   const path = realpathSync(path0);
   const seen = new Set<string>();
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
@@ -58,6 +60,23 @@ export function mountedAnywhere(path0: string): boolean {
   return false;
 }
 
+/** True when another lab on the machine is up (or coming up) in API mode. */
+function otherApiLab(): boolean {
+  return allLabStateFiles().some((f) => {
+    if (f === STATE_FILE) return false;
+    try {
+      return (JSON.parse(readFileSync(f, 'utf8')) as { source?: string }).source === 'api';
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** Some agent mounts it, or another API-mode lab may be between making and mounting it. */
+export function saMountpointInUse(): boolean {
+  return mountedAnywhere(SA_MOUNT) || otherApiLab();
+}
+
 /**
  * lab down: removes the directories a lab made (innermost first, each only while empty), once
  * no agent of any lab mounts there. Returns the directories removed.
@@ -65,7 +84,7 @@ export function mountedAnywhere(path0: string): boolean {
 export function removeSaMountpoint(): string[] {
   const dirs = chain();
   const marked = dirs.findIndex((d) => existsSync(join(d, MARK)));
-  if (marked < 0 || !existsSync(SA_MOUNT) || mountedAnywhere(SA_MOUNT)) return [];
+  if (marked < 0 || !existsSync(SA_MOUNT) || saMountpointInUse()) return [];
   const removed: string[] = [];
   for (const d of dirs.slice(marked).reverse()) {
     rmSync(join(d, MARK), { force: true });

@@ -16,7 +16,7 @@ import { parse, stringify } from 'yaml';
 import { API_DIR, SA_MOUNT } from '../../src/lab/apiserver.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import { isAlive, startInNs, stopProcess, waitForLog } from '../../src/lab/procs.ts';
-import { mountedAnywhere } from '../../src/lab/sa-mountpoint.ts';
+import { saMountpointInUse } from '../../src/lab/sa-mountpoint.ts';
 import { CTL_DIR, LAB_DIR, type LabState, readState, writeState } from '../../src/lab/state.ts';
 import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
 
@@ -208,9 +208,9 @@ describe('lab up --source api: agents as the DaemonSet starts them, fed by the A
     expect(netns.split('\n').filter((l) => l.startsWith(LAB_PREFIX))).toEqual([]);
     for (const p of procs) expect(isAlive(p), `${p.role} ${p.name}`).toBe(false);
     expect([LAB_DIR, CTL_DIR].filter((d) => existsSync(d))).toEqual([]);
-    // Another lab's agents on this machine may still mount it (the last lab down removes it).
-    if (existsSync(SA_MOUNT) && mountedAnywhere(SA_MOUNT)) {
-      console.log(`${SA_MOUNT}: kept, another lab's agent mounts it`);
+    // Another API-mode lab on this machine may still use it (the last lab down removes it).
+    if (existsSync(SA_MOUNT) && saMountpointInUse()) {
+      console.log(`${SA_MOUNT}: kept, another API-mode lab uses it`);
       return;
     }
     expect(saPresent()).toEqual(saBefore);
