@@ -225,6 +225,11 @@ describe('namespace lab (mode none, then kubetun on every node)', () => {
     const agents = state.processes.filter((p) => p.role === 'kubetun');
     expect(agents.map((s) => s.name)).toEqual(t.nodes.map((n) => n.name));
     for (const p of state.processes) expect(isAlive(p)).toBe(true);
+    // KUBETUN_LAB_SOURCE=api (scripts/test.sh's API stage): the agents read the lab's API server
+    const api = process.env.KUBETUN_LAB_SOURCE === 'api';
+    expect(state.source ?? 'dir').toBe(api ? 'api' : 'dir');
+    expect(state.processes.filter((p) => p.role === 'apiserver')).toHaveLength(api ? 1 : 0);
+    for (const a of agents) expect(a.argv.some((x) => x.startsWith('--manifests'))).toBe(!api);
   });
 
   it('routes HTTP from every pod to every pod, same node and across nodes', () => {
