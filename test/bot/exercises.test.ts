@@ -42,7 +42,7 @@ import {
 import { type Exercise, loadExercises } from '../../src/lab/exercise/spec.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import { isAlive } from '../../src/lab/procs.ts';
-import { inNs } from '../../src/lab/sh.ts';
+import { inNs } from '../../src/sh.ts';
 import { readState } from '../../src/lab/state.ts';
 import { allPods, loadTopology } from '../../src/lab/topology.ts';
 
