@@ -9,26 +9,13 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { UserError } from '../errors.ts';
+import type { RunOptionKey } from './options.ts';
 
 export const KPC_GROUP = 'kubeproxy.config.k8s.io';
 export const KPC_API_VERSION = `${KPC_GROUP}/v1alpha1`;
 
-/** `kubetun run` flags a file can set, by their commander names (strings, as typed). */
-export interface KpcFlags {
-  kubeconfig?: string;
-  nodeName?: string;
-  clusterCidr?: string;
-  healthzBindAddress?: string;
-  metricsBindAddress?: string;
-  syncPeriod?: string;
-  minSyncPeriod?: string;
-  scheduler?: string;
-  ctMax?: string;
-  ctTimeout?: string;
-  detectLocalMode?: string;
-  podBridgeInterface?: string;
-  podInterfaceNamePrefix?: string;
-}
+/** `kubetun run` flags a file sets, by their schema keys (node/options.ts), as typed. */
+export type KpcFlags = { [K in RunOptionKey]?: string };
 
 /** A --config file kubetun cannot take: names the file and the field. */
 export class KubeProxyConfigError extends UserError {
