@@ -40,6 +40,8 @@ import { manifestFiles } from '../manifests/load.ts';
 import { apiRoutes } from './control-plane-api.ts';
 import { serveApi } from './api.ts';
 import { installKernelDataplane, isKernelMode } from './kube-proxy.ts';
+import { cleanStaleUdpConntrack, udpEndpointsSignature } from './kube-proxy-conntrack.ts';
+import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
 import { labTarget } from './plan.ts';
 import { LOG_DIR, readState, SANDBOX_FILE, VIEW_DIR } from './state.ts';
 import type { Topology } from './topology.ts';
@@ -71,6 +73,8 @@ export class LabControlPlane {
   private manifestsSig = '';
   private server: Server | undefined;
   private stopped = false;
+  /** the UDP services' endpoints at the last kernel-mode sync (kube-proxy's cleanup trigger) */
+  private udpEndpoints: string | undefined;
   /** problems of the last pass, for `lab status` (an admission error from a controller) */
   problems: string[] = [];
 
@@ -318,7 +322,15 @@ export class LabControlPlane {
       installKernelDataplane(this.t, mode, () => {}, this.viewDir);
     } catch (err) {
       this.say(`kernel ${mode} rules: ${(err as Error).message}`);
+      return;
     }
+    // then, as kube-proxy after a sync that changed a UDP service's endpoints: stale UDP flows
+    const ports = resolveServicePorts(loadManifests(this.viewDir));
+    const sig = udpEndpointsSignature(ports);
+    if (sig === this.udpEndpoints) return;
+    this.udpEndpoints = sig;
+    const n = cleanStaleUdpConntrack(this.t, ports);
+    if (n > 0) this.say(`kernel ${mode}: ${n} stale UDP conntrack entries deleted`);
   }
 
   private kubeletHost() {

@@ -138,4 +138,37 @@ describe('reconcileUdpConntrack', () => {
     expect(reconcileUdpConntrack(ct, t, t.checkout())).toBe(0);
     expect(ct.isLive(draining)).toBe(true);
   });
+
+  it('leaves the flows of a service port with no serving endpoint left alone, as kube-proxy does', () => {
+    const t = new ChangeTracker();
+    t.services.update(null, svc('dns', { ports: [port('dns', 'UDP', 53)] }));
+    const eps = [ep('10.244.1.5')];
+    t.endpointSlices.update(null, slice('dns-a', 'dns', eps, dnsPort));
+    t.checkout();
+    const ct = new ConntrackMap(64);
+    const last = flow(ct, 17, 1001, '10.96.0.10', '10.244.1.5');
+    // scaled to zero: kube-proxy's reconciler skips a service without serving endpoints
+    t.endpointSlices.update(
+      slice('dns-a', 'dns', eps, dnsPort),
+      slice('dns-a', 'dns', [], dnsPort),
+    );
+    expect(reconcileUdpConntrack(ct, t, t.checkout())).toBe(0);
+    expect(ct.isLive(last)).toBe(true);
+  });
+
+  it('matches the endpoint by IP alone (kube-proxy filters on --reply-src), not by its port', () => {
+    const t = new ChangeTracker();
+    t.services.update(null, svc('dns', { ports: [port('dns', 'UDP', 53)] }));
+    t.endpointSlices.update(null, slice('dns-a', 'dns', [ep('10.244.1.5')], dnsPort));
+    t.checkout();
+    const ct = new ConntrackMap(64);
+    const same = flow(ct, 17, 1001, '10.96.0.10', '10.244.1.5'); // backend port 53
+    const moved = [{ name: 'dns', protocol: 'UDP' as const, port: 5353 }];
+    t.endpointSlices.update(
+      slice('dns-a', 'dns', [ep('10.244.1.5')], dnsPort),
+      slice('dns-a', 'dns', [ep('10.244.1.5')], moved),
+    );
+    expect(reconcileUdpConntrack(ct, t, t.checkout())).toBe(0);
+    expect(ct.isLive(same)).toBe(true);
+  });
 });

@@ -7,6 +7,8 @@ import { formatReport } from '../../src/lab/compare/report.ts';
 import { type CompareReport, labCompare } from '../../src/lab/compare/run.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
+import { readLabServices } from '../../src/lab/manifests.ts';
+import { VIEW_DIR } from '../../src/lab/state.ts';
 import { LAB_PREFIX } from '../../src/lab/topology.ts';
 
 /**
@@ -39,20 +41,40 @@ describe(`lab compare scenario isolation (lab prefix ${LAB_PREFIX})`, () => {
 
   it('covers at least 12 scenarios, each with its own client ports', () => {
     expect(SCENARIOS.length).toBeGreaterThanOrEqual(12);
-    for (const name of ['etp-local-no-endpoint', 'icmp-frag-needed', 'lb-source-range'])
+    for (const name of [
+      'etp-local-no-endpoint',
+      'icmp-frag-needed',
+      'lb-source-range',
+      'udp-stale-endpoint',
+    ])
       expect(SCENARIOS.map((s) => s.name)).toContain(name);
   });
 
   it('gives the same verdicts forwards and backwards', async () => {
+    const services = JSON.stringify(readLabServices(VIEW_DIR));
     const forwards = await labCompare([...SCENARIOS], { kernel: 'iptables' });
     const backwards = await labCompare([...SCENARIOS].reverse(), { kernel: 'iptables' });
     expect(evidence(backwards), formatReport(backwards)).toEqual(evidence(forwards));
+    // udp-stale-endpoint changed endpoints and put them back: the lab's Services as they were
+    expect(JSON.stringify(readLabServices(VIEW_DIR))).toBe(services);
     // the dropped and refused ones saw their own packets, at the client and the node
     const one = (name: string) => forwards.results.find((s) => s.name === name)!;
     for (const name of ['etp-local-no-endpoint', 'lb-source-range']) {
       const client = one(name).points.find((p) => p.point.endsWith('(client)'))!;
       expect(client.a.length, formatReport(forwards)).toBeGreaterThanOrEqual(2);
       expect(one(name).verdict).toBe('same');
+    }
+    // stale UDP: the same source port reached pod-d, then (entry flushed) pod-b, in both planes
+    for (const r of [forwards, backwards]) {
+      const stale = r.results.find((s) => s.name === 'udp-stale-endpoint')!;
+      expect(stale.verdict, formatReport(r)).toBe('same');
+      for (const run of stale.runs)
+        expect(
+          run.attempts.every((a) => a.ok),
+          `${run.mode}: ${run.attempts[0]?.output}`,
+        ).toBe(true);
+      const pod = (name: string) => stale.points.find((p) => p.point === `${name} veth`)!;
+      expect([pod('pod-d').a.length, pod('pod-b').a.length], formatReport(r)).toEqual([2, 2]);
     }
     // frag-needed: the client got the ICMP error quoting the VIP, in both planes
     const frag = one('icmp-frag-needed').points.find((p) => p.point.endsWith('(client)'))!;

@@ -51,6 +51,14 @@ function expectFaithful(r: CompareReport): void {
   expect(tcp.runs[0].backend).toBe(tcp.runs[1].backend);
   const client = tcp.points.find((p) => p.point.endsWith('(client)'))!;
   expect(client.a.length).toBeGreaterThanOrEqual(8); // handshake, request, response, close
+  // stale UDP: in both planes the datagram after the endpoint change reached the new endpoint
+  const stale = r.results.find((s) => s.name === 'udp-stale-endpoint')!;
+  expect(stale.verdict, formatReport(r)).toBe('same');
+  for (const run of stale.runs)
+    expect(
+      run.attempts.map((a) => [a.ok, a.output]),
+      run.mode,
+    ).toEqual([[true, expect.stringMatching(/^before: pod-d .*: pod-b /)]]);
   const sticky = r.results.find((s) => s.name === 'session-affinity')!;
   const kernelRun = sticky.runs.find((x) => x.mode !== 'kubetun')!;
   expect(new Set(kernelRun.attempts.map((a) => a.backend)).size).toBe(1);

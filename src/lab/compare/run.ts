@@ -142,15 +142,15 @@ async function runScenario(
   const client = [...allPods(t), ...t.clients].find((p) => p.name === s.client);
   if (!client)
     throw new LabError(`scenario ${s.name}: the topology has no pod or client ${s.client}`);
-  const points = capturePoints(t, client, serviceBackends(t, s.service));
+  const points = capturePoints(t, client, s.backends ?? serviceBackends(s.service));
   const filter = s.captureFilter ?? `host ${client.ip}`;
   quietStart(t);
-  s.setup?.(t);
+  await s.setup?.(t);
   let caps: Awaited<ReturnType<typeof startCaptures>>;
   try {
     caps = await startCaptures(points, filter, `${mode}-${s.name}`);
   } catch (err) {
-    s.teardown?.(t);
+    await s.teardown?.(t);
     throw err;
   }
   const attempts: Attempt[] = [];
@@ -162,7 +162,7 @@ async function runScenario(
     if (s.choice === 'same-backend') {
       const want = s.wantBackend ?? target;
       for (let i = 0; i < MAX_TRIES; i++) {
-        const a = timed(() => s.run(t, client, ctx(i)));
+        const a = await timed(() => s.run(t, client, ctx(i)));
         attempts.push(a);
         if (!want || a.backend === want || !a.backend) {
           kept.push(i);
@@ -173,7 +173,7 @@ async function runScenario(
       if (kept.length === 0) kept.push(attempts.length - 1);
     } else {
       for (let i = 0; i < s.count; i++) {
-        attempts.push(timed(() => s.run(t, client, ctx(i))));
+        attempts.push(await timed(() => s.run(t, client, ctx(i))));
         kept.push(i);
       }
     }
@@ -181,7 +181,7 @@ async function runScenario(
     try {
       captured = await stopCaptures(caps);
     } finally {
-      s.teardown?.(t);
+      await s.teardown?.(t);
     }
   }
   const backend = kept.length ? attempts[kept[0]!]!.backend : undefined;
@@ -209,7 +209,7 @@ function quietStart(t: Topology): void {
 }
 
 /** The endpoint IPs of a lab service (every port), from the manifests the data planes load. */
-function serviceBackends(t: Topology, name: string | undefined): string[] {
+function serviceBackends(name: string | undefined): string[] {
   if (!name) return [];
   const svc = readLabServices(VIEW_DIR).find((x) => x.name === name);
   if (!svc) throw new LabError(`the lab view in ${VIEW_DIR} has no service ${name}`);
@@ -221,9 +221,9 @@ function nowUs(): number {
   return Math.floor((performance.timeOrigin + performance.now()) * 1000);
 }
 
-function timed(run: () => Attempt): Attempt {
+async function timed(run: () => Attempt | Promise<Attempt>): Promise<Attempt> {
   const startUs = nowUs();
-  const a = run();
+  const a = await run();
   return { ...a, startUs, endUs: nowUs() };
 }
 

@@ -15,8 +15,12 @@
 // scenario's ports or identifiers (an ICMP error: in the packet it quotes). A late packet of the
 // previous scenario (an ICMP host unreachable that waited out ARP, a retransmission) can then
 // never land in the next one's capture, whichever order they run in.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { UsageError } from '../../errors.ts';
 import { inNs, shTry } from '../../sh.ts';
+import { apiCall } from '../api.ts';
+import type { ApplyReply } from '../control-plane-api.ts';
+import { LabError } from '../error.ts';
 import type { LabClient, LabPod, Topology } from '../topology.ts';
 
 export interface Attempt {
@@ -47,10 +51,12 @@ export interface Scenario {
   choice: 'same-backend' | 'first-choice' | 'none';
   /** attempts per run (first-choice: all kept) */
   count: number;
-  run(t: Topology, client: LabPod | LabClient, ctx: AttemptCtx): Attempt;
-  /** changes the lab needs for this scenario only (an MTU, a route), undone by teardown */
-  setup?(t: Topology): void;
-  teardown?(t: Topology): void;
+  run(t: Topology, client: LabPod | LabClient, ctx: AttemptCtx): Attempt | Promise<Attempt>;
+  /** changes the lab needs for this scenario only (an MTU, a route, a Service), undone by teardown */
+  setup?(t: Topology): void | Promise<void>;
+  teardown?(t: Topology): void | Promise<void>;
+  /** the pod IPs whose veths are captured, when `service` is not in the lab before setup */
+  backends?: string[];
   /** kernel modes whose behaviour differs on purpose, with the reason (docs/compare.md) */
   expectedDifference?: Partial<Record<'iptables' | 'nftables', string>>;
   /** same-backend: always this backend (a pod name), not the first plane's choice */
@@ -143,6 +149,16 @@ function pingOnce(client: LabPod | LabClient, ctx: AttemptCtx, ip: string): Atte
   const summary = r.out.split('\n').find((l) => /packets transmitted/.test(l)) ?? r.err.trim();
   return { ok: r.status === 0, output: summary };
 }
+
+// udp-stale-endpoint: a Service of its own, selector-less, its EndpointSlice written by hand
+// (as web-local's) so the scenario changes the endpoints itself, the same way for both planes;
+// both are deleted by teardown, so the lab's Services are as they were.
+const STALE = {
+  name: 'udp-stale',
+  ip: '10.96.0.59',
+  port: 53,
+  file: 'lab compare udp-stale-endpoint',
+};
 
 export const SCENARIOS: readonly Scenario[] = [
   {
@@ -286,7 +302,104 @@ export const SCENARIOS: readonly Scenario[] = [
       return udpOnce(t, c, x, '10.96.0.54', 53, 1400);
     },
   },
+  {
+    name: 'udp-stale-endpoint',
+    title:
+      'stale UDP: pod-c sends to udp-stale 10.96.0.59:53/UDP from one source port and lands on pod-d; the EndpointSlice then replaces pod-d by pod-b; the next datagram from the same port must reach pod-b (the data plane deletes the stale UDP conntrack entry, as kube-proxy does)',
+    client: 'pod-c',
+    service: STALE.name,
+    // pod-b, pod-d: the veths of the endpoint before and after the change
+    backends: ['10.244.1.3', '10.244.2.3'],
+    choice: 'none',
+    count: 1,
+    setup: async (t) => {
+      await applyStale(t, 'pod-d', true);
+      // both planes start from the same programmed state: pod-d the only endpoint
+      if (!(await untilAnswered(t, 'pod-c', 'pod-d')))
+        throw new LabError(`scenario udp-stale-endpoint: ${STALE.ip}:53 never answered from pod-d`);
+    },
+    teardown: () => removeStale(),
+    run: async (t, c, x) => {
+      const before = udpOnce(t, c, x, STALE.ip, STALE.port);
+      await applyStale(t, 'pod-b', false);
+      // programmed when a new flow lands on pod-b; the cleanup follows in the same sync
+      const programmed = await untilAnswered(t, 'pod-c', 'pod-b');
+      const after = udpOnce(t, c, x, STALE.ip, STALE.port);
+      const late = programmed ? '' : ' (no new flow reached pod-b in 10 s)';
+      return {
+        ok: before.backend === 'pod-d' && after.backend === 'pod-b',
+        clientPort: x.port,
+        backend: after.backend,
+        output: `before: ${before.output}; after pod-d was replaced by pod-b${late}: ${after.output}`,
+      };
+    },
+  },
 ];
+
+function staleObjects(pod: LabPod, withService: boolean): { file: string; object: unknown }[] {
+  const meta = { namespace: 'default' };
+  const slice = {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      ...meta,
+      name: `${STALE.name}-1`,
+      labels: { 'kubernetes.io/service-name': STALE.name },
+    },
+    addressType: 'IPv4',
+    ports: [{ name: 'udp', protocol: 'UDP', port: 5353 }],
+    endpoints: [
+      {
+        addresses: [pod.ip],
+        conditions: { ready: true, serving: true, terminating: false },
+        nodeName: pod.node,
+        targetRef: { kind: 'Pod', namespace: 'default', name: pod.name },
+      },
+    ],
+  };
+  const service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { ...meta, name: STALE.name },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: STALE.ip,
+      clusterIPs: [STALE.ip],
+      ports: [{ name: 'udp', protocol: 'UDP', port: STALE.port, targetPort: 5353 }],
+    },
+  };
+  return (withService ? [service, slice] : [slice]).map((object) => ({ file: STALE.file, object }));
+}
+
+async function applyStale(t: Topology, podName: string, withService: boolean): Promise<void> {
+  const pod = t.nodes.flatMap((n) => n.pods).find((p) => p.name === podName);
+  if (!pod) throw new LabError(`scenario udp-stale-endpoint: the topology has no pod ${podName}`);
+  const r = await apiCall<ApplyReply>('POST', '/apply', {
+    objects: staleObjects(pod, withService),
+  });
+  if (r.errors.length > 0)
+    throw new LabError(`scenario udp-stale-endpoint: ${r.errors.join('; ')}`);
+}
+
+async function removeStale(): Promise<void> {
+  for (const kind of ['EndpointSlice', 'Service']) {
+    const name = kind === 'Service' ? STALE.name : `${STALE.name}-1`;
+    await apiCall('POST', '/delete', { kind, namespace: 'default', name });
+  }
+}
+
+/** New flows (ephemeral ports, outside every block) until one is answered by `want`, ≤ 10 s. */
+async function untilAnswered(t: Topology, client: string, want: string): Promise<boolean> {
+  const c = t.nodes.flatMap((n) => n.pods).find((p) => p.name === client)!;
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+    if (udpOnce(t, c, { port: 0, id: 0 }, STALE.ip, STALE.port).backend === want) {
+      await sleep(500);
+      return true;
+    }
+    await sleep(200);
+  }
+  return false;
+}
 
 function lbRoute(t: Topology, verb: 'replace' | 'del'): void {
   const client = t.clients[0]!;
