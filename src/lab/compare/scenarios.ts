@@ -325,7 +325,7 @@ export const SCENARIOS: readonly Scenario[] = [
       // programmed when a new flow lands on pod-b; the cleanup follows in the same sync
       const programmed = await untilAnswered(t, 'pod-c', 'pod-b');
       const after = udpOnce(t, c, x, STALE.ip, STALE.port);
-      const late = programmed ? '' : ' (no new flow reached pod-b in 10 s)';
+      const late = programmed ? '' : ' (no new flow reached pod-b in 20 s)';
       return {
         ok: before.backend === 'pod-d' && after.backend === 'pod-b',
         clientPort: x.port,
@@ -388,10 +388,10 @@ async function removeStale(): Promise<void> {
   }
 }
 
-/** New flows (ephemeral ports, outside every block) until one is answered by `want`, ≤ 10 s. */
+/** New flows (ephemeral ports, outside every block) until one is answered by `want`, ≤ 20 s. */
 async function untilAnswered(t: Topology, client: string, want: string): Promise<boolean> {
   const c = t.nodes.flatMap((n) => n.pods).find((p) => p.name === client)!;
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
     if (udpOnce(t, c, { port: 0, id: 0 }, STALE.ip, STALE.port).backend === want) {
       await sleep(500);
       return true;
