@@ -21,40 +21,35 @@ tcp      6 86399 ESTABLISHED src=10.244.2.2 dst=10.96.0.54 sport=10003 dport=53 
 conntrack v1.4.7 (conntrack-tools): 5 flow entries have been shown.
 `;
 
-// udp-echo lost pod-d (10.244.2.3) and kept pod-b; udp-np the same; empty-udp has no endpoint
-const VIEW = `
-apiVersion: v1
+/** A UDP Service 53 → 5353 and (with endpoints) its EndpointSlice, as YAML. */
+function udpService(name: string, ip: string, eps: string[] | undefined, nodePort = 0): string {
+  const np = nodePort ? `, nodePort: ${nodePort}` : '';
+  const svc = `apiVersion: v1
 kind: Service
-metadata: { name: udp-echo, namespace: default }
-spec: { clusterIP: 10.96.0.54, ports: [{ name: udp, protocol: UDP, port: 53, targetPort: 5353 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: udp-echo-1, namespace: default, labels: { kubernetes.io/service-name: udp-echo } }
-addressType: IPv4
-ports: [{ name: udp, protocol: UDP, port: 5353 }]
-endpoints: [{ addresses: [10.244.1.3], conditions: { ready: true } }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: udp-np, namespace: default }
+metadata: { name: ${name}, namespace: default }
 spec:
-  type: NodePort
-  clusterIP: 10.96.0.57
-  ports: [{ name: udp, protocol: UDP, port: 53, targetPort: 5353, nodePort: 30053 }]
----
+  type: ${nodePort ? 'NodePort' : 'ClusterIP'}
+  clusterIP: ${ip}
+  ports: [{ name: udp, protocol: UDP, port: 53, targetPort: 5353${np} }]
+`;
+  if (!eps) return svc;
+  const endpoints = eps.map((a) => `{ addresses: [${a}], conditions: { ready: true } }`);
+  return `${svc}---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
-metadata: { name: udp-np-1, namespace: default, labels: { kubernetes.io/service-name: udp-np } }
+metadata: { name: ${name}-1, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
 addressType: IPv4
 ports: [{ name: udp, protocol: UDP, port: 5353 }]
-endpoints: [{ addresses: [10.244.1.3], conditions: { ready: true } }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: empty-udp, namespace: default }
-spec: { clusterIP: 10.96.0.30, ports: [{ name: udp, protocol: UDP, port: 53, targetPort: 5353 }] }
+endpoints: [${endpoints.join(', ')}]
 `;
+}
+
+// udp-echo lost pod-d (10.244.2.3) and kept pod-b; udp-np the same; empty-udp has no endpoint
+const VIEW = [
+  udpService('udp-echo', '10.96.0.54', ['10.244.1.3']),
+  udpService('udp-np', '10.96.0.57', ['10.244.1.3'], 30053),
+  udpService('empty-udp', '10.96.0.30', undefined),
+].join('---\n');
 
 describe("kube-proxy's stale UDP cleanup for the kernel modes", () => {
   it('reads the original destination and the reply source of each UDP entry', () => {
@@ -89,8 +84,8 @@ spec: { clusterIP: 10.96.0.58, ports: [{ name: http, protocol: TCP, port: 80 }] 
     const moreTcp = resolveServicePorts(parseManifests(tcp, 'view.yaml'));
     expect(udpEndpointsSignature(moreTcp)).toBe(udpEndpointsSignature(base));
     const back = VIEW.replace(
-      '[{ addresses: [10.244.1.3], conditions: { ready: true } }]',
-      '[{ addresses: [10.244.1.3], conditions: { ready: true } }, { addresses: [10.244.2.3], conditions: { ready: true } }]',
+      udpService('udp-echo', '10.96.0.54', ['10.244.1.3']),
+      udpService('udp-echo', '10.96.0.54', ['10.244.1.3', '10.244.2.3']),
     );
     const moreUdp = resolveServicePorts(parseManifests(back, 'view.yaml'));
     expect(udpEndpointsSignature(moreUdp)).not.toBe(udpEndpointsSignature(base));
