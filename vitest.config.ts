@@ -4,7 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     // Real VMs: their own stage (scripts/test-vms.sh, vitest.vms.config.ts). The solution bot
-    // (vitest.bot.config.ts) is held out until seen green twice in a row.
+    // (vitest.bot.config.ts) has its own stage too (scripts/test.sh "== bot").
     exclude: ['test/vms/**', 'test/bot/**', '**/node_modules/**'],
     // Root tests build network namespaces with fixed names; running files in parallel would
     // make two of them fight over the same lab. Offline tests are fast enough serially.
