@@ -53,7 +53,6 @@
 import { existsSync } from 'node:fs';
 import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
-import type { DatapathConfig } from '../datapath/state/config.ts';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
@@ -361,27 +360,6 @@ export function sweepStaleFilters(): string[] {
 
 function hex(n: number): string {
   return `0x${n.toString(16)}`;
-}
-
-/**
- * The NAT part of the datapath config for this node (nat.ts). localCidr is the local traffic
- * detector's source network (src/rules/local-detect.ts localSourceCidr; '' = no detector): the
- * datapath's clusterCidr, "from a pod" in kube-proxy's masquerade decisions.
- */
-export function natDatapathConfig(o: {
-  nodeIp: string;
-  podCidr: string;
-  localCidr: string;
-}): Partial<DatapathConfig> {
-  const pod = parseCidr(o.podCidr);
-  return {
-    nodeIp: ipv4ToU32(o.nodeIp),
-    // The node side of every pod veth carries the pod CIDR's first address (the lab's and the
-    // usual CNI bridge convention): MASQUERADE toward a local pod picks it.
-    podGateway: (pod.addr + 1) >>> 0,
-    podCidr: o.podCidr,
-    clusterCidr: o.localCidr,
-  };
 }
 
 /** externalIPs and LoadBalancer ingress IPs (IPv4) of the services, for setExternalAddrs. */
