@@ -55,7 +55,6 @@ import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
-import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
 import { sh, shJson, shTry } from '../sh.ts';
 import { EndpointSteer, EndpointTable, IHL5, type TcAt } from './steer-endpoints.ts';
 import { sysctlPath, sysctlRead, sysctlWrite, sysctlWriteArgv } from './sysctl.ts';
