@@ -35,7 +35,7 @@ const HT_IDS = ['71', '72'];
 const BUCKETS = 256;
 const MAX_ITEM = 0xfff;
 /** ICMP errors about a translated flow: destination unreachable, time exceeded */
-const ICMP_ERRORS = [3, 11];
+export const ICMP_ERRORS = [3, 11];
 /** IPv4 header length 5 words: u32's fixed-offset port matches are only right then. */
 export const IHL5 = ['match', 'u8', '0x05', '0x0f', 'at', '0'];
 

@@ -12,8 +12,8 @@
 //                                                although the route back to A is A's veth
 //   sysctl net.ipv4.conf.<tun>.accept_local=1    node -> VIP: the written-back packet's source
 //                                                is the node's own address
-//   ip route replace <service-cidr> dev <tun> src <node-ip>      traffic to VIPs, the node's own
-//                                                and its pods' (forwarded): no filter needed
+//   ip route replace <service-cidr> dev <tun> src <node-ip>      traffic the node itself sends
+//                                                to VIPs
 //   tc qdisc add dev lo egress_block 7700 clsact        the pods' shared block exists from now
 //                                                on; lo's egress meets its NodePort filter, so
 //                                                the node reaching its own IP:NodePort is served
@@ -42,6 +42,25 @@
 //   tc filter ... pref 7704 ... match ip dst <external/LB ip>/32 ...  externalIPs and
 //                                                LoadBalancer ingress IPs, on the uplink and the
 //                                                block (re-synced on reload)
+//   tc filter ... pref 7705 ... match ip dst <service-cidr> ...   VIPs from pods and from
+//                                                outside, on the block and the uplink: taken
+//                                                before the kernel routes them. Through the
+//                                                route alone a forwarded packet would lose
+//                                                one TTL more than under kube-proxy (routed
+//                                                into the TUN, then again out of it);
+//                                                `lab compare` sees the TTL.
+//   tc filter ... pref 7706 ... match ip dst <pod-cidr> match ip protocol 1 0xff \
+//      match u8 3|11 0xff at 20 ...               ICMP errors to this node's pods from anyone
+//                                                on the uplink: a router or node on the path
+//                                                (frag-needed from the backend's node) may
+//                                                quote a flow translated here; the endpoint
+//                                                table takes errors from endpoints only. Rare.
+//   tc filter ... pref 7707 ... match u16 <bit> <bit> at 6 ...   non-first fragments (offset
+//                                                bit set: 13 keys, u32 has no "not zero"),
+//                                                on the block and, guarded by dst pod-cidr,
+//                                                the uplink: they carry no port for the
+//                                                endpoint table, and a backend's fragmented
+//                                                reply must be reverse-NATed whole. Rare.
 //
 // No address on the TUN: rp_filter 0 (not loose mode 2, which drops everything arriving on an
 // address-less device) is the documented choice, so there is no link-local address to pick per
@@ -51,12 +70,12 @@
 // clean exit, the fail-open watchdog and a restart after a crash all remove exactly what was
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
-import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
+import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { sh, shJson, shTry } from '../sh.ts';
-import { EndpointSteer, EndpointTable, IHL5, type TcAt } from './steer-endpoints.ts';
+import { EndpointSteer, EndpointTable, ICMP_ERRORS, IHL5, type TcAt } from './steer-endpoints.ts';
 import { sysctlPath, sysctlRead, sysctlWrite, sysctlWriteArgv } from './sysctl.ts';
 
 /** the pods' shared tc block (every pod veth's ingress, lo's egress) and its endpoint table */
@@ -66,6 +85,9 @@ export const TC_PREF_UPLINK = 7701;
 export const TC_PREF_NODEPORT = 7702;
 export const TC_PREF_SNAT = 7703;
 export const TC_PREF_EXTERNAL = 7704;
+export const TC_PREF_VIP = 7705;
+export const TC_PREF_ICMP = 7706;
+export const TC_PREF_FRAG = 7707;
 /** the endpoint tables' second prefs (steer-endpoints.ts rebuild alternates) */
 export const TC_PREF_POD_ALT = 7710;
 export const TC_PREF_UPLINK_ALT = 7711;
@@ -75,10 +97,16 @@ const KUBETUN_PREFS = [
   TC_PREF_NODEPORT,
   TC_PREF_SNAT,
   TC_PREF_EXTERNAL,
+  TC_PREF_VIP,
+  TC_PREF_ICMP,
+  TC_PREF_FRAG,
   TC_PREF_POD_ALT,
   TC_PREF_UPLINK_ALT,
 ];
 const BLOCK_AT = ['block', String(POD_BLOCK)];
+
+/** One key per bit of the IPv4 fragment offset (u16 at byte 6): any set means not the first. */
+const FRAG_OFFSET_BITS = Array.from({ length: 13 }, (_, i) => 1 << i);
 
 /** 30000-32767 as u32 prefix/mask keys on the destination port. */
 export const NODEPORT_KEYS: readonly [number, number][] = [
@@ -171,6 +199,27 @@ export class Steering {
     this.bindBlock('lo', 'egress_block');
     for (const dev of podIfaces) this.hookPod(dev);
     this.installNat(); // creates the uplink's clsact
+    // VIPs forwarded for pods and outside clients: before routing, so one TTL is spent, as the
+    // kernel's own DNAT path spends (see the header, pref 7705)
+    const vip = [['match', 'ip', 'dst', serviceCidr]];
+    this.hook(BLOCK_AT, TC_PREF_VIP, vip);
+    this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_VIP, vip);
+    // ICMP errors quoting a flow translated here may come from any router on the path (pref 7706)
+    const icmp = ['match', 'ip', 'protocol', String(IPPROTO_ICMP), '0xff', ...IHL5];
+    const errors = ICMP_ERRORS.map((t) => [
+      ...['match', 'ip', 'dst', this.cfg.podCidr, ...icmp],
+      ...['match', 'u8', String(t), '0xff', 'at', '20'],
+    ]);
+    this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_ICMP, errors);
+    // non-first fragments: no port for the endpoint table to match (pref 7707)
+    const frags = FRAG_OFFSET_BITS.map((b) => ['match', 'u16', hex(b), hex(b), 'at', '6']);
+    this.hook(BLOCK_AT, TC_PREF_FRAG, frags);
+    const toPods = ['match', 'ip', 'dst', this.cfg.podCidr];
+    this.hook(
+      ['dev', this.cfg.uplink, 'ingress'],
+      TC_PREF_FRAG,
+      frags.map((f) => [...toPods, ...f]),
+    );
     for (const t of this.endpoints.tables) for (const u of t.undoSteps()) this.undo.add(u);
     this.endpoints.rebuild();
   }
