@@ -10,26 +10,14 @@
 // the source address it saw, so DNAT, load spreading, masquerade (a client outside the pod
 // CIDR, hairpin) and REJECT are all observed on real IPv6 packets.
 
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAB_PREFIX } from '../../src/lab/topology.ts';
 import { renderIptables } from '../../src/rules/iptables.ts';
 import { renderJumpCommands } from '../../src/rules/jumps.ts';
 import { renderNftables } from '../../src/rules/nftables.ts';
 import { ep, makeService, makeSlice, port, resolve, slicePort } from './builders.ts';
-
-const sh = (cmd: string[], input?: string) =>
-  execFileSync(cmd[0], cmd.slice(1), { input, encoding: 'utf8' });
-const inNs = (ns: string, ...cmd: string[]) => sh(['ip', 'netns', 'exec', ns, ...cmd]);
-
-function link(a: string, aIf: string, aIp: string, b: string, bIf: string, bIp: string): void {
-  sh(['ip', 'link', 'add', aIf, 'netns', a, 'type', 'veth', 'peer', 'name', bIf, 'netns', b]);
-  // nodad: the addresses are usable at once, not after duplicate address detection
-  inNs(a, 'ip', '-6', 'addr', 'add', aIp, 'dev', aIf, 'nodad');
-  inNs(b, 'ip', '-6', 'addr', 'add', bIp, 'dev', bIf, 'nodad');
-  inNs(a, 'ip', 'link', 'set', aIf, 'up');
-  inNs(b, 'ip', 'link', 'set', bIf, 'up');
-}
+import { connect, inNs, link, type Names, sh, startServers } from './kernel-ns.ts';
 
 function model() {
   const services = [
@@ -64,8 +52,6 @@ const opts = {
   serviceCIDRs: ['fd00:10:96::/112'],
 };
 
-type Names = { client: string; node: string; be1: string; be2: string };
-
 function topology(ns: Names): void {
   for (const n of Object.values(ns)) sh(['ip', 'netns', 'add', n]);
   for (const n of Object.values(ns)) inNs(n, 'ip', 'link', 'set', 'lo', 'up');
@@ -78,26 +64,6 @@ function topology(ns: Names): void {
   inNs(ns.node, 'sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1');
   // As in kernel.test.ts: a default route, so an endpoint-less ClusterIP reaches the REJECT.
   inNs(ns.node, 'ip', '-6', 'route', 'add', 'default', 'via', 'fd00:10:244:1::5');
-}
-
-function startServers(ns: Names, servers: ChildProcess[]): Promise<unknown[]> {
-  for (const [n, name] of [
-    [ns.be1, 'be1'],
-    [ns.be2, 'be2'],
-  ]) {
-    const js = `require('net').createServer(s=>s.end('${name} '+s.remoteAddress)).listen(8080,'::',()=>console.log('up'))`;
-    const p = spawn('ip', ['netns', 'exec', n, process.execPath, '-e', js], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    servers.push(p);
-  }
-  return Promise.all(servers.map((p) => new Promise((ok) => p.stdout?.once('data', ok))));
-}
-
-/** Connect from a namespace; the backend's answer, or the error code. */
-function connect(from: string, ip: string, port: number): string {
-  const js = `const s=require('net').connect(${port},'${ip}');let d='';s.on('data',c=>d+=c);s.on('end',()=>{console.log(d);});s.on('error',e=>console.log(e.code));s.setTimeout(3000,()=>{console.log('TIMEOUT');s.destroy();});`;
-  return inNs(from, process.execPath, '-e', js).trim();
 }
 
 function load(mode: 'iptables' | 'nftables', node: string): void {
@@ -123,7 +89,7 @@ describe.each(['iptables', 'nftables'] as const)(
     beforeAll(() => {
       topology(ns);
       load(mode, ns.node);
-      return startServers(ns, servers);
+      return startServers(ns, servers, '::');
     });
 
     afterAll(() => {

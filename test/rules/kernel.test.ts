@@ -9,24 +9,13 @@
 // backend answers with its name and the source address it saw, so DNAT, load spreading,
 // masquerade (client outside the pod CIDR, hairpin) and REJECT are all observed on real packets.
 
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderIptables } from '../../src/rules/iptables.ts';
 import { renderJumpCommands } from '../../src/rules/jumps.ts';
 import { renderNftables } from '../../src/rules/nftables.ts';
 import { ep, makeService, makeSlice, port, resolve, slicePort } from './builders.ts';
-
-const sh = (cmd: string[], input?: string) =>
-  execFileSync(cmd[0], cmd.slice(1), { input, encoding: 'utf8' });
-const inNs = (ns: string, ...cmd: string[]) => sh(['ip', 'netns', 'exec', ns, ...cmd]);
-
-function link(a: string, aIf: string, aIp: string, b: string, bIf: string, bIp: string): void {
-  sh(['ip', 'link', 'add', aIf, 'netns', a, 'type', 'veth', 'peer', 'name', bIf, 'netns', b]);
-  inNs(a, 'ip', 'addr', 'add', aIp, 'dev', aIf);
-  inNs(b, 'ip', 'addr', 'add', bIp, 'dev', bIf);
-  inNs(a, 'ip', 'link', 'set', aIf, 'up');
-  inNs(b, 'ip', 'link', 'set', bIf, 'up');
-}
+import { connect, inNs, link, type Names, sh, startServers } from './kernel-ns.ts';
 
 function model() {
   const services = [
@@ -56,8 +45,6 @@ const opts = {
   nfacct: false,
 };
 
-type Names = { client: string; node: string; be1: string; be2: string };
-
 function topology(ns: Names): void {
   for (const n of Object.values(ns)) sh(['ip', 'netns', 'add', n]);
   for (const n of Object.values(ns)) inNs(n, 'ip', 'link', 'set', 'lo', 'up');
@@ -72,26 +59,6 @@ function topology(ns: Names): void {
   // ICMP redirect): without one the kernel answers "net unreachable" for an endpoint-less
   // ClusterIP before the filter rules (and their REJECT) are ever reached.
   inNs(ns.node, 'ip', 'route', 'add', 'default', 'via', '10.244.1.5');
-}
-
-function startServers(ns: Names, servers: ChildProcess[]): Promise<unknown[]> {
-  for (const [n, name] of [
-    [ns.be1, 'be1'],
-    [ns.be2, 'be2'],
-  ]) {
-    const js = `require('net').createServer(s=>s.end('${name} '+s.remoteAddress)).listen(8080,'0.0.0.0',()=>console.log('up'))`;
-    const p = spawn('ip', ['netns', 'exec', n, process.execPath, '-e', js], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    servers.push(p);
-  }
-  return Promise.all(servers.map((p) => new Promise((ok) => p.stdout?.once('data', ok))));
-}
-
-/** Connect from a namespace; the backend's answer, or the error code. */
-function connect(from: string, ip: string, port: number): string {
-  const js = `const s=require('net').connect(${port},'${ip}');let d='';s.on('data',c=>d+=c);s.on('end',()=>{console.log(d);});s.on('error',e=>console.log(e.code));s.setTimeout(3000,()=>{console.log('TIMEOUT');s.destroy();});`;
-  return inNs(from, process.execPath, '-e', js).trim();
 }
 
 function load(mode: 'iptables' | 'nftables', node: string): void {
@@ -114,7 +81,7 @@ describe.each(['iptables', 'nftables'] as const)('rendered %s rules in a real ke
   beforeAll(() => {
     topology(ns);
     load(mode, ns.node);
-    return startServers(ns, servers);
+    return startServers(ns, servers, '0.0.0.0');
   });
 
   afterAll(() => {
