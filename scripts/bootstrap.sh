@@ -77,3 +77,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_hash" ] || { [ -f binding.gyp ] && 
   npm ci --no-fund --no-audit --loglevel=error
   echo "$lock_hash" > "$stamp"
 fi
+# The prebuilt JS bundle bin/kubetun.mjs starts from (scripts/build-js.mjs; npm ci makes it):
+# rebuilt when a source changed since, so every kubetun process starts without tsx.
+if ! node --input-type=module -e "const m = await import('./scripts/build-js.mjs'); process.exit(m.bundleFresh() ? 0 : 1)"; then
+  echo "bootstrap: building the JS bundle (build/js)"
+  node scripts/build-js.mjs || true
+fi

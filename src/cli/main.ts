@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { reportError } from '../errors.ts';
+import { BUNDLED } from '../runtime.ts';
 import { register as registerCleanup } from './cleanup.ts';
 import { register as registerInspect } from './inspect.ts';
 import { register as registerLab } from './lab.ts';
@@ -19,7 +20,8 @@ const program = new Command();
 program
   .name('kubetun')
   .description('A userspace, eBPF-style Kubernetes Service data plane on a Linux TUN device')
-  .version('0.1.0')
+  // how this copy runs (src/runtime.ts): the prebuilt bundle, or the sources through tsx
+  .version(`0.1.0 (${BUNDLED ? 'bundle: build/js' : 'sources: tsx'})`)
   .option('--debug', 'print the stack of an error too')
   // Set before the subcommands are registered, so every subcommand inherits it: a usage
   // mistake (unknown command or option, missing argument) is commander's line, its "Did you

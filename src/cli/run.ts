@@ -6,7 +6,7 @@ import { type Command, Option } from 'commander';
 import pino from 'pino';
 import type { NodeAgent } from '../node/agent.ts';
 import { UserError } from '../errors.ts';
-import { ClusterConfigError, inCluster } from '../node/cluster-config.ts';
+import { ClusterConfigError, inCluster } from '../node/in-cluster.ts';
 import { mergeUnderFlags, readKubeProxyConfig } from '../node/kube-proxy-config.ts';
 import {
   type AgentConfig,

@@ -17,14 +17,10 @@
 // after GET /unready until GET /make-ready) for httpGet readiness probes, and exits at once on
 // SIGTERM — as most applications do, which is why Services need preStop hooks.
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { entryArgv, REPO_ROOT } from '../runtime.ts';
 import type { Container, Pod } from './types.ts';
 
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
-export const ECHO_SERVER = join(REPO, 'lab/servers/echo.mjs');
-const DNS_SERVER = join(REPO, 'src/cluster/dns/server.ts');
-/** tsx's loader by absolute URL: a Pod's server does not run from the repository's directory. */
-const TSX = import.meta.resolve('tsx');
+export const ECHO_SERVER = join(REPO_ROOT, 'lab/servers/echo.mjs');
 
 export type ServerKind = 'echo' | 'dns' | 'pause';
 
@@ -53,9 +49,7 @@ export function serverFor(pod: Pod, c: ServerContext): ServerPlan {
   if (isDnsImage(container.image)) {
     const argv = [
       node,
-      '--import',
-      TSX,
-      DNS_SERVER,
+      ...entryArgv('dns-server'),
       '--dir',
       c.viewDir,
       '--listen',

@@ -18,7 +18,9 @@ import { Proxier, type ProxierOptions } from './proxier.ts';
 import { DEFAULT_MAX_INTERVAL_MS } from './runner.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
 import { ManifestDirSource } from './source-dir.ts';
-import { KubernetesSource } from './source-k8s.ts';
+// The Kubernetes client is loaded only for the API source: it costs a third of a second at every
+// start (src/runtime.ts), and a manifests-directory agent never uses it.
+import type { KubernetesSource } from './source-k8s.ts';
 
 /** The subset of pino's Logger used here. */
 export interface ControlLog {
@@ -138,7 +140,7 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
       if (s.ok) ipv6Notice.check(proxier.tracker.ignoredIPv6);
     },
   });
-  const source = makeSource(o, proxier, health, log);
+  const source = await makeSource(o, proxier, health, log);
   const servers: ServerHandle[] = [];
   const cp: ControlPlane = {
     proxier,
@@ -197,12 +199,12 @@ async function serve(
   }
 }
 
-function makeSource(
+async function makeSource(
   o: ControlPlaneOptions,
   proxier: Proxier,
   health: ProxyHealth,
   log: ControlLog,
-): ManifestDirSource | KubernetesSource {
+): Promise<ManifestDirSource | KubernetesSource> {
   if ('dir' in o.source) {
     return new ManifestDirSource({
       dir: o.source.dir,
@@ -223,6 +225,7 @@ function makeSource(
       onReload: (r) => log.info(r, 'manifests loaded'),
     });
   }
+  const { KubernetesSource } = await import('./source-k8s.ts');
   return new KubernetesSource({
     kubeConfig: o.source.kubeConfig,
     sink: proxier.tracker,

@@ -3,12 +3,11 @@
 // then the event loop runs (TUN batches go first) before the next one is asked for — and the
 // reload's outcome last. The parser, the apiserver's checks and the diff never run here.
 //
-// Workers do not inherit tsx's ESM hooks on Node 20, so the worker boots through tsx's
-// CommonJS require hook. A worker that dies is replaced on the next reload; the reload it was
+// The worker runs the bundle's entry or, from the sources, boots through tsx's CommonJS require
+// hook (workers do not inherit tsx's ESM hooks on Node 20): src/runtime.ts. A worker that dies is replaced on the next reload; the reload it was
 // running fails with one error, so the last good state stays in force.
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { workerSource } from '../runtime.ts';
 import { ManifestError, ManifestFileError } from '../manifests/errors.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
 import type { EndpointSlice, Service } from '../model.ts';
@@ -100,10 +99,7 @@ export function checkManifestsOffThread(dir: string, parse?: ParseOptions): Prom
 }
 
 function bootWorker(workerData: object): Worker {
-  const tsx = createRequire(import.meta.url).resolve('tsx/cjs');
-  const main = fileURLToPath(new URL('./manifest-worker-main.ts', import.meta.url));
-  const boot = `require(${JSON.stringify(tsx)}); require(${JSON.stringify(main)});`;
-  return new Worker(boot, { eval: true, workerData });
+  return new Worker(workerSource('manifest-worker'), { eval: true, workerData });
 }
 
 /** A refusal as the worker sent it, back to the class it was (file, object, field). */

@@ -13,13 +13,13 @@
 // --ctl-socket (the lab's socket directory, so lab commands find the agent).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
+import { REPO_ROOT } from '../runtime.ts';
 import { API_DIR, apiServerAt, SA_DIR, SA_MOUNT } from './apiserver.ts';
 import { LabError } from './error.ts';
 import { type LabNode, parseCidr, type Topology, u32ToIp } from './topology.ts';
 
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const REPO = REPO_ROOT;
 const DEPLOY = join(REPO, 'deploy');
 const IMAGE_ROOT = '/opt/kubetun/';
 const CONFIG_MOUNT = '/var/lib/kubetun/';

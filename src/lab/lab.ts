@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { REPO_ROOT } from '../runtime.ts';
 import { API_SOCKET } from './api.ts';
 import { UserError } from '../errors.ts';
 import { removeResolvConf } from '../cluster/dns/resolv-conf.ts';
@@ -66,7 +66,7 @@ function podNamespaces(t: Topology): Set<string> {
   return new Set(allPods(t).map((p) => p.ns));
 }
 
-export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { REPO_ROOT };
 export const DEFAULT_TOPOLOGY = join(REPO_ROOT, 'lab', 'topology.yaml');
 /** The TUN device kubetun creates in each node namespace. */
 export const LAB_TUN = NODE_TUN;

@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
+import { REPO_ROOT } from '../runtime.ts';
 import { DEFAULT_RESTART_GRACE_MS, statePathFor } from '../node/failure.ts';
 import { runArgv } from '../node/options.ts';
 import { renderStaticView } from './control-plane.ts';
@@ -32,7 +32,7 @@ import {
 } from './supervisor.ts';
 import { LAB_PREFIX, type LabNode, type Topology } from './topology.ts';
 
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const REPO = REPO_ROOT;
 /** The TUN device kubetun creates on each node. */
 export const NODE_TUN = 'kt0';
 

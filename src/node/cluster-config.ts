@@ -7,7 +7,9 @@
 //                --pod-cidr, label topology.kubernetes.io/zone → --node-zone. A flag given on
 //                the command line always wins over the Node object.
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { UserError } from '../errors.ts';
+import { ClusterConfigError, inCluster } from './in-cluster.ts';
+
+export { ClusterConfigError, inCluster } from './in-cluster.ts';
 
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 
@@ -17,18 +19,6 @@ export const ZONE_LABEL = 'topology.kubernetes.io/zone';
  * which only a running Service proxy makes reachable — and kubetun is that proxy.
  */
 export const API_HOST_PLACEHOLDER = 'SET-ME-api-server-address';
-
-/** What the command line or the cluster did not give; says what to give instead. */
-export class ClusterConfigError extends UserError {
-  constructor(message: string) {
-    super('CLUSTER_CONFIG', message);
-  }
-}
-
-/** True when this process runs in a Pod with API access (the variables the kubelet sets). */
-export function inCluster(env: NodeJS.ProcessEnv = process.env): boolean {
-  return Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT);
-}
 
 /**
  * The API client configuration: the kubeconfig file when one is given, else in-cluster.

@@ -18,6 +18,8 @@
 // addon; addresses and routes are left to `ip` (the agent and the lab run it anyway).
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { REPO_ROOT } from '../runtime.ts';
 
 interface NativeQueue {
   start(): void;
@@ -184,7 +186,7 @@ export function loadTunAddon(): NativeAddon {
   if (addon) return addon;
   const require = createRequire(import.meta.url);
   try {
-    addon = require('../../build/Release/kubetun_tun.node') as NativeAddon;
+    addon = require(join(REPO_ROOT, 'build/Release/kubetun_tun.node')) as NativeAddon;
   } catch (err) {
     throw new Error(
       `kubetun: the TUN addon is not built (${(err as Error).message}); run \`npm install\` ` +

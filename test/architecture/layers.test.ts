@@ -50,6 +50,7 @@ const LEAVES = ['wire', 'errors'];
 const MAY_IMPORT: Record<string, readonly string[]> = {
   wire: [],
   errors: [],
+  runtime: [],
   sh: ['errors'],
   maps: ['wire'],
   sched: ['wire', 'maps'],
@@ -62,7 +63,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   'datapath/tune': [],
   loader: [...LEAVES, 'maps', 'sched', 'model', 'endpoints', 'datapath/state'],
   housekeeping: [...LEAVES, 'datapath/state', 'datapath/stages', 'loader'],
-  control: [...LEAVES, 'model', 'manifests', 'endpoints', 'loader', 'datapath/state'],
+  control: [...LEAVES, 'model', 'manifests', 'endpoints', 'loader', 'datapath/state', 'runtime'],
 };
 
 /** Files outside the datapath that may run the program (the packet loop, the pcap replayer, the trace's dry run). */

@@ -13,6 +13,7 @@
 //   solution: {cause, evidence: [{run, saw}], fix: [command]}
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { REPO_ROOT } from '../../runtime.ts';
 import { parse } from 'yaml';
 import { UserError } from '../../errors.ts';
 import { LAB_MODES, type LabMode } from '../state.ts';
@@ -357,7 +358,7 @@ export function parseExercise(text: string, file: string): Exercise {
   return ex;
 }
 
-export const EXERCISES_DIR = join(import.meta.dirname, '../../../lab/exercises');
+export const EXERCISES_DIR = join(REPO_ROOT, 'lab/exercises');
 
 /** Every exercise in the directory, in file-name order (the numbered learning path). */
 export function loadExercises(dir = EXERCISES_DIR): Exercise[] {
