@@ -15,10 +15,14 @@ if [ "$(id -u)" != 0 ]; then
   echo "vm stage: needs root (libvirtd, network namespaces); the namespace lab runs without VMs: kubetun lab up" >&2
   exit 1
 fi
-if [ -e /dev/kvm ] && [ "${KUBETUN_LIBVIRT_DRIVER:-qemu}" = qemu ]; then
-  echo "vm stage: /dev/kvm exists, but a Linux guest hangs under KVM on this machine kind; QEMU's TCG (software emulation) is used (KUBETUN_LIBVIRT_DRIVER=kvm to try KVM; see docs/vagrant.md)"
-fi
 start=$(date +%s)
+# libvirtd in its namespace, the box (cached), then which accelerator boots it — one line says
+# which and why (scripts/vm-host.sh accel); the test brings the VMs up with it.
+bash scripts/vm-host.sh start || exit 1
+bash scripts/box-build.sh || { bash scripts/vm-host.sh stop; exit 1; }
+KUBETUN_LIBVIRT_DRIVER=${KUBETUN_LIBVIRT_DRIVER:-$(bash scripts/vm-host.sh accel)} || { bash scripts/vm-host.sh stop; exit 1; }
+export KUBETUN_LIBVIRT_DRIVER
+echo "vm stage: box ready, driver $KUBETUN_LIBVIRT_DRIVER, $(($(date +%s) - start)) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
 npx vitest run --config vitest.vms.config.ts --reporter=default --reporter=json --outputFile.json="$report"
 status=$?
 echo "vm stage: $(($(date +%s) - start)) s in all (load $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -7,8 +7,11 @@
 # Vagrant talks to libvirtd over its unix socket (a file, not the network), and must run in the
 # namespace too, to reach the VMs' addresses by SSH: `vm-host.sh exec vagrant ...`.
 #
-#   bash scripts/vm-host.sh start            namespace, virtlogd, libvirtd (idempotent)
-#   bash scripts/vm-host.sh exec CMD...      run CMD in the namespace (vagrant up, vagrant ssh)
+#   bash scripts/vm-host.sh start            namespace, virtlogd, libvirtd (idempotent), and
+#                                            which accelerator boots the box's kernel (accel)
+#   bash scripts/vm-host.sh accel            KVM or QEMU's TCG: probed once, printed (kvm|qemu)
+#   bash scripts/vm-host.sh exec CMD...      run CMD in the namespace (vagrant up, vagrant ssh),
+#                                            with KUBETUN_LIBVIRT_DRIVER set from the probe
 #   bash scripts/vm-host.sh stop             stop the daemons and QEMU, remove the namespace
 #   bash scripts/vm-host.sh status
 #
@@ -22,6 +25,45 @@ run=/run/kubetun-${prefix%-}virt
 say() { echo "vm-host: $*" >&2; }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# KVM or TCG. /dev/kvm may exist and still not boot a Linux guest (this project's CI machine:
+# the guest hangs right after the decompressor), so boot the box's own kernel under KVM for a
+# few seconds and look for its first message on the serial console. Cached for the session.
+box_kernel() {
+  local d=${VAGRANT_HOME:-$HOME/.vagrant.d}/boxes/kubetun-VAGRANTSLASH-debian12/0/libvirt
+  [ -f "$d/vmlinuz" ] && echo "$d/vmlinuz"
+}
+accel() {
+  if [ -f "$run/driver" ]; then cat "$run/driver"; return; fi
+  local driver=qemu why
+  local kernel; kernel=$(box_kernel || true)
+  command -v qemu-system-x86_64 >/dev/null || {
+    say "no qemu-system-x86_64: no VMs here (apt-get install qemu-system-x86, or scripts/bootstrap.sh --vm); the namespace lab needs none: kubetun lab up"
+    exit 1
+  }
+  if [ ! -e /dev/kvm ]; then
+    why="no /dev/kvm"
+  elif [ -z "$kernel" ]; then
+    why="no box kernel to probe KVM with yet (scripts/box-build.sh first)"
+  else
+    mkdir -p "$run"
+    timeout 20 qemu-system-x86_64 -accel kvm -cpu host -m 256 -display none -monitor none \
+      -nic none -no-reboot -kernel "$kernel" -append 'console=ttyS0 panic=-1' \
+      -serial "file:$run/kvm-probe.log" >/dev/null 2>&1 || true
+    if grep -q 'Linux version' "$run/kvm-probe.log" 2>/dev/null; then
+      driver=kvm
+    else
+      why="/dev/kvm is there but a Linux guest does not boot under it (no kernel message within 20 s)"
+    fi
+  fi
+  if [ "$driver" = qemu ]; then
+    say "$why: the VMs run under QEMU's TCG (software emulation, tens of times slower than KVM: docs/vagrant.md, Timings); KUBETUN_LIBVIRT_DRIVER=kvm forces KVM"
+  else
+    say "KVM boots a guest here: the VMs run under KVM"
+  fi
+  mkdir -p "$run" && echo "$driver" >"$run/driver"
+  echo "$driver"
+}
 
 start() {
   command -v libvirtd >/dev/null || { say "no libvirtd: apt-get install libvirt-daemon-system qemu-system-x86 (scripts/bootstrap.sh --vm)"; exit 1; }
@@ -53,6 +95,7 @@ CONF
   done
   virsh -c qemu:///system version >/dev/null || { say "libvirtd did not answer; see /var/log/libvirt/"; exit 1; }
   say "libvirtd $(cat "$run/libvirtd.pid") and virtlogd $(cat "$run/virtlogd.pid") run in network namespace $ns"
+  if box_kernel >/dev/null; then accel >/dev/null; fi
 }
 
 stop() {
@@ -75,7 +118,14 @@ stop() {
 case ${1:-} in
   start) start ;;
   stop) stop ;;
-  exec) shift; exec ip netns exec "$ns" "$@" ;;
+  accel) accel ;;
+  exec)
+    shift
+    if [ -z "${KUBETUN_LIBVIRT_DRIVER:-}" ] && [ -f "$run/driver" ]; then
+      KUBETUN_LIBVIRT_DRIVER=$(cat "$run/driver")
+      export KUBETUN_LIBVIRT_DRIVER
+    fi
+    exec ip netns exec "$ns" "$@" ;;
   status) ip netns list | grep -qx "$ns" && alive "$run/libvirtd.pid" && { say "running in $ns"; exit 0; }; say "not running"; exit 1 ;;
-  *) echo "usage: vm-host.sh start|stop|status|exec CMD..." >&2; exit 2 ;;
+  *) echo "usage: vm-host.sh start|stop|status|accel|exec CMD..." >&2; exit 2 ;;
 esac

@@ -24,15 +24,15 @@ if [ -d "$box_modules/node_modules" ]; then
   cmp -s package-lock.json "$box_modules/package-lock.json" ||
     echo "node.sh: the box's npm dependencies are from another package-lock.json: run scripts/box-build.sh again" >&2
   ln -sfn "$box_modules/node_modules" node_modules
-  # The box's addon was compiled in the box's userland from the same sources (scripts/box-build.sh).
+  # The box's addon was compiled for it from the same sources (scripts/box-build.sh); the box
+  # has no compiler, so other sources mean another box.
   addon_hash=$(cat binding.gyp src/tun/native/*.cc | sha256sum | cut -c1-16)
   if [ "$(cat "$box_modules/kubetun_tun.hash" 2>/dev/null)" = "$addon_hash" ]; then
     mkdir -p build/Release && cp "$box_modules/kubetun_tun.node" build/Release/
     echo "node.sh: the TUN addon from the box (sources $addon_hash)"
-  elif [ ! -f build/Release/kubetun_tun.node ] || [ src/tun/native -nt build/Release/kubetun_tun.node ]; then
-    echo "node.sh: building the TUN addon for this guest"
-    node scripts/build-addon.mjs >/tmp/kubetun-addon-build.log 2>&1 ||
-      { tail -20 /tmp/kubetun-addon-build.log >&2; exit 1; }
+  else
+    echo "node.sh: the box's TUN addon is from other sources ($(cat "$box_modules/kubetun_tun.hash" 2>/dev/null), these are $addon_hash): run scripts/box-build.sh again, then vagrant destroy -f && vagrant up" >&2
+    exit 1
   fi
 else
   # Any other Debian 13 box: Node >= 20 from the distribution (Debian 13 ships 20.x) and the
@@ -46,6 +46,13 @@ else
       echo "node.sh: no libnode-dev; node-gyp will download Node's headers"
   fi
   bash scripts/bootstrap.sh # apt tools (iproute2, tcpdump, iptables, ...), npm ci, the addon
+fi
+
+# The JS bundle every kubetun process starts from (build/js, rsynced from the host): built here
+# only if the sources changed since (scripts/build-js.mjs; esbuild is among the box's modules).
+if ! node --input-type=module -e "const m = await import('./scripts/build-js.mjs'); process.exit(m.bundleFresh() ? 0 : 1)"; then
+  echo "node.sh: building the JS bundle for this guest"
+  node scripts/build-js.mjs || echo "node.sh: kubetun runs from the sources through tsx (slow under emulation)"
 fi
 
 cat >/usr/local/bin/kubetun <<WRAP
