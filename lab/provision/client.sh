@@ -3,9 +3,13 @@
 # node's address on the private network (host-gw, like the namespace lab's client). The routes
 # are a systemd oneshot so they come back after a reboot.
 #
-#   bash lab/provision/client.sh CIDR=NODE_IP ...      e.g. 10.244.1.0/24=192.168.56.11
+#   bash lab/provision/client.sh NAME CIDR=NODE_IP ...    e.g. client 10.244.1.0/24=192.168.56.11
 set -euo pipefail
-[ $# -gt 0 ] || { echo "usage: client.sh CIDR=NODE_IP ..." >&2; exit 2; }
+[ $# -gt 1 ] || { echo "usage: client.sh NAME CIDR=NODE_IP ..." >&2; exit 2; }
+cd "$(dirname "$0")/../.."
+source lab/provision/hostname.sh
+set_hostname "$1"
+shift
 export DEBIAN_FRONTEND=noninteractive
 missing=()
 for p in curl:curl iputils-ping:ping tcpdump:tcpdump iproute2:ip; do

@@ -11,6 +11,8 @@ node_name=${1:?usage: node.sh NODE [NODES]}
 nodes=${2:-${KUBETUN_NODES:-2}}
 cd "$(dirname "$0")/../.."
 export DEBIAN_FRONTEND=noninteractive
+source lab/provision/hostname.sh
+set_hostname "$node_name"
 
 # The hooks: TUN, tc clsact (sch_ingress), u32 classifier, mirred redirect; kept across reboots.
 modules=(tun sch_ingress cls_u32 act_mirred)
