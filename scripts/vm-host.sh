@@ -33,6 +33,16 @@ box_kernel() {
   local d=${VAGRANT_HOME:-$HOME/.vagrant.d}/boxes/kubetun-VAGRANTSLASH-debian12/0/libvirt
   [ -f "$d/vmlinuz" ] && echo "$d/vmlinuz"
 }
+# boots kvm|tcg KERNEL: the kernel's first console line within 20 s.
+boots() {
+  mkdir -p "$run"
+  local cpu=max; [ "$1" = kvm ] && cpu=host
+  rm -f "$run/$1-probe.log"
+  timeout 20 qemu-system-x86_64 -accel "$1" -cpu "$cpu" -m 256 -display none -monitor none \
+    -nic none -no-reboot -kernel "$2" -append 'console=ttyS0 panic=-1' \
+    -serial "file:$run/$1-probe.log" >/dev/null 2>&1 || true
+  grep -q 'Linux version' "$run/$1-probe.log" 2>/dev/null
+}
 accel() {
   if [ -f "$run/driver" ]; then cat "$run/driver"; return; fi
   local driver=qemu why
@@ -45,16 +55,14 @@ accel() {
     why="no /dev/kvm"
   elif [ -z "$kernel" ]; then
     why="no box kernel to probe KVM with yet (scripts/box-build.sh first)"
+  elif boots kvm "$kernel"; then
+    driver=kvm
   else
-    mkdir -p "$run"
-    timeout 20 qemu-system-x86_64 -accel kvm -cpu host -m 256 -display none -monitor none \
-      -nic none -no-reboot -kernel "$kernel" -append 'console=ttyS0 panic=-1' \
-      -serial "file:$run/kvm-probe.log" >/dev/null 2>&1 || true
-    if grep -q 'Linux version' "$run/kvm-probe.log" 2>/dev/null; then
-      driver=kvm
-    else
-      why="/dev/kvm is there but a Linux guest does not boot under it (no kernel message within 20 s)"
-    fi
+    why="/dev/kvm is there but a Linux guest does not boot under it (no kernel message within 20 s)"
+  fi
+  if [ "$driver" = qemu ] && [ -n "$kernel" ] && ! boots tcg "$kernel"; then
+    say "$why, and the box's kernel does not boot under QEMU's TCG either: no VMs here; the namespace lab needs none: kubetun lab up"
+    exit 1
   fi
   if [ "$driver" = qemu ]; then
     say "$why: the VMs run under QEMU's TCG (software emulation, tens of times slower than KVM: docs/vagrant.md, Timings); KUBETUN_LIBVIRT_DRIVER=kvm forces KVM"
