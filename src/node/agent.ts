@@ -319,10 +319,10 @@ export class NodeAgent {
       if (argv[0] === 'ip' && argv[1] === 'link' && argv[2] === 'delete') continue;
       this.undo.add(argv);
     }
-    const { uplink, nodeIp, podCidr, serviceCidr } = opts;
+    const { uplink, nodeIp, podCidr, serviceCidr, procSysNet } = opts;
     const snatPorts = { min: dp.cfg.snatPortMin, max: dp.cfg.snatPortMax };
-    const cfg = { tun: tun.name, uplink, nodeIp, podCidr, serviceCidr, snatPorts, nodePorts: true };
-    this.steering = new Steering(cfg, this.undo, log, endpoints);
+    const cfg = { tun: tun.name, uplink, nodeIp, podCidr, serviceCidr, snatPorts, procSysNet };
+    this.steering = new Steering({ ...cfg, nodePorts: true }, this.undo, log, endpoints);
     for (const dev of hookedPods(handover?.undo ?? [])) this.steering.hooked.add(dev);
     this.health = new HealthNodePorts(opts.nodeIp, log);
     this.tookOver = handover;

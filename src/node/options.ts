@@ -13,6 +13,7 @@
 import { DEFAULT_MAX_INTERVAL_MS, DEFAULT_MIN_INTERVAL_MS } from '../control/runner.ts';
 import { UserError } from '../errors.ts';
 import { DEFAULT_RESTART_GRACE_MS } from './failure.ts';
+import { PROC_SYS_NET } from './sysctl.ts';
 import { ctMaxDefault, type DatapathConfig } from '../datapath/state/config.ts';
 import type { CtTimeouts } from '../datapath/state/ct-state.ts';
 import { type CtGcConfig, DEFAULT_CT_GC } from '../housekeeping/ct-gc.ts';
@@ -257,6 +258,15 @@ export const RUN_OPTIONS = {
     default: 'kt0',
     help: 'TUN device name',
     parse: (v) => ifname(String(v)),
+  }),
+  procSysNet: option({
+    arg: '<dir>',
+    default: PROC_SYS_NET,
+    help: "the host's /proc/sys/net, where net.* sysctls are written (a container: its read-write hostPath mount, /host/proc/sys/net)",
+    parse: (v) => {
+      if (!String(v).startsWith('/')) throw new Error('an absolute path');
+      return String(v);
+    },
   }),
   ctlSocket: option({
     arg: '<path>',

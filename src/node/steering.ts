@@ -76,7 +76,7 @@ import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { sh, shJson, shTry } from '../sh.ts';
 import { EndpointSteer, EndpointTable, ICMP_ERRORS, IHL5, type TcAt } from './steer-endpoints.ts';
-import { sysctlPath, sysctlRead, sysctlWrite, sysctlWriteArgv } from './sysctl.ts';
+import { Sysctls } from './sysctl.ts';
 
 /** the pods' shared tc block (every pod veth's ingress, lo's egress) and its endpoint table */
 export const POD_BLOCK = 7700;
@@ -129,6 +129,8 @@ export interface SteeringConfig {
   snatPorts?: { min: number; max: number };
   /** steer NodePorts 30000-32767 on the node IP into the TUN */
   nodePorts?: boolean;
+  /** where the host's /proc/sys/net is (--proc-sys-net; default /proc/sys/net) */
+  procSysNet?: string;
 }
 
 /** Undo steps (argv lists) in install order; listeners persist them as they come. */
@@ -174,9 +176,11 @@ export class Steering {
   private readonly undo: UndoLog;
   private readonly log: Logger;
   private externalKey = '';
+  private readonly sysctl: Sysctls;
 
   constructor(cfg: SteeringConfig, undo: UndoLog, log: Logger, endpoints = new EndpointSteer()) {
     this.cfg = cfg;
+    this.sysctl = new Sysctls(cfg.procSysNet);
     this.undo = undo;
     this.log = log;
     this.endpoints = endpoints;
@@ -282,12 +286,12 @@ export class Steering {
 
   private reservePorts(min: number, max: number): void {
     const key = 'net/ipv4/ip_local_reserved_ports';
-    const prev = sysctlRead(key);
+    const prev = this.sysctl.read(key);
     const range = `${min}-${max}`;
     if (prev.split(',').includes(range)) return;
     const value = prev ? `${prev},${range}` : range;
-    this.undo.add(sysctlWriteArgv(key, prev));
-    sysctlWrite(key, value);
+    this.undo.add(this.sysctl.writeArgv(key, prev));
+    this.sysctl.write(key, value);
     this.sysctls.push({ key, prev, value });
     this.applied.push(`sysctl ${key}=${value} (was ${prev || '""'})`);
   }
@@ -364,15 +368,15 @@ export class Steering {
     ];
     // The kernel's own IPv6 chatter (router solicitations, MLD) out of the TUN would only be
     // read and dropped as DROP_BAD_VERSION: keep the TUN IPv4-only.
-    if (existsSync(sysctlPath(`net/ipv6/conf/${tun}/disable_ipv6`))) {
+    if (existsSync(this.sysctl.path(`net/ipv6/conf/${tun}/disable_ipv6`))) {
       wanted.push([`net/ipv6/conf/${tun}/disable_ipv6`, '1', false]);
     }
     for (const [key, value, restore] of wanted) {
-      const prev = sysctlRead(key);
+      const prev = this.sysctl.read(key);
       this.sysctls.push({ key, prev, value });
       if (prev === value) continue;
-      if (restore) this.undo.add(sysctlWriteArgv(key, prev));
-      sysctlWrite(key, value);
+      if (restore) this.undo.add(this.sysctl.writeArgv(key, prev));
+      this.sysctl.write(key, value);
       this.applied.push(`sysctl ${key}=${value} (was ${prev})`);
     }
   }

@@ -44,6 +44,7 @@ const SAMPLE: Record<RunOptionKey, RawValue> = {
   serviceCidr: '10.100.0.0/16',
   uplink: 'eth1',
   tun: 'kt9',
+  procSysNet: '/host/proc/sys/net',
   ctlSocket: '/run/x/node7.sock',
   podIfaces: 'va,vb',
   podRescanMs: '0',
