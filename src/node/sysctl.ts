@@ -33,7 +33,7 @@ export class Sysctls {
   write(key: string, value: string): void {
     const path = this.path(key);
     try {
-      writeFileSync(path, value);
+      writeFileSync(path, `${value}\n`); // an empty value too (see writeArgv)
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== 'EROFS' && code !== 'EACCES' && code !== 'EPERM') throw err;
@@ -53,7 +53,9 @@ export class Sysctls {
   writeArgv(key: string, value: string): string[] {
     const paths = [this.path(key)];
     if (this.netRoot !== PROC_SYS_NET) paths.push(`${PROC_SYS_NET}/${netKey(key)}`);
-    const script = 'v=$1; shift; for f; do [ -e "$f" ] && { printf %s "$v" > "$f"; exit; }; done';
+    // the newline: a write of no bytes leaves a sysctl as it is, so an empty value (the usual
+    // ip_local_reserved_ports) would never be restored
+    const script = `v=$1; shift; for f; do [ -e "$f" ] && { printf '%s\\n' "$v" > "$f"; exit; }; done`;
     return ['sh', '-c', script, 'sh', value, ...paths];
   }
 }

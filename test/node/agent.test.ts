@@ -17,7 +17,11 @@ import { PODS, REMOTE_POD_IP, Topo, VIP, VIP_EMPTY, VIP_FAR } from './topo.ts';
 import { running, waitFor } from './wait.ts';
 
 const t = new Topo();
-const SYSCTLS = ['net.ipv4.ip_forward', 'net.ipv4.conf.all.rp_filter'];
+const SYSCTLS = [
+  'net.ipv4.ip_forward',
+  'net.ipv4.conf.all.rp_filter',
+  'net.ipv4.ip_local_reserved_ports',
+];
 let before: Record<string, string>;
 let agent: ChildProcess;
 

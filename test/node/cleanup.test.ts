@@ -11,7 +11,11 @@ import { Topo, VIP } from './topo.ts';
 import { running, waitFor } from './wait.ts';
 
 const t = new Topo();
-const SYSCTLS = ['net.ipv4.ip_forward', 'net.ipv4.conf.all.rp_filter'];
+const SYSCTLS = [
+  'net.ipv4.ip_forward',
+  'net.ipv4.conf.all.rp_filter',
+  'net.ipv4.ip_local_reserved_ports',
+];
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 let before: ReturnType<typeof t.footprint>;
 

@@ -28,7 +28,16 @@ describe('Sysctls', () => {
     writeFileSync(file, '61440-62463\n');
     expect(s.read('net/ipv4/ip_local_reserved_ports')).toBe('61440-62463');
     s.write('net/ipv4/ip_local_reserved_ports', '1000');
-    expect(readFileSync(file, 'utf8')).toBe('1000');
+    expect(readFileSync(file, 'utf8')).toBe('1000\n');
+  });
+
+  it('undo argv writes the value with a newline, an empty one too (no bytes would change nothing)', () => {
+    const s = new Sysctls(root);
+    writeFileSync(file, '61440-62463');
+    expect(run(s.writeArgv('net/ipv4/ip_local_reserved_ports', '')).status).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe('\n');
+    run(s.writeArgv('net/ipv4/ip_local_reserved_ports', '5000'));
+    expect(readFileSync(file, 'utf8')).toBe('5000\n');
   });
 
   it("undo argv falls back to /proc/sys where the root is gone (the container's state file replayed on the node)", () => {
