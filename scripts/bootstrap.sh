@@ -26,6 +26,7 @@ declare -A pkgs=(
   [conntrack]=/usr/sbin/conntrack
   [procps]=/usr/bin/pgrep
   [kmod]=/usr/bin/kmod
+  [util-linux]=/usr/bin/setpriv  # lab API mode: agents with exactly the DaemonSet's capabilities
   [python3]=/usr/bin/python3
   [make]=/usr/bin/make
   [g++]=/usr/bin/g++

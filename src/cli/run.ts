@@ -6,6 +6,7 @@ import { type Command, Option } from 'commander';
 import pino from 'pino';
 import type { NodeAgent } from '../node/agent.ts';
 import { UserError } from '../errors.ts';
+import { requireAgentCapabilities } from '../node/capabilities.ts';
 import { ClusterConfigError, inCluster } from '../node/in-cluster.ts';
 import { mergeUnderFlags, readKubeProxyConfig } from '../node/kube-proxy-config.ts';
 import {
@@ -28,7 +29,10 @@ export function register(program: Command): void {
     const f = withConfigFile({ ...flags, nodeName: flags.nodeName ?? flags.hostnameOverride }, c);
     f.nodeName ??= process.env.NODE_NAME; // the DaemonSet's downward API
     const log = pino({ level: logLevel(f), base: { node: f.nodeName } });
-    await runAgent(async () => configOf(await withNodeFacts(f, log)), log);
+    await runAgent(async () => {
+      requireAgentCapabilities(); // before the API is asked anything
+      return configOf(await withNodeFacts(f, log));
+    }, log);
   });
 }
 

@@ -7,16 +7,29 @@
 // agent's own — so the agent finds its API server by in-cluster configuration and its node's
 // IP, pod CIDR and zone in its Node object, with no lab flag telling it.
 //
+// The container around it, as far as a namespace lab can build one (agentMountScript and
+// dropPrivilegesArgv below, both read from the manifest): the agent runs as root with exactly
+// the container's capabilities (securityContext.capabilities: drop ALL, then add) and no new
+// privileges; /proc/sys and /sys read-only, as runc mounts them in an unprivileged container; a
+// fresh /dev with runc's default device nodes and nothing else but the manifest's hostPath
+// devices (/dev/net/tun); the manifest's other hostPath volumes bound where it mounts them.
+// Not emulated: the runtime's device cgroup, seccomp and AppArmor profiles, a PID namespace —
+// docs/cluster.md says what that leaves unverified.
+//
 // What the lab changes, each named once here: the repository path instead of /opt/kubetun, the
 // node binary running the lab, the ConfigMap's config.conf at API_DIR instead of the volume at
-// /var/lib/kubetun, --service-cidr (the manifest's comment says to set it to the cluster's), and
-// --ctl-socket (the lab's socket directory, so lab commands find the agent).
+// /var/lib/kubetun, --service-cidr (the manifest's comment says to set it to the cluster's),
+// --ctl-socket (the lab's socket directory, so lab commands find the agent), and a hostPath
+// volume mounted at a path the machine does not have (/host/proc/sys/net) is bound below
+// POD_ROOT instead, in the arguments too.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { REPO_ROOT } from '../runtime.ts';
+import { shQuote } from '../sh.ts';
 import { API_DIR, apiServerAt, SA_DIR, SA_MOUNT } from './apiserver.ts';
 import { LabError } from './error.ts';
+import { LAB_DIR } from './state.ts';
 import { type LabNode, parseCidr, type Topology, u32ToIp } from './topology.ts';
 
 const REPO = REPO_ROOT;
@@ -24,22 +37,128 @@ const DEPLOY = join(REPO, 'deploy');
 const IMAGE_ROOT = '/opt/kubetun/';
 const CONFIG_MOUNT = '/var/lib/kubetun/';
 
+/** Where the lab binds hostPath volumes whose mountPath the machine lacks (/host/...). */
+export const POD_ROOT = join(LAB_DIR, 'daemonset-pod');
+
 export interface Container {
   command: string[];
   args: string[];
   env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
+  securityContext?: {
+    privileged?: boolean;
+    allowPrivilegeEscalation?: boolean;
+    capabilities?: { add?: string[]; drop?: string[] };
+  };
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+}
+
+export interface Volume {
+  name: string;
+  hostPath?: { path: string; type?: string };
 }
 
 function docs(file: string): Record<string, any>[] {
   return parseAllDocuments(readFileSync(join(DEPLOY, file), 'utf8')).map((d) => d.toJS());
 }
 
-export function container(): Container {
+function podSpec(): { containers: Container[]; volumes?: Volume[] } {
   const ds = docs('daemonset.yaml').find((d) => d?.kind === 'DaemonSet');
-  const c = ds?.spec?.template?.spec?.containers?.[0] as Container | undefined;
+  return ds?.spec?.template?.spec ?? { containers: [] };
+}
+
+export function container(): Container {
+  const c = podSpec().containers?.[0];
   if (!c?.command || !c.args)
     throw new LabError('deploy/daemonset.yaml: no container command/args');
   return c;
+}
+
+/**
+ * The capabilities the container runs with, as the manifest names them (NET_ADMIN, …): its
+ * `add` after `drop: [ALL]`. A privileged container, or one that keeps the runtime's default
+ * set, is not what the lab emulates.
+ */
+export function agentCapabilities(c: Container = container()): string[] {
+  const sc = c.securityContext ?? {};
+  const drop = sc.capabilities?.drop ?? [];
+  if (sc.privileged || drop.length !== 1 || drop[0] !== 'ALL')
+    throw new LabError(
+      "deploy/daemonset.yaml: the lab starts agents with securityContext.capabilities drop [ALL] plus add; privileged, or the runtime's default set, is not emulated",
+    );
+  return sc.capabilities?.add ?? [];
+}
+
+/**
+ * setpriv's argv that runs the rest as the container's root runs: its bounding, permitted and
+ * effective sets exactly the container's capabilities (a root execve takes the bounding set),
+ * none inheritable or ambient, and no_new_privs for allowPrivilegeEscalation: false.
+ */
+export function dropPrivilegesArgv(c: Container = container()): string[] {
+  const caps = agentCapabilities(c).map((x) => `,+${x.toLowerCase()}`);
+  const nnp = c.securityContext?.allowPrivilegeEscalation === false ? ['--no-new-privs'] : [];
+  return ['setpriv', `--bounding-set=-all${caps.join('')}`, '--inh-caps=-all', ...nnp, '--'];
+}
+
+/**
+ * The container's hostPath mounts: the host path, where the agent sees it (`at`), and whether
+ * the lab binds it — a device (the container's /dev is fresh) or a mountPath the machine lacks
+ * (bound below POD_ROOT); any other is the machine's own path already.
+ */
+export function hostPathMounts(c: Container = container(), volumes = podSpec().volumes ?? []) {
+  return (c.volumeMounts ?? []).flatMap((m) => {
+    const host = volumes.find((v) => v.name === m.name)?.hostPath?.path;
+    if (!host) return [];
+    const dev = m.mountPath.startsWith('/dev/');
+    const at = dev || host === m.mountPath ? m.mountPath : join(POD_ROOT, m.mountPath);
+    return [{ name: m.name, host, mountPath: m.mountPath, at, bind: dev || at !== host }];
+  });
+}
+
+// runc's default device nodes in a container's /dev (libcontainer's DefaultSimpleDevices)
+const DEV_NODES: [string, number, number][] = [
+  ['null', 1, 3],
+  ['zero', 1, 5],
+  ['full', 1, 7],
+  ['random', 1, 8],
+  ['urandom', 1, 9],
+  ['tty', 5, 0],
+];
+
+/**
+ * The shell script (root, in the agent's own mount namespace) that builds the container's view
+ * and then execs `"$@"`: the ServiceAccount, the hostPath volumes (taken before /dev is
+ * replaced and /proc/sys made read-only: the kubelet takes them from the host's view), a fresh
+ * /dev, /proc/sys and /sys read-only.
+ */
+export function agentMountScript(
+  c: Container = container(),
+  volumes = podSpec().volumes ?? [],
+): string {
+  const q = shQuote;
+  const mounts = hostPathMounts(c, volumes).filter((m) => m.bind);
+  const stage = (i: number) => q(join(POD_ROOT, '.host', String(i)));
+  const lines = [
+    `mount --bind ${q(SA_DIR)} ${q(SA_MOUNT)}`,
+    `mkdir -p ${q(join(POD_ROOT, '.host'))}`,
+  ];
+  // stage each source: a directory's mountpoint is a directory, anything else a file
+  mounts.forEach((m, i) => {
+    lines.push(`if [ -d ${q(m.host)} ]; then mkdir -p ${stage(i)}; else : > ${stage(i)}; fi`);
+    lines.push(`mount --bind ${q(m.host)} ${stage(i)}`);
+  });
+  lines.push('mount -t tmpfs -o nosuid,mode=755 tmpfs /dev');
+  for (const [name, major, minor] of DEV_NODES)
+    lines.push(`mknod -m 666 /dev/${name} c ${major} ${minor}`);
+  lines.push('ln -s /proc/self/fd /dev/fd', 'mkdir /dev/shm /dev/pts');
+  mounts.forEach((m, i) => {
+    lines.push(
+      `if [ -d ${stage(i)} ]; then mkdir -p ${q(m.at)}; else mkdir -p ${q(dirname(m.at))} && : > ${q(m.at)}; fi`,
+    );
+    lines.push(`mount --bind ${stage(i)} ${q(m.at)}`);
+  });
+  lines.push('mount --bind /proc/sys /proc/sys', 'mount -o remount,bind,ro /proc/sys');
+  lines.push('mount -o remount,bind,ro /sys', 'exec "$@"');
+  return lines.join(' && ');
 }
 
 /** Writes the ConfigMap's config.conf where the lab's agents read it; returns the path. */
@@ -95,18 +214,20 @@ export function daemonSetAgentArgv(
     '--service-cidr': t.serviceCidr,
     '--ctl-socket': ctlSocket,
   };
+  const moved = hostPathMounts(c).filter((m) => m.at !== m.mountPath);
   const args = c.args.map((a) => {
     const flag = a.split('=')[0]!;
     if (flag in lab) return `${flag}=${lab[flag]}`;
-    return expand(a).replace(CONFIG_MOUNT, `${API_DIR}/`);
+    const v = expand(a).replace(CONFIG_MOUNT, `${API_DIR}/`);
+    return moved.reduce((x, m) => x.replace(`=${m.mountPath}`, `=${m.at}`), v);
   });
   const command = c.command.map((a, i) =>
     i === 0 && a === 'node' ? node : a.replace(IMAGE_ROOT, REPO),
   );
-  // `sh -c` mounts the ServiceAccount directory where in-cluster config looks (the mountpoint
-  // lab up made, sa-mountpoint.ts), then execs the agent (one PID from `ip netns exec` on, so
-  // the lab stops it as any other agent).
-  const mount = `mount --bind "$0" ${SA_MOUNT} && exec "$@"`;
+  // `sh -c` builds the container's view in the agent's own mount namespace (the
+  // ServiceAccount where in-cluster config looks: the mountpoint lab up made, sa-mountpoint.ts),
+  // then setpriv drops to the container's capabilities and execs the agent (one PID from
+  // `ip netns exec` on, so the lab stops it as any other agent).
   return [
     'env',
     ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
@@ -116,8 +237,9 @@ export function daemonSetAgentArgv(
     'private',
     'sh',
     '-c',
-    mount,
-    SA_DIR,
+    agentMountScript(c),
+    'sh',
+    ...dropPrivilegesArgv(c),
     ...command,
     ...args,
     ...extra,

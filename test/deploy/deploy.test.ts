@@ -18,6 +18,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { KubernetesSource } from '../../src/control/source-k8s.ts';
+import { agentCapabilities, dropPrivilegesArgv } from '../../src/lab/daemonset.ts';
+import { AGENT_CAPABILITIES } from '../../src/node/capabilities.ts';
 import { API_HOST_PLACEHOLDER, readNodeFacts } from '../../src/node/cluster-config.ts';
 import { readKubeProxyConfig } from '../../src/node/kube-proxy-config.ts';
 import { FakeApiServer } from '../control/fake-apiserver.ts';
@@ -88,6 +90,31 @@ describe('deploy/ manifests', () => {
         Object.entries(ds.spec!.template.metadata!.labels!).filter(([k]) => k === 'k8s-app'),
       ),
     );
+  });
+
+  it('is not privileged: drops ALL, adds exactly what the agent requires and the lab starts it with', () => {
+    const ds = typed('DaemonSet') as V1DaemonSet;
+    const sc = ds.spec!.template.spec!.containers[0].securityContext!;
+    expect(sc.privileged).toBeUndefined();
+    expect(sc.allowPrivilegeEscalation).toBe(false);
+    expect(sc.capabilities?.drop).toEqual(['ALL']);
+    expect(sc.capabilities?.add).toEqual([...AGENT_CAPABILITIES]);
+    // the lab's API mode reads the same list from the file (src/lab/daemonset.ts)
+    expect(agentCapabilities()).toEqual(sc.capabilities?.add);
+    expect(dropPrivilegesArgv()).toContain(
+      `--bounding-set=-all${AGENT_CAPABILITIES.map((c) => `,+${c.toLowerCase()}`).join('')}`,
+    );
+  });
+
+  it("mounts the host's /proc/sys/net read-write where --proc-sys-net points", () => {
+    const ds = typed('DaemonSet') as V1DaemonSet;
+    const pod = ds.spec!.template.spec!;
+    const c = pod.containers[0];
+    const vol = pod.volumes!.find((v) => v.name === 'proc-sys-net');
+    expect(vol?.hostPath).toEqual({ path: '/proc/sys/net', type: 'Directory' });
+    const m = c.volumeMounts!.find((x) => x.name === 'proc-sys-net')!;
+    expect(m.readOnly).toBeUndefined();
+    expect(c.args).toContain(`--proc-sys-net=${m.mountPath}`);
   });
 
   it('the container args are flags `kubetun run` has, and --config points at the ConfigMap', () => {

@@ -4,7 +4,16 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { API_DIR, desiredObjects, SA_DIR, SA_MOUNT, syncServer } from '../../src/lab/apiserver.ts';
-import { container, daemonSetAgentArgv, podEnv } from '../../src/lab/daemonset.ts';
+import {
+  agentCapabilities,
+  agentMountScript,
+  container,
+  daemonSetAgentArgv,
+  dropPrivilegesArgv,
+  hostPathMounts,
+  POD_ROOT,
+  podEnv,
+} from '../../src/lab/daemonset.ts';
 import { ListWatchServer } from '../../src/lab/list-watch-server.ts';
 import { loadTopology } from '../../src/lab/topology.ts';
 
@@ -45,9 +54,10 @@ describe('agent as the DaemonSet starts it', () => {
       'NODE_NAME=node2',
     ]);
     const sh = argv.indexOf('sh');
-    expect(argv[sh + 2]).toContain(`mount --bind "$0" ${SA_MOUNT}`);
-    expect(argv[sh + 3]).toBe(SA_DIR);
-    expect(argv.slice(sh + 4)).toEqual([
+    expect(argv[sh + 2]).toContain(`mount --bind ${SA_DIR} ${SA_MOUNT}`);
+    const priv = dropPrivilegesArgv();
+    expect(argv.slice(sh + 3, sh + 4 + priv.length)).toEqual(['sh', ...priv]);
+    expect(argv.slice(sh + 4 + priv.length)).toEqual([
       '/usr/bin/node',
       join(ROOT, 'bin/kubetun.mjs'),
       'run',
@@ -56,7 +66,49 @@ describe('agent as the DaemonSet starts it', () => {
       '--service-cidr=10.96.0.0/16',
       '--uplink=eth0',
       '--ctl-socket=/run/x/node2.sock',
+      `--proc-sys-net=${POD_ROOT}/host/proc/sys/net`,
       '--no-offload',
+    ]);
+  });
+
+  it("builds the container's view: the manifest's hostPath volumes, a fresh /dev, /proc/sys and /sys read-only", () => {
+    const script = agentMountScript().split(' && ');
+    const at = (line: string) => {
+      const i = script.indexOf(line);
+      expect(i, line).toBeGreaterThanOrEqual(0);
+      return i;
+    };
+    // every source is bound before /dev is replaced and /proc/sys made read-only (the kubelet
+    // takes them from the host's view), then bound where the container mounts it
+    const mounts = hostPathMounts().filter((m) => m.bind);
+    expect(mounts.map((m) => [m.host, m.at])).toEqual([
+      ['/dev/net/tun', '/dev/net/tun'],
+      ['/proc/sys/net', `${POD_ROOT}/host/proc/sys/net`],
+    ]);
+    const devTmpfs = at('mount -t tmpfs -o nosuid,mode=755 tmpfs /dev');
+    const ro = at('mount -o remount,bind,ro /proc/sys');
+    mounts.forEach((m, i) => {
+      const stage = `${POD_ROOT}/.host/${i}`;
+      expect(at(`mount --bind ${m.host} ${stage}`)).toBeLessThan(devTmpfs);
+      expect(at(`mount --bind ${stage} ${m.at}`)).toBeGreaterThan(devTmpfs);
+      expect(at(`mount --bind ${stage} ${m.at}`)).toBeLessThan(ro);
+    });
+    at('mknod -m 666 /dev/null c 1 3');
+    at('mount -o remount,bind,ro /sys');
+    expect(script.at(-1)).toBe('exec "$@"');
+  });
+
+  it('refuses a privileged container: the lab emulates drop ALL plus add only', () => {
+    const c = container();
+    expect(() => agentCapabilities({ ...c, securityContext: { privileged: true } })).toThrow(
+      /privileged.*not emulated/,
+    );
+    const caps = { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW'] };
+    expect(dropPrivilegesArgv({ ...c, securityContext: { capabilities: caps } })).toEqual([
+      'setpriv',
+      '--bounding-set=-all,+net_admin,+net_raw',
+      '--inh-caps=-all',
+      '--',
     ]);
   });
 

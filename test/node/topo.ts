@@ -201,19 +201,12 @@ export class Topo {
     });
   }
 
-  /** Starts `kubetun run` in the node namespace and waits until its socket answers status. */
-  async startAgent(extra: string[] = []): Promise<ChildProcess> {
-    const log = openSync(join(this.dir, `agent-${this.agentRuns++}.log`), 'w');
-    const args = [
-      'netns',
-      'exec',
-      this.ns('node'),
-      process.execPath,
-      '--import',
-      'tsx',
-      MAIN,
-      'run',
-    ];
+  /**
+   * `kubetun run`'s argv in the node namespace (for `ip`). `wrap`: a command that execs the
+   * agent after it (setpriv, unshare), run inside the namespace.
+   */
+  agentArgv(extra: string[] = [], wrap: string[] = []): string[] {
+    const args = ['netns', 'exec', this.ns('node'), ...wrap, process.execPath, '--import', 'tsx'];
     const flags = ['--manifests', this.manifests, '--node-name', 'node1', '--node-ip', NODE_IP];
     flags.push(
       '--pod-cidr',
@@ -225,7 +218,13 @@ export class Topo {
       '--log-level',
       'debug',
     );
-    const p = spawn('ip', [...args, ...flags, ...extra], { stdio: ['ignore', log, log] });
+    return [...args, MAIN, 'run', ...flags, ...extra];
+  }
+
+  /** Starts `kubetun run` in the node namespace and waits until its socket answers status. */
+  async startAgent(extra: string[] = [], wrap: string[] = []): Promise<ChildProcess> {
+    const log = openSync(join(this.dir, `agent-${this.agentRuns++}.log`), 'w');
+    const p = spawn('ip', this.agentArgv(extra, wrap), { stdio: ['ignore', log, log] });
     this.procs.push(p);
     let exited = false;
     p.once('exit', () => {
