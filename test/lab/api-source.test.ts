@@ -3,7 +3,9 @@
 // agent is started as deploy/daemonset.yaml starts it (src/lab/daemonset.ts): in-cluster config
 // (KUBERNETES_SERVICE_HOST/PORT, the ServiceAccount token and CA mounted where a Pod has them),
 // NODE_NAME, --config from deploy/configmap.yaml, and no --node-ip / --pod-cidr / --manifests:
-// those come from the Node object. The core lab checks then pass as with the view directory, and
+// those come from the Node object; inside the container the manifest describes (root with exactly
+// its capabilities, /proc/sys read-only, the host's /proc/sys/net by hostPath). The core lab
+// checks then pass as with the view directory, and
 // a client loop through a ClusterIP loses nothing while the watches end, the history is
 // compacted (410 Gone, relist) and the API server restarts — each followed by a Service change
 // that must still arrive.
@@ -13,12 +15,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { API_DIR, SA_MOUNT } from '../../src/lab/apiserver.ts';
+import { API_DIR, SA_DIR, SA_MOUNT } from '../../src/lab/apiserver.ts';
+import { agentCapabilities, POD_ROOT } from '../../src/lab/daemonset.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import { isAlive, startInNs, stopProcess, waitForLog } from '../../src/lab/procs.ts';
 import { saMountpointInUse } from '../../src/lab/sa-mountpoint.ts';
+import { readSupervisor } from '../../src/lab/supervisor.ts';
 import { CTL_DIR, LAB_DIR, type LabState, readState, writeState } from '../../src/lab/state.ts';
 import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
+import { missingCapabilities } from '../../src/node/capabilities.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const KUBETUN = join(ROOT, 'bin/kubetun.mjs');
@@ -107,7 +112,7 @@ describe('lab up --source api: agents as the DaemonSet starts them, fed by the A
       const argv = a.argv.join(' ');
       expect(argv).toContain(`NODE_NAME=${n.name}`);
       expect(argv).toContain(`KUBERNETES_SERVICE_HOST=${t.nodes[0]!.ip}`);
-      expect(argv).toContain(`mount --bind "$0" ${SA_MOUNT}`);
+      expect(argv).toContain(`mount --bind ${SA_DIR} ${SA_MOUNT}`);
       expect(argv).toContain(`run --config=${API_DIR}/config.conf --hostname-override=${n.name}`);
       expect(argv).not.toMatch(/--manifests|--node-ip|--pod-cidr/);
       const facts = readFileSync(a.log, 'utf8')
@@ -115,6 +120,36 @@ describe('lab up --source api: agents as the DaemonSet starts them, fed by the A
         .filter((l) => l.includes('node facts from the Node object'))
         .map((l) => JSON.parse(l));
       expect(facts[0]).toMatchObject({ nodeIp: n.ip, podCidr: n.podCidr, zone: n.labels![ZONE] });
+    }
+  });
+
+  it("runs each agent as the DaemonSet's container: exactly its capabilities, no new privileges, /proc/sys read-only, sysctls through the hostPath mount", () => {
+    const want = agentCapabilities();
+    for (const n of t.nodes) {
+      const a = state.processes.find((p) => p.role === 'kubetun' && p.name === n.name)!;
+      const pid = readSupervisor(a.ctlSocket!)!.agentPid;
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      const set = (f: string) =>
+        BigInt(`0x${new RegExp(`^${f}:\\s*(\\w+)`, 'm').exec(status)![1]}`);
+      expect(missingCapabilities(status)).toEqual([]);
+      expect(set('CapEff').toString(2).replace(/0/g, '').length).toBe(want.length);
+      expect([set('CapPrm'), set('CapBnd')]).toEqual([set('CapEff'), set('CapEff')]);
+      expect(set('CapInh') | set('CapAmb')).toBe(0n);
+      expect(status).toMatch(/^NoNewPrivs:\s*1$/m);
+      // mountinfo: mount point (5th field) and its options (6th)
+      const mounts = new Map(
+        readFileSync(`/proc/${pid}/mountinfo`, 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => l.split(' '))
+          .map((f) => [f[4]!, f[5]!.split(',')[0]!]),
+      );
+      expect(mounts.get('/proc/sys')).toBe('ro');
+      expect(mounts.get('/sys')).toBe('ro');
+      expect(mounts.get(`${POD_ROOT}/host/proc/sys/net`)).toBe('rw');
+      expect(mounts.get('/dev/net/tun')).toBe('rw');
+      // written by the agent only, through that mount: /proc/sys is read-only in its view
+      expect(inNs(n.ns, ['cat', '/proc/sys/net/ipv4/conf/kt0/accept_local']).out.trim()).toBe('1');
     }
   });
 
