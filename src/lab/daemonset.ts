@@ -66,6 +66,10 @@ function podSpec(): { containers: Container[]; volumes?: Volume[] } {
   return ds?.spec?.template?.spec ?? { containers: [] };
 }
 
+export function podVolumes(): Volume[] {
+  return podSpec().volumes ?? [];
+}
+
 export function container(): Container {
   const c = podSpec().containers?.[0];
   if (!c?.command || !c.args)
@@ -104,12 +108,12 @@ export function dropPrivilegesArgv(c: Container = container()): string[] {
  * the lab binds it — a device (the container's /dev is fresh) or a mountPath the machine lacks
  * (bound below POD_ROOT); any other is the machine's own path already.
  */
-export function hostPathMounts(c: Container = container(), volumes = podSpec().volumes ?? []) {
+export function hostPathMounts(c = container(), volumes = podVolumes(), root = POD_ROOT) {
   return (c.volumeMounts ?? []).flatMap((m) => {
     const host = volumes.find((v) => v.name === m.name)?.hostPath?.path;
     if (!host) return [];
     const dev = m.mountPath.startsWith('/dev/');
-    const at = dev || host === m.mountPath ? m.mountPath : join(POD_ROOT, m.mountPath);
+    const at = dev || host === m.mountPath ? m.mountPath : join(root, m.mountPath);
     return [{ name: m.name, host, mountPath: m.mountPath, at, bind: dev || at !== host }];
   });
 }
@@ -128,34 +132,39 @@ const DEV_NODES: [string, number, number][] = [
  * The shell script (root, in the agent's own mount namespace) that builds the container's view
  * and then execs `"$@"`: the ServiceAccount, the hostPath volumes (taken before /dev is
  * replaced and /proc/sys made read-only: the kubelet takes them from the host's view), a fresh
- * /dev, /proc/sys and /sys read-only.
+ * /dev, /proc/sys and /sys read-only. `root`: where moved mountPaths go (POD_ROOT);
+ * `serviceAccount: false` leaves the ServiceAccount out (an agent fed by a directory).
  */
 export function agentMountScript(
-  c: Container = container(),
-  volumes = podSpec().volumes ?? [],
+  c = container(),
+  volumes = podVolumes(),
+  o: { root?: string; serviceAccount?: boolean } = {},
 ): string {
   const q = shQuote;
-  const mounts = hostPathMounts(c, volumes).filter((m) => m.bind);
-  const stage = (i: number) => q(join(POD_ROOT, '.host', String(i)));
+  const root = o.root ?? POD_ROOT;
+  const mounts = hostPathMounts(c, volumes, root).filter((m) => m.bind);
+  const stage = (name: string) => q(join(root, '.host', name)); // by volume: a name is one kind
   const lines = [
-    `mount --bind ${q(SA_DIR)} ${q(SA_MOUNT)}`,
-    `mkdir -p ${q(join(POD_ROOT, '.host'))}`,
+    ...(o.serviceAccount === false ? [] : [`mount --bind ${q(SA_DIR)} ${q(SA_MOUNT)}`]),
+    `mkdir -p ${q(join(root, '.host'))}`,
   ];
   // stage each source: a directory's mountpoint is a directory, anything else a file
-  mounts.forEach((m, i) => {
-    lines.push(`if [ -d ${q(m.host)} ]; then mkdir -p ${stage(i)}; else : > ${stage(i)}; fi`);
-    lines.push(`mount --bind ${q(m.host)} ${stage(i)}`);
-  });
+  for (const m of mounts) {
+    lines.push(
+      `if [ -d ${q(m.host)} ]; then mkdir -p ${stage(m.name)}; else : > ${stage(m.name)}; fi`,
+    );
+    lines.push(`mount --bind ${q(m.host)} ${stage(m.name)}`);
+  }
   lines.push('mount -t tmpfs -o nosuid,mode=755 tmpfs /dev');
   for (const [name, major, minor] of DEV_NODES)
     lines.push(`mknod -m 666 /dev/${name} c ${major} ${minor}`);
   lines.push('ln -s /proc/self/fd /dev/fd', 'mkdir /dev/shm /dev/pts');
-  mounts.forEach((m, i) => {
-    lines.push(
-      `if [ -d ${stage(i)} ]; then mkdir -p ${q(m.at)}; else mkdir -p ${q(dirname(m.at))} && : > ${q(m.at)}; fi`,
-    );
-    lines.push(`mount --bind ${stage(i)} ${q(m.at)}`);
-  });
+  for (const m of mounts) {
+    const dir = `mkdir -p ${q(m.at)}`;
+    const file = `mkdir -p ${q(dirname(m.at))} && : > ${q(m.at)}`;
+    lines.push(`if [ -d ${stage(m.name)} ]; then ${dir}; else ${file}; fi`);
+    lines.push(`mount --bind ${stage(m.name)} ${q(m.at)}`);
+  }
   lines.push('mount --bind /proc/sys /proc/sys', 'mount -o remount,bind,ro /proc/sys');
   lines.push('mount -o remount,bind,ro /sys', 'exec "$@"');
   return lines.join(' && ');

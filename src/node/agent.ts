@@ -201,12 +201,17 @@ async function cleanupPrevious(opts: AgentConfig, log: Logger): Promise<void> {
 
 /** The TUN, persistent when restarts keep it (a dead run's device is re-attached by name). */
 function openTun(opts: AgentConfig, name: string, log: Logger): TunDevice {
-  const tun = TunDevice.open(name, {
-    batch: opts.batch,
-    up: true,
-    offload: opts.offload,
-    persist: graceMs(opts) > 0,
-  });
+  let tun: TunDevice;
+  try {
+    tun = TunDevice.open(name, {
+      batch: opts.batch,
+      up: true,
+      offload: opts.offload,
+      persist: graceMs(opts) > 0,
+    });
+  } catch (err) {
+    throw tunDeviceError(err);
+  }
   // A refused offload is not an error: the kernel segments and checksums for us instead.
   for (const r of tun.offload.refused) {
     log.warn(
@@ -215,6 +220,26 @@ function openTun(opts: AgentConfig, name: string, log: Logger): TunDevice {
     );
   }
   return tun;
+}
+
+/**
+ * No /dev/net/tun, or one the container may not open, is the deployment's to fix: one line
+ * (docs/cluster.md, Capabilities and mounts). Anything else stays what it was.
+ */
+function tunDeviceError(err: unknown): unknown {
+  const e = err as NodeJS.ErrnoException;
+  if (!e?.message?.startsWith('open /dev/net/tun')) return err;
+  if (e.code === 'ENOENT')
+    return new UserError(
+      'TUN_DEVICE',
+      'cannot open /dev/net/tun: ENOENT; in a container mount it by hostPath, type CharDevice (deploy/daemonset.yaml)',
+    );
+  if (e.code === 'EPERM' || e.code === 'EACCES')
+    return new UserError(
+      'TUN_DEVICE',
+      `cannot open /dev/net/tun: ${e.code}; the container runtime's device rules refuse c 10:200 (runc 1.2.0-1.2.3 do): see "privileged fallback" in docs/cluster.md`,
+    );
+  return err;
 }
 
 /** The pod interfaces an undo list unbinds from the pods' block (Steering.hookPod). */

@@ -87,8 +87,8 @@ describe('agent as the DaemonSet starts it', () => {
     ]);
     const devTmpfs = at('mount -t tmpfs -o nosuid,mode=755 tmpfs /dev');
     const ro = at('mount -o remount,bind,ro /proc/sys');
-    mounts.forEach((m, i) => {
-      const stage = `${POD_ROOT}/.host/${i}`;
+    mounts.forEach((m) => {
+      const stage = `${POD_ROOT}/.host/${m.name}`;
       expect(at(`mount --bind ${m.host} ${stage}`)).toBeLessThan(devTmpfs);
       expect(at(`mount --bind ${stage} ${m.at}`)).toBeGreaterThan(devTmpfs);
       expect(at(`mount --bind ${stage} ${m.at}`)).toBeLessThan(ro);

@@ -1,40 +1,53 @@
 // Root test: `kubetun run` in the one-node topology (topo.ts) the way the DaemonSet runs it
-// unprivileged — as root with exactly deploy/daemonset.yaml's capabilities and no new
-// privileges (setpriv, the argv the lab's API mode uses: src/lab/daemonset.ts), /proc/sys
-// read-only as runc mounts it in a container, and the host's /proc/sys/net bound read-write
-// where --proc-sys-net points (the manifest's hostPath volume).
+// unprivileged, built by the lab's API mode from deploy/daemonset.yaml (src/lab/daemonset.ts):
+// as root with exactly the manifest's capabilities and no new privileges (setpriv), in a mount
+// namespace with the manifest's hostPath volumes, a fresh /dev holding /dev/net/tun only by its
+// hostPath, and /proc/sys read-only as runc mounts it — the host's /proc/sys/net bound
+// read-write where --proc-sys-net points.
 //
-// Each failure case is the working start with one thing taken away: NET_ADMIN from the
-// manifest's set, or the /proc/sys/net mount. Both stop with one line saying what to add.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+// Each failure case is that start with one thing of the manifest taken away: NET_ADMIN, the
+// /proc/sys/net volume, the /dev/net/tun volume. Each stops with one line saying what to add.
 import type { ChildProcess } from 'node:child_process';
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  agentCapabilities,
+  agentMountScript,
+  type Container,
+  container,
+  dropPrivilegesArgv,
+  hostPathMounts,
+  podVolumes,
+} from '../../src/lab/daemonset.ts';
 import { AGENT_CAPABILITIES, missingCapabilities } from '../../src/node/capabilities.ts';
-import { agentCapabilities, container, dropPrivilegesArgv } from '../../src/lab/daemonset.ts';
 import { Topo, VIP } from './topo.ts';
 
 const t = new Topo();
 const SYSCTLS = ['net.ipv4.conf.all.rp_filter', 'net.ipv4.ip_local_reserved_ports'];
-const HOST_NET = join(t.dir, 'host', 'proc', 'sys', 'net');
+const ROOT = join(t.dir, 'pod'); // where /host/proc/sys/net is bound (the lab: POD_ROOT)
 const manifest = container();
+const HOST_NET = hostPathMounts(manifest, podVolumes(), ROOT).find(
+  (m) => m.name === 'proc-sys-net',
+)!.at;
 
 /** The manifest's container with its capability list changed. */
-function withCaps(add: string[]) {
+function withCaps(add: string[]): Container {
   const sc = manifest.securityContext!;
   return { ...manifest, securityContext: { ...sc, capabilities: { ...sc.capabilities, add } } };
 }
 
-/** unshare + mounts + setpriv: what a runtime builds around the container's process. */
-function inContainer(caps = manifest, procSysNetMount = true): string[] {
-  const mount = procSysNetMount
-    ? [`mkdir -p ${HOST_NET}`, `mount --bind /proc/sys/net ${HOST_NET}`]
-    : [];
-  const ro = ['mount --bind /proc/sys /proc/sys', 'mount -o remount,bind,ro /proc/sys'];
-  const script = [...mount, ...ro, 'exec "$@"'].join(' && ');
+/** The manifest's container without one of its volume mounts. */
+function withoutMount(name: string): Container {
+  return { ...manifest, volumeMounts: manifest.volumeMounts!.filter((m) => m.name !== name) };
+}
+
+/** unshare, the lab's mounts and setpriv: what a runtime builds around the container's process. */
+function inContainer(c: Container = manifest): string[] {
+  const script = agentMountScript(c, podVolumes(), { root: ROOT, serviceAccount: false });
   const unshare = ['unshare', '-m', '--propagation', 'private', 'sh', '-c', script, 'sh'];
-  return [...unshare, ...dropPrivilegesArgv(caps)];
+  return [...unshare, ...dropPrivilegesArgv(c)];
 }
 
 /** `kubetun run` that is expected to stop by itself: its exit status and stderr lines. */
@@ -58,7 +71,7 @@ describe('kubetun run with the DaemonSet capabilities', () => {
   });
 
   it('exactly those capabilities, /proc/sys read-only, --proc-sys-net on the mount: serves a ClusterIP, writes and restores its sysctls', async () => {
-    const agent: ChildProcess = await t.startAgent(['--proc-sys-net', HOST_NET], inContainer());
+    const agent: ChildProcess = await t.startAgent([`--proc-sys-net=${HOST_NET}`], inContainer());
     try {
       // ip netns exec, unshare, sh and setpriv all exec: the spawned PID is the agent
       const status = readFileSync(`/proc/${agent.pid}/status`, 'utf8');
@@ -81,7 +94,7 @@ describe('kubetun run with the DaemonSet capabilities', () => {
 
   it('without NET_ADMIN: one line naming it and where to add it, exit 2, nothing installed', () => {
     const without = withCaps(agentCapabilities(manifest).filter((c) => c !== 'NET_ADMIN'));
-    const r = runToExit(['--proc-sys-net', HOST_NET], inContainer(without));
+    const r = runToExit([`--proc-sys-net=${HOST_NET}`], inContainer(without));
     expect(r.status).toBe(2);
     expect(r.lines).toEqual([
       expect.stringMatching(
@@ -92,10 +105,21 @@ describe('kubetun run with the DaemonSet capabilities', () => {
   }, 120_000);
 
   it('/proc/sys read-only and no --proc-sys-net: one line naming the sysctl and the flag, exit 2, nothing left', () => {
-    const r = runToExit([], inContainer(manifest, false));
+    const r = runToExit([], inContainer(withoutMount('proc-sys-net')));
     expect(r.status).toBe(2);
     expect(r.lines).toEqual([
       expect.stringMatching(/^kubetun run: cannot write net\.ipv4\.\S+: .*EROFS.*--proc-sys-net/),
+    ]);
+    expect(t.footprint(SYSCTLS)).toEqual(before);
+  }, 120_000);
+
+  it('no /dev/net/tun volume: one line saying to mount it by hostPath, exit 2, nothing left', () => {
+    const r = runToExit([`--proc-sys-net=${HOST_NET}`], inContainer(withoutMount('dev-net-tun')));
+    expect(r.status).toBe(2);
+    expect(r.lines).toEqual([
+      expect.stringMatching(
+        /^kubetun run: cannot open \/dev\/net\/tun: ENOENT; in a container mount it by hostPath, type CharDevice/,
+      ),
     ]);
     expect(t.footprint(SYSCTLS)).toEqual(before);
   }, 120_000);
