@@ -4,7 +4,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildBundle, bundleFresh } from '../scripts/build-js.mjs';
 import { LAB_PREFIX } from '../src/lab/prefix.ts';
@@ -86,14 +86,16 @@ describe('the bundle of this repository', () => {
   }, 120_000);
 
   it("runs the lab's DNS server entry (its main runs: a bad --dir is refused in one line)", () => {
+    const missing = join(mkdtempSync(join(tmpdir(), 'kt-dns-')), 'no-such-view');
     const r = spawnSync(
       process.execPath,
-      [join(BUNDLE_DIR, 'dns-server.mjs'), '--dir', '/nonexistent', '--listen', '127.0.0.1:0'],
-      { encoding: 'utf8' },
+      [join(BUNDLE_DIR, 'dns-server.mjs'), '--dir', missing, '--listen', '127.0.0.1:0'],
+      { encoding: 'utf8', timeout: 30_000 },
     );
+    rmSync(dirname(missing), { recursive: true, force: true });
     expect(r.status).toBe(2);
     expect(r.stderr).toBe(
-      'cluster-dns: --dir /nonexistent: not a directory (the view directory to read)\n',
+      `cluster-dns: --dir ${missing}: not a directory (the view directory to read)\n`,
     );
   });
 

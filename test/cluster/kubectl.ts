@@ -6,7 +6,8 @@
 // absent; where it is present they check the committed copy is still what kubectl prints.
 // Regenerate the copies: npx tsx test/cluster/kubectl.ts --write
 import { execFile } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -89,6 +90,9 @@ export async function kubectlOutputs(): Promise<Record<string, string> | undefin
   });
   await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // kubectl writes its discovery cache under $HOME/.kube: a home of its own, removed after
+  // (HOME=/nonexistent made kubectl create /nonexistent/.kube on the machine)
+  const home = mkdtempSync(join(tmpdir(), 'kt-kubectl-home-'));
   try {
     const out: Record<string, string> = {};
     for (const [name, args] of Object.entries(KUBECTL_CASES)) {
@@ -102,12 +106,13 @@ export async function kubectlOutputs(): Promise<Record<string, string> | undefin
         'yaml',
       ];
       out[name] = (
-        await run('kubectl', [...args, ...flags], { env: { ...process.env, HOME: '/nonexistent' } })
+        await run('kubectl', [...args, ...flags], { env: { ...process.env, HOME: home } })
       ).stdout;
     }
     return out;
   } finally {
     server.close();
+    rmSync(home, { recursive: true, force: true });
   }
 }
 
