@@ -24,7 +24,7 @@ import type { Logger } from 'pino';
 import type { ProxierOptions } from '../control/proxier.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { IPPROTO_ICMP, PROTO_BY_K8S_NAME } from '../wire/proto.ts';
-import { sh, shJson, shTry } from '../sh.ts';
+import { shBatch, shJson, shTry } from '../sh.ts';
 
 /**
  * The hash table's id per pref of the pair: u32 handles are shared by every pref of one qdisc
@@ -168,18 +168,19 @@ export class EndpointTable {
     );
   }
 
-  /** Runs tc lines in one process; false (logged) when any failed. */
+  /** Runs tc lines in one process; false (logged, each failed line) when any failed. */
   private batch(lines: string[]): boolean {
-    try {
-      sh(['tc', '-force', '-batch', '-'], { input: `${lines.join('\n')}\n` });
-      return true;
-    } catch (err) {
-      this.log.warn(
-        { at: this.at.join(' '), err: (err as Error).message },
-        'endpoint steering not fully applied; rebuilt on the next full sync',
-      );
-      return false;
-    }
+    const failed = shBatch(
+      ['tc'],
+      lines.map((l) => l.split(' ')),
+      { force: true },
+    );
+    if (failed.length === 0) return true;
+    this.log.warn(
+      { at: this.at.join(' '), failed },
+      'endpoint steering not fully applied; rebuilt on the next full sync',
+    );
+    return false;
   }
 }
 

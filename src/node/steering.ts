@@ -74,7 +74,7 @@ import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/pr
 import type { Logger } from 'pino';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import type { ResolvedServicePort } from '../model.ts';
-import { sh, shJson, shTry } from '../sh.ts';
+import { sh, shBatch, shJson, shTry } from '../sh.ts';
 import { EndpointSteer, EndpointTable, ICMP_ERRORS, IHL5, type TcAt } from './steer-endpoints.ts';
 import { Sysctls } from './sysctl.ts';
 
@@ -147,13 +147,29 @@ export class UndoLog {
     for (const l of this.listeners) l(argv);
   }
 
-  /** Runs all steps, last first; returns the failures (things already gone are expected). */
+  /**
+   * Runs all steps, last first; returns the failures (things already gone are expected).
+   * Consecutive `tc` or `ip` steps run as one batch (shBatch: one fork, not one per step).
+   */
   unwind(): string[] {
     const failed: string[] = [];
-    while (this.steps.length > 0) {
-      const argv = this.steps.pop()!;
-      const r = shTry(argv);
-      if (!r.ok) failed.push(`${argv.join(' ')}: ${r.err.trim()}`);
+    const steps = this.steps.splice(0).reverse();
+    for (let i = 0; i < steps.length; ) {
+      const tool = steps[i]![0];
+      // `tc …` / `ip …` with no option before the subcommand: the words after the tool are one
+      // batch line as they are
+      const batchable = (s: string[]) =>
+        s[0] === tool && (tool === 'tc' || tool === 'ip') && !s[1]?.startsWith('-');
+      let j = i + 1;
+      if (batchable(steps[i]!)) while (j < steps.length && batchable(steps[j]!)) j++;
+      if (j - i > 1) {
+        const lines = steps.slice(i, j).map((argv) => argv.slice(1));
+        failed.push(...shBatch([tool!], lines, { force: true }));
+      } else {
+        const r = shTry(steps[i]!);
+        if (!r.ok) failed.push(`${steps[i]!.join(' ')}: ${r.err.trim()}`);
+      }
+      i = j;
     }
     return failed;
   }
@@ -177,6 +193,8 @@ export class Steering {
   private readonly log: Logger;
   private externalKey = '';
   private readonly sysctl: Sysctls;
+  /** devices seen with a clsact qdisc (hook asks the kernel once per device) */
+  private readonly clsact = new Set<string>();
 
   constructor(cfg: SteeringConfig, undo: UndoLog, log: Logger, endpoints = new EndpointSteer()) {
     this.cfg = cfg;
@@ -331,25 +349,26 @@ export class Steering {
     return true;
   }
 
-  /** One filter per match list, all at `pref` of `at` (replacing what was there). */
+  /** One filter per match list, all at `pref` of `at` (replacing what was there), one batch. */
   private hook(at: TcAt, pref: number, matches: string[][]): void {
-    if (at[0] === 'dev') {
+    if (at[0] === 'dev' && !this.clsact.has(at[1])) {
       const dev = at[1];
       const qdiscs = shJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
       if (!qdiscs.some((q) => q.kind === 'clsact')) {
         this.undo.add(['tc', 'qdisc', 'del', 'dev', dev, 'clsact']);
         this.exec(['tc', 'qdisc', 'add', 'dev', dev, 'clsact']);
       }
+      this.clsact.add(dev);
     }
     const del = ['tc', 'filter', 'del', ...at, 'pref', String(pref)];
     shTry(del); // a stale filter of a crashed run
     this.undo.add(del);
     const action = ['action', 'mirred', 'egress', 'redirect', 'dev', this.cfg.tun];
-    const filter = ['tc', 'filter', 'add', ...at, 'pref', String(pref)];
-    for (const match of matches) {
-      this.exec([...filter, 'protocol', 'ip', 'u32', ...match, ...action]);
-      this.log.debug({ at: at.join(' '), pref, match: match.join(' ') }, 'tc redirect installed');
-    }
+    const filter = ['filter', 'add', ...at, 'pref', String(pref)];
+    const adds = matches.map((match) => [...filter, 'protocol', 'ip', 'u32', ...match, ...action]);
+    shBatch(['tc'], adds);
+    for (const a of adds) this.applied.push(`tc ${a.join(' ')}`);
+    this.log.debug({ at: at.join(' '), pref, filters: adds.length }, 'tc redirects installed');
   }
 
   private exec(argv: string[]): void {

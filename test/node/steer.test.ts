@@ -56,10 +56,18 @@ const udp = (from: string, to: string) =>
 const http = (from: string, to: string) => t.curl(from, `http://${to}/`, 2);
 
 /** packets the agent read, and the TUN's own count of what the kernel handed it */
+/**
+ * The agent's packet count and the TUN's tx_packets, once the agent has read everything the
+ * kernel queued (a connection's last ACK may still be in the queue right after curl exits: a
+ * sample taken then saw read 9 of tx 11 and the next one 11 of 11, as if traffic had arrived).
+ */
 async function tunSeen(): Promise<{ read: number; tx: number }> {
-  const st = (await ctlRequest(t.socket, { cmd: 'status' })) as { packets: number };
-  const tx = Number(t.must('node', ['cat', '/sys/class/net/kt0/statistics/tx_packets']).trim());
-  return { read: st.packets, tx };
+  for (let i = 0; ; i++) {
+    const st = (await ctlRequest(t.socket, { cmd: 'status' })) as { packets: number };
+    const tx = Number(t.must('node', ['cat', '/sys/class/net/kt0/statistics/tx_packets']).trim());
+    if (st.packets >= tx || i === 50) return { read: st.packets, tx };
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /** tc's view of the pods' block (every table entry matches on the source address at 12). */
