@@ -4,10 +4,13 @@
 import { requireRoot, UsageError } from '../errors.ts';
 import type { Command } from 'commander';
 import {
+  AGENT_ACTIONS,
+  type AgentAction,
   findNode,
   findUplink,
   firstNodes,
   installSystemd,
+  nodeAgent,
   provisionNode,
   systemdUnits,
   unprovisionNode,
@@ -23,6 +26,7 @@ interface Flags {
   systemd?: boolean;
   networkOnly?: boolean;
   down?: boolean;
+  agent?: string;
   dataPlane: 'kubetun' | 'none';
 }
 
@@ -45,12 +49,18 @@ export function register(program: Command): void {
     .option('--network-only', 'pods, routes and sysctls only: no pod servers, no kubetun')
     .option('--data-plane <kind>', 'kubetun or none', 'kubetun')
     .option('--down', 'remove what an earlier provision-node made here')
+    .option(
+      '--agent <action>',
+      "start, stop or status: only this node's kubetun, however it runs here (systemd or not); prints running or stopped",
+    )
     .action((f: Flags) => provision(f));
 }
 
 async function provision(f: Flags): Promise<void> {
   if (f.dataPlane !== 'kubetun' && f.dataPlane !== 'none')
     throw new UsageError(`--data-plane: "${f.dataPlane}" is not kubetun or none`);
+  if (f.agent !== undefined && !(AGENT_ACTIONS as readonly string[]).includes(f.agent))
+    throw new UsageError(`--agent: "${f.agent}" is not one of ${AGENT_ACTIONS.join(', ')}`);
   requireRoot('lab provision-node');
   const all = loadTopology(f.topology);
   const t = f.nodes === undefined ? all : firstNodes(all, Number(f.nodes));
@@ -66,6 +76,11 @@ async function provision(f: Flags): Promise<void> {
       `${t.file}: node ${n.name}: ip: ${n.ip} is on no interface of this machine ` +
         '(Vagrant puts it on the private network, eth1; the wrong VM, or --node?)',
     );
+  if (f.agent) {
+    const running = await nodeAgent(t, n, uplink, f.agent as AgentAction, say);
+    process.stdout.write(`${running ? 'running' : 'stopped'}\n`);
+    return;
+  }
   const at = { uplink };
   if (f.systemd) {
     const units = systemdUnits(t, n, uplink, {

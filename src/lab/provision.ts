@@ -9,7 +9,15 @@
 //   Vagrantfile ─▶ lab/provision/node.sh <node> ─▶ kubetun lab provision-node --systemd
 //   lab up      ─▶ provisionNetwork / startPodServers / startAgent with NodeTarget.ns set
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT } from '../runtime.ts';
@@ -164,6 +172,17 @@ export async function stopAgent(a: LabProcess): Promise<void> {
   const agentStart = agent > 0 ? procStartTime(agent) : undefined;
   if (agentStart !== undefined) await stopProcess({ pid: agent, startTime: agentStart }, 20_000);
   if (a.ctlSocket) removeSupervisorFile(a.ctlSocket);
+  await waitGone(dog);
+}
+
+/** A stopped agent's control socket and saved state: the next start begins afresh. */
+export function forgetAgentFiles(ctlSocket: string): void {
+  rmSync(ctlSocket, { force: true });
+  rmSync(statePathFor(ctlSocket), { force: true });
+}
+
+/** Waits out a fail-open watchdog (0: none) for at most the restart grace window and then some. */
+async function waitGone(dog: number): Promise<void> {
   const deadline = Date.now() + DEFAULT_RESTART_GRACE_MS + 10_000;
   while (dog > 0 && procStartTime(dog) !== undefined && Date.now() < deadline) await sleep(50);
 }
@@ -208,9 +227,15 @@ export function startOnHost(role: LabProcess['role'], name: string, argv: string
   }
 }
 
-/** The interface that holds ip in this network namespace (Vagrant's private network: eth1). */
-export function findUplink(ip: string): string | undefined {
-  const links = JSON.parse(sh(['ip', '-j', '-4', 'addr', 'show'])) as {
+/**
+ * The interface that holds ip in this network namespace (Vagrant's private network: eth1); via:
+ * where `ip` runs (another machine's, for a lab compared from here).
+ */
+export function findUplink(
+  ip: string,
+  via: (argv: string[]) => string[] = (a) => a,
+): string | undefined {
+  const links = JSON.parse(sh(via(['ip', '-j', '-4', 'addr', 'show']))) as {
     ifname: string;
     addr_info?: { local?: string }[];
   }[];
@@ -322,11 +347,8 @@ export async function unprovisionNode(
     (c) => !(c[1] === 'netns' && c[2] === 'del' && !present.has(c[3]!)),
   );
   for (const cmd of undo) shTry(cmd);
-  if (rec?.processes.some((p) => p.ctlSocket)) {
-    const sock = rec.processes.find((p) => p.ctlSocket)!.ctlSocket!;
-    rmSync(sock, { force: true });
-    rmSync(`${sock.replace(/\.sock$/, '')}.state.json`, { force: true });
-  }
+  if (rec?.processes.some((p) => p.ctlSocket))
+    forgetAgentFiles(rec.processes.find((p) => p.ctlSocket)!.ctlSocket!);
   rmSync(nodeRecordFile(n.name), { force: true });
   if (rec || stopped > 0)
     say(`${n.name}: removed the previous provisioning (${stopped} processes)`);
@@ -365,6 +387,7 @@ export interface Unit {
 
 const NET_UNIT = 'kubetun-node.service';
 export const AGENT_UNIT = 'kubetun.service';
+const SYSTEMD_DIR = '/etc/systemd/system';
 
 export function systemdUnits(t: Topology, n: LabNode, uplink: string, c: UnitContext): Unit[] {
   const node = c.node ?? process.execPath;
@@ -443,12 +466,7 @@ function unit(name: string, what: string, needs: string[], service: string[]): U
 }
 
 /** Writes and (re)starts the units; returns once kubetun answers on its control socket. */
-export async function installSystemd(
-  units: Unit[],
-  n: LabNode,
-  say: Say,
-  dir = '/etc/systemd/system',
-) {
+export async function installSystemd(units: Unit[], n: LabNode, say: Say, dir = SYSTEMD_DIR) {
   const names = units.map((u) => u.name);
   // Generous deadlines: under software emulation (a TCG VM, docs/vagrant.md) systemctl takes
   // tens of seconds and the agent's first start minutes; active() still ends the wait early.
@@ -458,13 +476,87 @@ export async function installSystemd(
   sh(['systemctl', 'daemon-reload'], { timeoutMs: 120_000 });
   sh(['systemctl', 'enable', ...names], { timeoutMs: 120_000 });
   sh(['systemctl', 'start', ...names], { timeoutMs: 300_000 });
+  await waitUnitAgent(n, say);
+}
+
+const unitActive = () => shTry(['systemctl', 'is-active', '--quiet', AGENT_UNIT]).ok;
+
+async function waitUnitAgent(n: LabNode, say: Say): Promise<void> {
   const sock = ctlSocketFor(n);
-  const active = () => shTry(['systemctl', 'is-active', '--quiet', AGENT_UNIT]).ok;
   try {
-    await waitForCtl(sock, 900_000, active);
+    await waitForCtl(sock, 900_000, unitActive);
   } catch (err) {
     const log = shTry(['journalctl', '-u', AGENT_UNIT, '-n', '20', '--no-pager']).out;
     throw new LabError(`${AGENT_UNIT}: ${(err as Error).message}\n${log}`);
   }
   say(`kubetun on ${n.name} answers on ${sock}`);
+}
+
+export type AgentAction = 'start' | 'stop' | 'status';
+export const AGENT_ACTIONS: readonly AgentAction[] = ['start', 'stop', 'status'];
+
+/**
+ * This node's kubetun alone, however provisioning runs it here — the systemd unit (--systemd, a
+ * VM) or the background process of the node record (a stand-in) — started and answering on its
+ * control socket, stopped, or reported; returns whether it runs. A stop is a clean one
+ * (SIGTERM: the agent undoes its own steering, its watchdog exits; a systemd stop alone would
+ * hand over, keeping the steering for the restart grace window). How `lab compare --vms` turns a
+ * node from kubetun to the kernel's rules and back, knowing nothing of how the node runs it.
+ */
+export async function nodeAgent(
+  t: Topology,
+  n: LabNode,
+  uplink: string,
+  action: AgentAction,
+  say: Say,
+): Promise<boolean> {
+  const rec = readRecord(n.name);
+  if (rec) return recordAgent(t, n, uplink, rec, action, say);
+  if (!existsSync(join(SYSTEMD_DIR, AGENT_UNIT)))
+    throw new LabError(
+      `node ${n.name} was not provisioned on this machine (no ${nodeRecordFile(n.name)}, no ${AGENT_UNIT}): run kubetun lab provision-node first`,
+    );
+  if (action === 'status') return unitActive();
+  if (action === 'start') {
+    if (!unitActive()) sh(['systemctl', 'start', AGENT_UNIT], { timeoutMs: 300_000 });
+    await waitUnitAgent(n, say);
+    return true;
+  }
+  const sock = ctlSocketFor(n);
+  const dog = watchdogOf(statePathFor(sock));
+  const pid = Number(shTry(['systemctl', 'show', '-p', 'MainPID', '--value', AGENT_UNIT]).out);
+  const main = pid > 0 ? procStartTime(pid) : undefined;
+  // SIGTERM exits 0: Restart=on-failure leaves it down, and the unit goes inactive by itself.
+  if (main !== undefined) await stopProcess({ pid, startTime: main }, 120_000);
+  shTry(['systemctl', 'stop', AGENT_UNIT], 120_000);
+  await waitGone(dog);
+  say(`kubetun on ${n.name} stopped (${AGENT_UNIT})`);
+  return false;
+}
+
+async function recordAgent(
+  t: Topology,
+  n: LabNode,
+  uplink: string,
+  rec: NodeRecord,
+  action: AgentAction,
+  say: Say,
+): Promise<boolean> {
+  const agents = rec.processes.filter((p) => p.role === 'kubetun');
+  const running = agents.some((p) => isAlive(p));
+  if (action === 'status' || (action === 'start' && running)) return running;
+  if (action === 'stop') {
+    for (const a of agents.filter((p) => isAlive(p))) await stopAgent(a);
+    for (const a of agents) if (a.ctlSocket) forgetAgentFiles(a.ctlSocket);
+    rec.processes = rec.processes.filter((p) => p.role !== 'kubetun');
+    writeRecord(rec);
+    say(`kubetun on ${n.name} stopped`);
+    return false;
+  }
+  const a = startAgent(t, n, { uplink }, ctlSocketFor(n));
+  rec.processes = rec.processes.filter((p) => p.role !== 'kubetun').concat(a);
+  writeRecord(rec);
+  await waitAgent(a);
+  say(`kubetun on ${n.name} answers on ${a.ctlSocket}`);
+  return true;
 }

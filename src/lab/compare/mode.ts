@@ -5,12 +5,11 @@
 //                     redirects, the service route, sysctls), then install the kernel ruleset;
 //   kernel → kubetun: flush the node's nftables ruleset (iptables-nft lives there too), the
 //                     service route and conntrack, then start kubetun on every node.
-import { rmSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Progress, startKubetun, withLabLock } from '../lab.ts';
 import { flushKernelDataplane, installKernelDataplane, isKernelMode } from '../kube-proxy.ts';
 import { isAlive } from '../procs.ts';
-import { stopAgent } from '../provision.ts';
+import { forgetAgentFiles, stopAgent } from '../provision.ts';
 import { LabError } from '../error.ts';
 import { inNs, shTry } from '../../sh.ts';
 import { type LabMode, type LabState, readState, writeState } from '../state.ts';
@@ -80,10 +79,7 @@ async function stopAgents(state: LabState, say: Progress): Promise<void> {
   await Promise.all(agents.map((a) => stopAgent(a)));
   for (const a of agents) {
     if (isAlive(a)) throw new LabError(`kubetun on ${a.name} (pid ${a.pid}) did not stop`);
-    if (a.ctlSocket) {
-      rmSync(a.ctlSocket, { force: true });
-      rmSync(`${a.ctlSocket.replace(/\.sock$/, '')}.state.json`, { force: true });
-    }
+    if (a.ctlSocket) forgetAgentFiles(a.ctlSocket);
   }
   state.processes = state.processes.filter((p) => p.role !== 'kubetun');
   writeState(state);
