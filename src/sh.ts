@@ -8,6 +8,8 @@
 //   shJson    `ip -j` / `tc -j` output parsed
 //   shBatch   many `ip` or `tc` commands in one process (`-batch -`)
 //   shAsync   like shTry, asynchronous: many commands at once (exercise checks)
+//   inNs      argv inside a lab namespace: `ip netns exec`, or the route of a lab on other
+//             machines (NsRoute, withNsRoute)
 //
 // Synchronous by default on purpose: lab up and the agent's start are sequences where each step
 // needs the one before. zx is not used here: see docs/architecture.md ("Shell commands").
@@ -137,9 +139,46 @@ export function shAsync(argv: readonly string[], timeoutMs = 15_000): Promise<Sh
   });
 }
 
-/** argv to run a command inside a network namespace. */
+/**
+ * Where a namespace's commands run. The default is this machine: `ip netns exec <ns>`. A lab
+ * whose nodes are other machines (`lab compare --vms`: VMs reached by ssh) installs its own
+ * route for the length of a run (withNsRoute), and every command the lab engine builds with
+ * inNs — captures, scenarios, mode switches — goes there instead, unchanged otherwise.
+ */
+export interface NsRoute {
+  /** argv that runs argv inside namespace ns */
+  argv(ns: string, argv: readonly string[]): string[];
+  /** the Node binary where the namespaces are (a lab command written in JavaScript) */
+  node: string;
+}
+
+/** This machine's namespaces. */
+export const LOCAL_ROUTE: NsRoute = {
+  argv: (ns, argv) => ['ip', 'netns', 'exec', ns, ...argv],
+  node: process.execPath,
+};
+
+let route: NsRoute = LOCAL_ROUTE;
+
+/** argv to run a command inside a network namespace (through the current route). */
 export function inNs(ns: string, argv: readonly string[]): string[] {
-  return ['ip', 'netns', 'exec', ns, ...argv];
+  return route.argv(ns, argv);
+}
+
+/** The Node binary on the side of the current route. */
+export function nsNode(): string {
+  return route.node;
+}
+
+/** Runs fn with r as the namespaces' route; the previous route is back afterwards. */
+export async function withNsRoute<T>(r: NsRoute, fn: () => Promise<T>): Promise<T> {
+  const before = route;
+  route = r;
+  try {
+    return await fn();
+  } finally {
+    route = before;
+  }
 }
 
 /** The network namespaces of this machine (`ip netns list`). */
@@ -150,7 +189,7 @@ export function listNetns(): string[] {
     .filter((n) => n !== '');
 }
 
-/** POSIX shell quoting, for the watchdog's undo script. */
+/** POSIX shell quoting, for the watchdog's undo script and a command sent over ssh. */
 export function shQuote(s: string): string {
   return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }

@@ -9,6 +9,7 @@ import { LAB_MODES, type LabMode, readState } from '../lab/state.ts';
 import { formatStatus, labStatus } from '../lab/status.ts';
 import { loadTopology } from '../lab/topology.ts';
 import { registerExercise } from './exercise.ts';
+import { registerCompare } from './lab-compare.ts';
 
 const progress = (msg: string) => process.stderr.write(`lab: ${msg}\n`);
 
@@ -163,61 +164,7 @@ export function register(program: Command): void {
       }),
     );
 
-  lab
-    .command('compare [scenario...]')
-    .description(
-      "run scenarios with kube-proxy's kernel rules and with kubetun on the same lab, capture at the same points and diff packet by packet (exit 1 on any difference)",
-    )
-    .addOption(topo())
-    .addOption(
-      new Option('--kernel <mode>', 'the kube-proxy mode to compare with')
-        .choices(['iptables', 'nftables'])
-        .default('nftables'),
-    )
-    .option('--html <file>', 'also write a self-contained HTML report with ladder diagrams')
-    .option('--json', 'print the report as JSON')
-    .option('--list', 'list the scenarios and exit')
-    .option(
-      '--kubetun-first',
-      "run kubetun first; its backend choices become the kernel run's targets",
-    )
-    .action(
-      (
-        names: string[],
-        o: {
-          topology: string;
-          kernel: 'iptables' | 'nftables';
-          html?: string;
-          json?: boolean;
-          list?: boolean;
-          kubetunFirst?: boolean;
-        },
-      ) =>
-        guarded('compare', async () => {
-          const { findScenarios, SCENARIOS } = await import('../lab/compare/scenarios.ts');
-          if (o.list) {
-            for (const s of SCENARIOS) process.stdout.write(`${s.name.padEnd(18)} ${s.title}\n`);
-            return;
-          }
-          const scenarios = findScenarios(names);
-          requireRoot('lab compare');
-          const { labCompare } = await import('../lab/compare/run.ts');
-          const { formatReport } = await import('../lab/compare/report.ts');
-          const r = await labCompare(scenarios, {
-            kernel: o.kernel,
-            topology: o.topology,
-            progress,
-            kubetunFirst: o.kubetunFirst,
-          });
-          if (o.html) {
-            const { renderHtml } = await import('../lab/compare/html.ts');
-            writeFileSync(o.html, renderHtml(r));
-            progress(`wrote ${o.html}`);
-          }
-          process.stdout.write(o.json ? `${JSON.stringify(r, null, 2)}\n` : `${formatReport(r)}\n`);
-          if (r.differences > 0) process.exitCode = 1;
-        }),
-    );
+  registerCompare(lab, guarded, topo);
 
   registerExercise(lab, guarded);
 

@@ -75,7 +75,7 @@ export function installKubeProxyNftables(t: Topology, n: LabNode, dir = VIEW_DIR
  * default route: without this one the route lookup fails before any filter rule runs.
  */
 function addServiceRoute(t: Topology, n: LabNode): void {
-  sh(['ip', '-n', n.ns, 'route', 'replace', t.serviceCidr, 'dev', n.uplink]);
+  sh(inNs(n.ns, ['ip', 'route', 'replace', t.serviceCidr, 'dev', n.uplink]));
 }
 
 /** The data plane of a kernel mode on every node, with conntrack sysctls; says what it did. */
@@ -101,7 +101,7 @@ export function installKernelDataplane(
 export function flushKernelDataplane(t: Topology): void {
   for (const n of t.nodes) {
     shTry(inNs(n.ns, ['nft', 'flush', 'ruleset']));
-    shTry(['ip', '-n', n.ns, 'route', 'del', t.serviceCidr, 'dev', n.uplink]);
+    shTry(inNs(n.ns, ['ip', 'route', 'del', t.serviceCidr, 'dev', n.uplink]));
     shTry(inNs(n.ns, ['conntrack', '-F']));
   }
 }

@@ -1,12 +1,13 @@
-// Capturing one scenario run: tcpdump -w at every capture point (the client's node-side veth,
-// each possible backend's veth, every node's uplink), then the pcaps read back with the
-// project's reader (src/pcap/reader.ts) into packet records.
+// Capturing one scenario run: tcpdump at every capture point (the client's node-side veth,
+// each possible backend's veth, every node's uplink), its pcap streamed to a file here
+// (`tcpdump -U -w -`: where the point is a VM's, over ssh), then read back with the project's
+// reader (src/pcap/reader.ts) into packet records — on this machine's clock.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { readPcap } from '../../pcap/reader.ts';
-import { startInNs, stopProcess, waitForLog } from '../procs.ts';
-import { LOG_DIR, type LabProcess } from '../state.ts';
+import { endStream, readLog, type Stream, startStream, tail, waitForStreamLog } from '../procs.ts';
+import { LabError } from '../error.ts';
 import type { HopAt } from '../show/flow.ts';
 import { allPods, type LabClient, type LabPod, type Topology } from '../topology.ts';
 import { decodeIpv4, type Pkt } from './packets.ts';
@@ -65,49 +66,79 @@ export function capturePoints(
 
 export interface Running {
   points: CapturePoint[];
-  procs: LabProcess[];
-  files: string[];
+  streams: Stream[];
 }
 
-/** filter: a tcpdump filter expression (default: the client's address) */
+/** filter: a tcpdump filter expression (default: the client's address); dir: where pcaps go */
 export async function startCaptures(
   points: CapturePoint[],
   filter: string,
   tag: string,
+  dir: string,
+  readyMs = 10_000,
 ): Promise<Running> {
-  const dir = join(LOG_DIR, 'compare');
   mkdirSync(dir, { recursive: true });
-  const procs: LabProcess[] = [];
-  const files: string[] = [];
+  const streams: Stream[] = [];
   for (const cp of points) {
     const base = join(dir, `${tag}-${cp.ns}-${cp.ifname}`);
-    const log = `${base}.log`;
-    writeFileSync(log, '');
-    files.push(`${base}.pcap`);
-    // -U: every packet is written as it comes, so stopping the capture loses nothing.
-    const argv = ['tcpdump', '-i', cp.ifname, '-n', '-U', '--immediate-mode', '-w', `${base}.pcap`];
+    writeFileSync(`${base}.log`, '');
+    // -U: every packet is written to the pipe as it comes; the stream's end (endStream) stops
+    // tcpdump with SIGTERM only after the far side has everything, so nothing is lost.
+    const argv = ['tcpdump', '-i', cp.ifname, '-n', '-U', '--immediate-mode', '-w', '-'];
     argv.push(`ip and (${filter})`);
-    procs.push(startInNs('capture', cp.name, cp.ns, argv, log));
+    streams.push(startStream(cp.name, cp.ns, argv, `${base}.pcap`, `${base}.log`));
   }
   try {
-    await Promise.all(procs.map((p) => waitForLog(p, /listening on/, 10_000)));
+    await Promise.all(streams.map((s) => waitForStreamLog(s, /listening on/, readyMs)));
   } catch (err) {
-    await Promise.all(procs.map((p) => stopProcess(p, 500)));
+    await Promise.all(streams.map((s) => endStream(s, 2000)));
     throw err;
   }
-  return { points, procs, files };
+  return { points, streams };
 }
 
-/** Stops the captures (after letting the last packets land) and reads every pcap back. */
-export async function stopCaptures(r: Running): Promise<{ point: CapturePoint; packets: Pkt[] }[]> {
+/**
+ * Stops the captures (after letting the last packets land) and reads every pcap back. A packet
+ * time is taken on the capturing machine's clock; clockOffsetUs(ns) (that clock minus this
+ * one's) brings it onto this machine's, which the attempts' time windows use (run.ts).
+ */
+export async function stopCaptures(
+  r: Running,
+  clockOffsetUs: (ns: string) => number = () => 0,
+): Promise<{ point: CapturePoint; packets: Pkt[] }[]> {
   await sleep(300);
-  await Promise.all(r.procs.map((p) => stopProcess(p, 2000)));
+  await Promise.all(r.streams.map((s) => endStream(s)));
   return r.points.map((point, i) => {
-    const pcap = readPcap(new Uint8Array(readFileSync(r.files[i]!)), r.files[i]);
+    const s = r.streams[i]!;
+    const pcap = readPcap(new Uint8Array(readFileSync(s.out)), s.out);
+    checkComplete(point, s, pcap.packets.length);
+    const offset = clockOffsetUs(point.ns);
     const packets = pcap.packets.flatMap((p) => {
-      const d = decodeIpv4(p.data, p.tsSec * 1e6 + Math.floor(p.tsNsec / 1000));
+      const d = decodeIpv4(p.data, p.tsSec * 1e6 + Math.floor(p.tsNsec / 1000) - offset);
       return d ? [d] : [];
     });
     return { point, packets };
   });
+}
+
+/**
+ * Every packet tcpdump took is in the pcap, and the kernel dropped none: tcpdump's own count at
+ * exit ("N packets captured") against what the pcap holds. A comparison with a packet missing
+ * on one side would report a difference that is the capture's, not the data plane's.
+ */
+function checkComplete(point: CapturePoint, s: Stream, inPcap: number): void {
+  const log = readLog(s.log);
+  const captured = /(\d+) packets? captured/.exec(log);
+  const dropped = /(\d+) packets? dropped by kernel/.exec(log);
+  const where = `the capture at ${point.name} (${point.ns})`;
+  if (!captured)
+    throw new LabError(`${where} did not end cleanly (no tcpdump statistics):\n${tail(s.log)}`);
+  if (Number(captured[1]) !== inPcap)
+    throw new LabError(
+      `${where} lost packets: tcpdump captured ${captured[1]}, the pcap holds ${inPcap}`,
+    );
+  if (dropped && Number(dropped[1]) > 0)
+    throw new LabError(
+      `${where}: the kernel dropped ${dropped[1]} packets before tcpdump saw them`,
+    );
 }

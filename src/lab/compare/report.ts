@@ -1,6 +1,7 @@
 // The text report of `lab compare`: one block per scenario, per capture point "same" or the
 // first difference packet by packet, then the normalisations applied.
 import { formatPointDiff } from './diff.ts';
+import type { ClockOffset } from './clock.ts';
 import type { CompareReport, ScenarioResult } from './run.ts';
 
 const VERDICT = {
@@ -10,7 +11,10 @@ const VERDICT = {
 };
 
 export function formatReport(r: CompareReport): string {
-  const out = [`kubetun vs kube-proxy (${r.kernel} mode), ${r.results.length} scenarios`, ''];
+  const on = r.lab ? ` on ${r.lab}` : '';
+  const out = [`kubetun vs kube-proxy (${r.kernel} mode)${on}, ${r.results.length} scenarios`];
+  if (r.clocks) out.push(`clocks (capturing machine minus this one): ${formatClocks(r.clocks)}`);
+  out.push('');
   for (const s of r.results) out.push(...formatScenario(s, r.kernel), '');
   out.push('Normalised (legitimately random, ignored):');
   for (const n of r.normalisations) out.push(`  - ${n}`);
@@ -36,4 +40,14 @@ function formatScenario(s: ScenarioResult, kernel: string): string[] {
   for (const p of s.points)
     out.push(...formatPointDiff(p, a.mode === 'kubetun' ? 'kubetun' : kernel, b.mode));
   return out;
+}
+
+/** "node1 +3.214 s ± 0.8 ms, node2 …" */
+export function formatClocks(clocks: Record<string, ClockOffset>): string {
+  return Object.entries(clocks)
+    .map(([m, c]) => {
+      const s = c.offsetUs / 1e6;
+      return `${m} ${s >= 0 ? '+' : ''}${s.toFixed(3)} s ± ${(c.rttUs / 2000).toFixed(1)} ms`;
+    })
+    .join(', ');
 }

@@ -1,16 +1,20 @@
 // `kubetun lab compare`: every scenario in the kernel mode first (kube-proxy's rules, the
-// reference), then in kubetun mode, on the same running lab (switched with `lab mode`, never
+// reference), then in kubetun mode, on the same running lab (switched in place, never
 // rebuilt); captures normalised and diffed per capture point. The lab is left in the mode it had.
-import { type Progress, labUp } from '../lab.ts';
+// The lab is the namespace lab of this machine, or one whose nodes are VMs (labs.ts): every
+// command below goes through sh.ts inNs, which the lab's route sends where its namespaces are.
+import type { Progress } from '../lab.ts';
 import type { KernelMode } from '../kube-proxy.ts';
 import { readLabServices } from '../manifests.ts';
 import { LabError } from '../error.ts';
-import { inNs, shTry } from '../../sh.ts';
-import { type LabMode, readState, VIEW_DIR } from '../state.ts';
-import { allPods, loadTopology, type Topology } from '../topology.ts';
+import { UsageError } from '../../errors.ts';
+import { inNs, shTry, withNsRoute } from '../../sh.ts';
+import type { LabMode } from '../state.ts';
+import { allPods, type Topology } from '../topology.ts';
 import { type CapturePoint, capturePoints, startCaptures, stopCaptures } from './capture.ts';
+import { type ClockOffset, nowUs } from './clock.ts';
 import { diffRuns, type PointDiff } from './diff.ts';
-import { labSwitchMode } from './mode.ts';
+import { type CompareLab, namespaceLab } from './labs.ts';
 import { flowKey, NORMALISATIONS, type NPkt, normaliseRun } from './normalise.ts';
 import type { Pkt } from './packets.ts';
 import { type Attempt, MAX_TRIES, portBlock, type Scenario } from './scenarios.ts';
@@ -48,6 +52,10 @@ export interface ScenarioResult {
 
 export interface CompareReport {
   kernel: KernelMode;
+  /** the lab compared on */
+  lab?: string;
+  /** the capturing machines' clocks minus this one's (a VM lab), measured before each plane */
+  clocks?: Record<string, ClockOffset>;
   normalisations: readonly string[];
   results: ScenarioResult[];
   differences: number;
@@ -61,6 +69,8 @@ export interface CompareOptions {
   progress?: Progress;
   /** run kubetun first (its backends become the targets); default: the kernel first */
   kubetunFirst?: boolean;
+  /** the lab to compare on; default: the namespace lab (brought up if it is not) */
+  lab?: CompareLab;
 }
 
 export async function labCompare(
@@ -69,38 +79,58 @@ export async function labCompare(
 ): Promise<CompareReport> {
   const say = opts.progress ?? (() => {});
   const kernel = opts.kernel ?? 'nftables';
-  let state = readState();
-  if (state?.phase !== 'up')
-    state = await labUp({ topology: opts.topology, mode: kernel, progress: say });
-  const original: LabMode = state.mode;
-  const t = loadTopology(state.topologyFile);
+  const lab = opts.lab ?? (await namespaceLab({ topology: opts.topology, kernel, progress: say }));
+  const refused = scenarios.flatMap((s) => {
+    const why = lab.cannotRun(s);
+    return why ? [`${s.name}: ${why}`] : [];
+  });
+  if (refused.length > 0)
+    throw new UsageError(`not on ${lab.name}:\n  ${refused.join('\n  ')}`, {
+      hint: 'kubetun lab compare --list (with the same lab options) says which scenarios run there',
+    });
+  const compare = () => compareOn(lab, scenarios, kernel, opts.kubetunFirst ?? false, say);
+  return lab.route ? withNsRoute(lab.route, compare) : compare();
+}
+
+async function compareOn(
+  lab: CompareLab,
+  scenarios: Scenario[],
+  kernel: KernelMode,
+  kubetunFirst: boolean,
+  say: Progress,
+): Promise<CompareReport> {
+  const original: LabMode = lab.mode();
+  const t = lab.topology;
   const runs = new Map<PlaneMode, Map<string, ScenarioRun>>();
-  const order: PlaneMode[] = opts.kubetunFirst ? ['kubetun', kernel] : [kernel, 'kubetun'];
+  const order: PlaneMode[] = kubetunFirst ? ['kubetun', kernel] : [kernel, 'kubetun'];
   try {
     for (const [i, mode] of order.entries()) {
-      await labSwitchMode(mode, say, { reinstall: true });
+      await lab.switchMode(mode, say, true);
       const done = new Map<string, ScenarioRun>();
       for (const s of scenarios) {
         say(`${s.name} with ${mode}`);
         // The first plane's backend is the target the second plane's same-backend runs seek.
         const target = i === 0 ? undefined : runs.get(order[0]!)!.get(s.name)!.backend;
-        done.set(s.name, await runScenario(t, s, mode, target));
+        done.set(s.name, await runScenario(lab, s, mode, target));
       }
       runs.set(mode, done);
     }
   } finally {
-    if (readState()?.mode !== original) await labSwitchMode(original, say);
+    if (lab.mode() !== original) await lab.switchMode(original, say, false);
   }
   const kernelRuns = runs.get(kernel)!;
   const kubetunRuns = runs.get('kubetun')!;
   const results = scenarios.map((s) =>
     judge(s, kernel, kernelRuns.get(s.name)!, kubetunRuns.get(s.name)!),
   );
-  const drawing = labDrawing(t, resolveServicePorts(loadManifests(VIEW_DIR)), {
+  const drawing = labDrawing(t, resolveServicePorts(loadManifests(lab.viewDir)), {
     mode: `${kernel} and kubetun, one after the other`,
   });
+  const clocks = lab.clocks();
   return {
     kernel,
+    lab: lab.name,
+    ...(Object.keys(clocks).length > 0 ? { clocks } : {}),
     normalisations: NORMALISATIONS,
     results,
     differences: results.filter((r) => r.verdict === 'different').length,
@@ -134,21 +164,23 @@ export function judge(
 }
 
 async function runScenario(
-  t: Topology,
+  lab: CompareLab,
   s: Scenario,
   mode: PlaneMode,
   target: string | undefined,
 ): Promise<ScenarioRun> {
+  const t = lab.topology;
   const client = [...allPods(t), ...t.clients].find((p) => p.name === s.client);
   if (!client)
     throw new LabError(`scenario ${s.name}: the topology has no pod or client ${s.client}`);
-  const points = capturePoints(t, client, s.backends ?? serviceBackends(s.service));
-  const filter = s.captureFilter ?? `host ${client.ip}`;
+  const points = capturePoints(t, client, s.backends ?? serviceBackends(lab, s.service));
+  const filter = s.captureFilter?.(t, client) ?? `host ${client.ip}`;
   quietStart(t);
   await s.setup?.(t);
   let caps: Awaited<ReturnType<typeof startCaptures>>;
   try {
-    caps = await startCaptures(points, filter, `${mode}-${s.name}`);
+    const readyMs = 10_000 * lab.slowness;
+    caps = await startCaptures(points, filter, `${mode}-${s.name}`, lab.captureDir, readyMs);
   } catch (err) {
     await s.teardown?.(t);
     throw err;
@@ -156,7 +188,7 @@ async function runScenario(
   const attempts: Attempt[] = [];
   const kept: number[] = [];
   const [first] = portBlock(s);
-  const ctx = (i: number) => ({ port: first + i * 21, id: first + i });
+  const ctx = (i: number) => ({ port: first + i * 21, id: first + i, slowness: lab.slowness });
   let captured: Awaited<ReturnType<typeof stopCaptures>>;
   try {
     if (s.choice === 'same-backend') {
@@ -179,7 +211,7 @@ async function runScenario(
     }
   } finally {
     try {
-      captured = await stopCaptures(caps);
+      captured = await stopCaptures(caps, (ns) => lab.clockOffsetUs(ns));
     } finally {
       await s.teardown?.(t);
     }
@@ -205,20 +237,15 @@ async function runScenario(
  * neighbours are flushed; the next packet re-learns a live one in a millisecond.
  */
 function quietStart(t: Topology): void {
-  for (const n of t.nodes) shTry(inNs(n.ns, ['ip', 'neigh', 'flush', 'dev', n.uplink]), 5000);
+  for (const n of t.nodes) shTry(inNs(n.ns, ['ip', 'neigh', 'flush', 'dev', n.uplink]), 30_000);
 }
 
 /** The endpoint IPs of a lab service (every port), from the manifests the data planes load. */
-function serviceBackends(name: string | undefined): string[] {
+function serviceBackends(lab: CompareLab, name: string | undefined): string[] {
   if (!name) return [];
-  const svc = readLabServices(VIEW_DIR).find((x) => x.name === name);
-  if (!svc) throw new LabError(`the lab view in ${VIEW_DIR} has no service ${name}`);
+  const svc = readLabServices(lab.viewDir).find((x) => x.name === name);
+  if (!svc) throw new LabError(`the lab view in ${lab.viewDir} has no service ${name}`);
   return [...new Set(svc.ports.flatMap((p) => p.endpoints.map((e) => e.ip)))];
-}
-
-/** Wall-clock µs (the capture clock), finer than Date.now()'s milliseconds. */
-function nowUs(): number {
-  return Math.floor((performance.timeOrigin + performance.now()) * 1000);
 }
 
 async function timed(run: () => Attempt | Promise<Attempt>): Promise<Attempt> {

@@ -17,7 +17,7 @@
 // never land in the next one's capture, whichever order they run in.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { UsageError } from '../../errors.ts';
-import { inNs, shTry } from '../../sh.ts';
+import { inNs, nsNode, shTry } from '../../sh.ts';
 import { apiCall } from '../api.ts';
 import type { ApplyReply } from '../control-plane-api.ts';
 import { LabError } from '../error.ts';
@@ -39,6 +39,9 @@ export interface Attempt {
 export interface AttemptCtx {
   port: number;
   id: number;
+  /** how much slower the lab's machines are than this one (a software-emulated VM: several
+   * times): the client's own timeouts are scaled by it, alike for both data planes */
+  slowness: number;
 }
 
 export interface Scenario {
@@ -62,11 +65,14 @@ export interface Scenario {
   /** same-backend: always this backend (a pod name), not the first plane's choice */
   wantBackend?: string;
   /** tcpdump filter when the client's address is not on every hop (masquerade) */
-  captureFilter?: string;
+  captureFilter?: (t: Topology, client: LabPod | LabClient) => string;
   /** the data plane SNATs: packets are found by the attempt's time window, not its port */
   masquerades?: boolean;
   /** what the scenario needs from kubetun that it may not do yet */
   note?: string;
+  /** the lab's control plane (it changes Services or EndpointSlices): not on VMs, whose nodes
+   * read a static view (lab compare --vms) */
+  needs?: 'control-plane';
 }
 
 export const MAX_TRIES = 20;
@@ -96,8 +102,8 @@ function curlOnce(
   timeoutS = 2,
 ): Attempt {
   const ports = `${ctx.port}-${ctx.port + 20}`;
-  const argv = ['curl', '-sS', '-m', String(timeoutS), '--local-port', ports];
-  const r = shTry(inNs(client.ns, [...argv, '-w', '\n%{local_port}', url]), 20_000);
+  const argv = ['curl', '-sS', '-m', String(timeoutS * ctx.slowness), '--local-port', ports];
+  const r = shTry(inNs(client.ns, [...argv, '-w', '\n%{local_port}', url]), 20_000 * ctx.slowness);
   const lines = r.out.trimEnd().split('\n');
   // A connect that never completed reports local port 0: which port of the range curl bound is
   // then unknown (the first is in TIME_WAIT after the other data plane's run, so curl takes the
@@ -112,11 +118,12 @@ function curlOnce(
   };
 }
 
-// argv: ip port localPort size. Linux sets DF on UDP (IP_PMTUDISC_WANT), which frag-needed uses.
+// argv: ip port localPort size waitMs. Linux sets DF on UDP (IP_PMTUDISC_WANT), which
+// frag-needed uses.
 const UDP_QUERY = `
 const s = require('node:dgram').createSocket('udp4');
-const [ip, port, local, size] = process.argv.slice(1).map((x, i) => (i ? Number(x) : x));
-const timer = setTimeout(() => { console.log(s.address().port + ' timeout'); process.exit(1); }, 2000);
+const [ip, port, local, size, wait] = process.argv.slice(1).map((x, i) => (i ? Number(x) : x));
+const timer = setTimeout(() => { console.log(s.address().port + ' timeout'); process.exit(1); }, wait);
 s.on('message', (m) => { clearTimeout(timer); console.log(s.address().port + ' ' + m); s.close(); });
 s.bind(local, () => s.send(size > 4 ? Buffer.alloc(size, 'x') : 'who?', port, ip));
 `;
@@ -129,8 +136,8 @@ function udpOnce(
   port: number,
   size = 4,
 ): Attempt {
-  const args = [ip, String(port), String(ctx.port), String(size)];
-  const r = shTry(inNs(client.ns, [process.execPath, '-e', UDP_QUERY, ...args]), 20_000);
+  const args = [ip, String(port), String(ctx.port), String(size), String(2000 * ctx.slowness)];
+  const r = shTry(inNs(client.ns, [nsNode(), '-e', UDP_QUERY, ...args]), 20_000 * ctx.slowness);
   const [p, ...rest] = r.out.trim().split(' ');
   const body = rest.join(' ');
   return {
@@ -145,7 +152,7 @@ function pingOnce(client: LabPod | LabClient, ctx: AttemptCtx, ip: string): Atte
   // -W 4: an ICMP host unreachable comes only when the node's ARP for the next hop gives up
   // (~3 s); the run must last until then to capture it in every run alike.
   const argv = ['ping', '-n', '-c', '2', '-i', '0.3', '-W', '4', '-e', String(ctx.id), ip];
-  const r = shTry(inNs(client.ns, argv), 20_000);
+  const r = shTry(inNs(client.ns, argv), 20_000 * ctx.slowness);
   const summary = r.out.split('\n').find((l) => /packets transmitted/.test(l)) ?? r.err.trim();
   return { ok: r.status === 0, output: summary };
 }
@@ -159,6 +166,9 @@ const STALE = {
   port: 53,
   file: 'lab compare udp-stale-endpoint',
 };
+
+/** web-lb-deny's LoadBalancer ingress IP (lab/manifests/lb.yaml). */
+const LB_DENY_IP = '172.30.0.201';
 
 export const SCENARIOS: readonly Scenario[] = [
   {
@@ -219,24 +229,24 @@ export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'nodeport',
     title:
-      'curl a NodePort (web-np 172.30.0.11:30080, externalTrafficPolicy Cluster) from the external client',
+      'curl a NodePort (web-np node1:30080, externalTrafficPolicy Cluster) from the external client',
     client: 'client',
     service: 'web-np',
     choice: 'same-backend',
     count: 1,
-    captureFilter: 'host 172.30.0.100 or tcp port 8080',
+    captureFilter: (t, c) => `host ${c.ip} or tcp port ${t.httpPort}`,
     masquerades: true,
-    run: (t, c, x) => curlOnce(t, c, x, 'http://172.30.0.11:30080/'),
+    run: (t, c, x) => curlOnce(t, c, x, `http://${t.nodes[0]!.ip}:30080/`),
   },
   {
     name: 'nodeport-local',
     title:
-      'curl a NodePort with externalTrafficPolicy Local (web-local 172.30.0.12:30081) from the external client: the client IP is kept',
+      'curl a NodePort with externalTrafficPolicy Local (web-local node2:30081) from the external client: the client IP is kept',
     client: 'client',
     service: 'web-local',
     choice: 'same-backend',
     count: 1,
-    run: (t, c, x) => curlOnce(t, c, x, 'http://172.30.0.12:30081/'),
+    run: (t, c, x) => curlOnce(t, c, x, `http://${t.nodes[1]!.ip}:30081/`),
   },
   {
     name: 'hairpin',
@@ -263,13 +273,13 @@ export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'etp-local-no-endpoint',
     title:
-      'curl a NodePort with externalTrafficPolicy Local (web-local 172.30.0.11:30081) on node1, which has no local endpoint, from the external client: dropped',
+      'curl a NodePort with externalTrafficPolicy Local (web-local node1:30081), which has no local endpoint there, from the external client: dropped',
     client: 'client',
     service: 'web-local',
     choice: 'none',
     count: 1,
     // 1.5 s: the SYN and its one retransmission (after 1 s), in both planes
-    run: (t, c, x) => curlOnce(t, c, x, 'http://172.30.0.11:30081/', 1.5),
+    run: (t, c, x) => curlOnce(t, c, x, `http://${t.nodes[0]!.ip}:30081/`, 1.5),
   },
   {
     name: 'lb-source-range',
@@ -282,7 +292,7 @@ export const SCENARIOS: readonly Scenario[] = [
     // A cloud load balancer would send its ingress IP to a node: here a route via node 1.
     setup: (t) => lbRoute(t, 'replace'),
     teardown: (t) => lbRoute(t, 'del'),
-    run: (t, c, x) => curlOnce(t, c, x, 'http://172.30.0.201:80/', 1.5),
+    run: (t, c, x) => curlOnce(t, c, x, `http://${LB_DENY_IP}:80/`, 1.5),
   },
   {
     name: 'icmp-frag-needed',
@@ -298,12 +308,13 @@ export const SCENARIOS: readonly Scenario[] = [
     teardown: (t) => fragMtu(t, '1500'),
     run: (t, c, x) => {
       // a path MTU learnt in an earlier attempt would make the client fragment instead
-      shTry(inNs(c.ns, ['ip', 'route', 'flush', 'cache']), 5000);
+      shTry(inNs(c.ns, ['ip', 'route', 'flush', 'cache']), 30_000);
       return udpOnce(t, c, x, '10.96.0.54', 53, 1400);
     },
   },
   {
     name: 'udp-stale-endpoint',
+    needs: 'control-plane',
     title:
       'stale UDP: pod-c sends to udp-stale 10.96.0.59:53/UDP from one source port and lands on pod-d; the EndpointSlice then replaces pod-d by pod-b; the next datagram from the same port must reach pod-b (the data plane deletes the stale UDP conntrack entry, as kube-proxy does)',
     client: 'pod-c',
@@ -392,7 +403,7 @@ async function removeStale(): Promise<void> {
 async function untilAnswered(t: Topology, client: string, want: string): Promise<boolean> {
   const c = t.nodes.flatMap((n) => n.pods).find((p) => p.name === client)!;
   for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
-    if (udpOnce(t, c, { port: 0, id: 0 }, STALE.ip, STALE.port).backend === want) {
+    if (udpOnce(t, c, { port: 0, id: 0, slowness: 1 }, STALE.ip, STALE.port).backend === want) {
       await sleep(500);
       return true;
     }
@@ -401,17 +412,25 @@ async function untilAnswered(t: Topology, client: string, want: string): Promise
   return false;
 }
 
+/**
+ * The LB IP routed to node1 by the client, and on by node1, as a real node routes whatever is
+ * not its own (its default route): only then does the kernel's drop of a source outside
+ * loadBalancerSourceRanges happen (filter FORWARD, after routing) rather than a route lookup's
+ * "net unreachable". The namespace lab's node1 has that route through its underlay subnet
+ * already (172.30.0.0/24); the VMs' nodes have none.
+ */
 function lbRoute(t: Topology, verb: 'replace' | 'del'): void {
   const client = t.clients[0]!;
-  const via = t.nodes[0]!.ip;
-  shTry(inNs(client.ns, ['ip', 'route', verb, '172.30.0.201/32', 'via', via]), 5000);
+  const node = t.nodes[0]!;
+  shTry(inNs(client.ns, ['ip', 'route', verb, `${LB_DENY_IP}/32`, 'via', node.ip]), 30_000);
+  shTry(inNs(node.ns, ['ip', 'route', verb, `${LB_DENY_IP}/32`, 'dev', node.uplink]), 30_000);
 }
 
 /** pod-d's node-side veth MTU: what its node forwards to pod-d must fit. */
 function fragMtu(t: Topology, mtu: string): void {
   const pod = t.nodes.flatMap((n) => n.pods).find((p) => p.name === 'pod-d')!;
   const node = t.nodes.find((n) => n.name === pod.node)!;
-  shTry(inNs(node.ns, ['ip', 'link', 'set', pod.hostIf, 'mtu', mtu]), 5000);
+  shTry(inNs(node.ns, ['ip', 'link', 'set', pod.hostIf, 'mtu', mtu]), 30_000);
 }
 
 export function findScenarios(names: string[]): Scenario[] {
