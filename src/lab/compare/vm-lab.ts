@@ -159,8 +159,8 @@ class VmLabImpl implements VmLab {
   readonly route: NsRoute;
   readonly slowness: number;
   current: LabMode = 'none';
-  /** whether any node's agent may run (each `provision-node --agent` call is a Node start in
-   * the VM: under software emulation, seconds to minutes) */
+  /** whether any node's agent may run: false only after this lab stopped them all (each
+   * `provision-node --agent` call is a Node start in the VM: seconds under emulation) */
   private agentsUp = true;
   private offsets = new Map<string, ClockOffset>();
   private readonly hostSet: Set<string>;
@@ -217,7 +217,6 @@ class VmLabImpl implements VmLab {
   /** kubetun when every node's agent runs, else the kernel rules node1 holds, else none. */
   async detectMode(): Promise<LabMode> {
     const running = await Promise.all(this.topology.nodes.map((n) => this.agent(n, 'status')));
-    this.agentsUp = running.some(Boolean);
     if (running.every(Boolean)) return 'kubetun';
     const n = this.topology.nodes[0]!;
     const on = (argv: string[]) => shTry(this.o.machines.run(n.name, argv), 60_000).ok;
