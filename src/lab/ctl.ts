@@ -30,12 +30,16 @@ export async function waitForCtl(
   socket: string,
   timeoutMs: number,
   alive: () => boolean,
+  /** wait on until the status says so too (e.g. the first sync is done) */
+  until: (status: Record<string, unknown>) => boolean = () => true,
 ): Promise<unknown> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
     try {
-      return await labCtl(socket, { cmd: 'status' }, 1000);
+      const st = (await labCtl(socket, { cmd: 'status' }, 1000)) as Record<string, unknown>;
+      if (until(st)) return st;
+      last = new Error(`status so far: ${JSON.stringify(st).slice(0, 200)}`);
     } catch (err) {
       last = err;
     }

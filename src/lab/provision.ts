@@ -484,7 +484,10 @@ const unitActive = () => shTry(['systemctl', 'is-active', '--quiet', AGENT_UNIT]
 async function waitUnitAgent(n: LabNode, say: Say): Promise<void> {
   const sock = ctlSocketFor(n);
   try {
-    await waitForCtl(sock, 900_000, unitActive);
+    // until its first sync: an agent whose sync outlived its wait steers traffic into empty
+    // maps (under emulation that took minutes, and lab compare --vms saw the SYN-ACKs of a
+    // connection retransmitted while node2's maps were still being loaded)
+    await waitForCtl(sock, 900_000, unitActive, (st) => st.synced === true);
   } catch (err) {
     const log = shTry(['journalctl', '-u', AGENT_UNIT, '-n', '20', '--no-pager']).out;
     throw new LabError(`${AGENT_UNIT}: ${(err as Error).message}\n${log}`);

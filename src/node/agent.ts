@@ -294,6 +294,8 @@ export class NodeAgent {
   private stopping: Promise<void> | undefined;
   /** set once the control plane runs (after the packet loop when taking over) */
   cp!: ControlPlane;
+  /** the first sync of the services into the maps is done (status: synced) */
+  synced = false;
   /** monitor / tap streams of the datapath's event ring (monitor.ts) */
   readonly monitor: MonitorHub;
   /** ms from start() to the packet loop reading the TUN */
@@ -384,6 +386,9 @@ export class NodeAgent {
     try {
       agent = new NodeAgent(opts, net, log, dp, tun, undefined, monitor, steer);
       agent.cp = cp;
+      void cp.firstSync.then(() => {
+        agent.synced = true;
+      });
       agent.readyToForwardMs = performance.now() - t0;
     } catch (err) {
       tun.close();
@@ -445,6 +450,9 @@ export class NodeAgent {
         steer,
       );
       agent.cp = cp;
+      void cp.firstSync.then(() => {
+        agent.synced = true;
+      });
       // what went away while no agent ran; without a good first sync nothing is known gone
       if (synced) agent.sweep = sweepStale(dp, agent.ports(), loadOptions(opts, opts.net));
       log.info({ swept: agent.sweep }, 'entries of Services and endpoints gone while no agent ran');
@@ -488,6 +496,7 @@ export class NodeAgent {
       vipEcho: this.dp.cfg.vipEcho,
       monitorStreams: this.monitor.open,
       readyToForwardMs: Math.round(this.readyToForwardMs * 10) / 10,
+      synced: this.synced,
       tookOverPid: this.tookOver?.pid ?? 0,
       swept: this.sweep,
     };

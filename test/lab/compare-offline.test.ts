@@ -9,7 +9,7 @@ import { diffPoint, diffRuns, formatPointDiff } from '../../src/lab/compare/diff
 import { renderHtml } from '../../src/lab/compare/html.ts';
 import { normaliseRun } from '../../src/lab/compare/normalise.ts';
 import { decodeIpv4, type Pkt } from '../../src/lab/compare/packets.ts';
-import { judge, type ScenarioRun } from '../../src/lab/compare/run.ts';
+import { judge, retransmission, type ScenarioRun } from '../../src/lab/compare/run.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 import { renderStaticViewSync } from '../../src/lab/control-plane.ts';
 import { DEFAULT_TOPOLOGY } from '../../src/lab/lab.ts';
@@ -56,6 +56,30 @@ function handshake(cport: number, a: number, b: number, ipId: number, win: numbe
     tcp('10.244.2.3', '10.96.0.10', cport, 80, '.', a + 1, b + 1, { ipId: ipId + 1, win }),
   ];
 }
+
+describe('compare: a retransmission makes a scenario run again', () => {
+  it('finds a TCP packet seen twice at one capture point (a retransmitted SYN-ACK)', () => {
+    const hs = handshake(40001, 1000, 5000, 10, 64240);
+    const again = { ...hs[1]!, ipId: 99 }; // the same segment again, another IP id
+    const run = normaliseRun([
+      { name: 'pod-d veth', packets: hs },
+      { name: 'pod-b veth', packets: [hs[0]!, hs[1]!, again, hs[2]!] },
+    ]);
+    expect(retransmission({ points: run })).toBe(
+      'pod-b veth: 10.96.0.10.80 > 10.244.2.3.eph1: tcp [S.] seq 0 ack 1 len 0 <mss 1460> ttl 64 DF',
+    );
+  });
+
+  it('finds none in a clean handshake, nor across two capture points or two flows', () => {
+    const one = handshake(40001, 1000, 5000, 10, 64240);
+    const two = handshake(40002, 3, 8, 20, 64240);
+    const run = normaliseRun([
+      { name: 'a', packets: [...one, ...two] },
+      { name: 'b', packets: one },
+    ]);
+    expect(retransmission({ points: run })).toBeUndefined();
+  });
+});
 
 describe('compare: normalise and diff', () => {
   it('decodes an IPv4/TCP SYN with its options', () => {

@@ -31,7 +31,9 @@ function formatScenario(s: ScenarioResult, kernel: string): string[] {
   const out = [`${s.name}: ${VERDICT[s.verdict]} — ${s.title}`];
   for (const run of s.runs) {
     const chosen = run.backend ? `, backend ${run.backend}` : '';
-    const tries = run.attempts.length > 1 ? `, ${run.attempts.length} attempts` : '';
+    const tries =
+      (run.attempts.length > 1 ? `, ${run.attempts.length} attempts` : '') +
+      (run.reruns ? `, run ${run.reruns + 1} times (a retransmission before)` : '');
     const last = run.attempts[run.kept[0] ?? 0]?.output.split('\n')[0] ?? '';
     out.push(`  ${run.mode}${chosen}${tries}: ${last}`);
   }
