@@ -447,7 +447,8 @@ function sameMap(a: Record<string, string>, b: Record<string, string>): boolean 
   );
 }
 
-function pushTo<K, V>(m: Map<K, V[]>, k: K, v: V): void {
+/** Appends v to the list m holds under k. */
+export function pushTo<K, V>(m: Map<K, V[]>, k: K, v: V): void {
   const list = m.get(k);
   if (list) list.push(v);
   else m.set(k, [v]);

@@ -57,6 +57,14 @@ const keyOf = (o: KObject) => storeKey(o.kind, o.metadata.namespace, o.metadata.
 
 export class Store {
   private readonly objects = new Map<string, KObject>();
+  /** the same objects by kind, so list() never walks the other kinds */
+  private readonly byKind = new Map<string, Map<string, KObject>>();
+  /**
+   * list()'s sorted answers per kind and namespace (undefined: all), dropped when an object of the
+   * kind changes: a controller pass lists the same kinds once per Service, and re-sorting 10k
+   * slices each time made a pass over 10k Services take minutes
+   */
+  private readonly listed = new Map<string, Map<string | undefined, KObject[]>>();
   private readonly watchers = new Set<Watcher>();
   private readonly allocator: Allocator;
   private rv = 0;
@@ -71,7 +79,7 @@ export class Store {
       ? Allocator.fromJSON(saved.allocator, { serviceCidr: o.serviceCidr, nodePortRange: range })
       : new Allocator({ serviceCidr: o.serviceCidr, nodePortRange: range });
     this.rv = saved?.resourceVersion ?? 0;
-    for (const obj of saved?.objects ?? []) this.objects.set(keyOf(obj), obj);
+    for (const obj of saved?.objects ?? []) this.index(obj);
   }
 
   get(kind: string, namespace: string | undefined, name: string): KObject | undefined {
@@ -80,13 +88,19 @@ export class Store {
 
   /** Objects of a kind, in one namespace or all, sorted by namespace and name. */
   list<T extends KObject = KObject>(kind: string, namespace?: string): T[] {
-    const out: T[] = [];
-    for (const obj of this.objects.values()) {
-      if (obj.kind !== kind) continue;
-      if (namespace !== undefined && (obj.metadata.namespace ?? '') !== namespace) continue;
-      out.push(obj as T);
+    const perNs = this.listed.get(kind) ?? new Map<string | undefined, KObject[]>();
+    this.listed.set(kind, perNs);
+    let out = perNs.get(namespace);
+    if (!out) {
+      const keyed: [string, KObject][] = [];
+      for (const [key, obj] of this.byKind.get(kind) ?? []) {
+        if (namespace !== undefined && (obj.metadata.namespace ?? '') !== namespace) continue;
+        keyed.push([key, obj]);
+      }
+      out = keyed.sort((a, b) => a[0].localeCompare(b[0])).map(([, obj]) => obj);
+      perNs.set(namespace, out);
     }
-    return out.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+    return out.slice() as T[];
   }
 
   watch(w: Watcher): () => void {
@@ -151,6 +165,8 @@ export class Store {
     const old = this.objects.get(key);
     if (!old) return;
     this.objects.delete(key);
+    this.byKind.get(kind)?.delete(key);
+    this.listed.delete(kind);
     if (kind === 'Service') this.allocator.releaseOwner(objectName(old));
     this.rv++;
     this.changed('DELETED', old);
@@ -199,9 +215,18 @@ export class Store {
   private put(o: KObject, type: WatchType): KObject {
     this.rv++;
     o.metadata.resourceVersion = String(this.rv);
-    this.objects.set(keyOf(o), o);
+    this.index(o);
     this.changed(type, o);
     return o;
+  }
+
+  private index(o: KObject): void {
+    const key = keyOf(o);
+    this.objects.set(key, o);
+    const kind = this.byKind.get(o.kind) ?? new Map<string, KObject>();
+    this.byKind.set(o.kind, kind);
+    kind.set(key, o);
+    this.listed.delete(o.kind);
   }
 
   private changed(type: WatchType, o: KObject): void {

@@ -19,7 +19,7 @@ import { existsSync, readFileSync, rmSync, statSync, watch, writeFileSync } from
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { reconcileDeployments, RESTARTED_AT_ANNOTATION } from '../cluster/deployment-controller.ts';
-import { reconcileSlices } from '../cluster/endpointslice-controller.ts';
+import { pushTo, reconcileSlices } from '../cluster/endpointslice-controller.ts';
 import { placeResolvConf, removeResolvConf, resolvConf } from '../cluster/dns/resolv-conf.ts';
 import { readObjects } from '../cluster/files.ts';
 import { Kubelet, POD_IP_ANNOTATION } from '../cluster/kubelet.ts';
@@ -271,18 +271,19 @@ export class LabControlPlane {
   private reconcileEndpointSlices(): string[] {
     const problems: string[] = [];
     const nodes = this.store.list<Node>('Node');
+    // grouped once per pass, not listed per Service: 10k Services took minutes
+    const managed = new Map<string, EndpointSlice[]>();
+    for (const s of this.store.list<EndpointSlice>('EndpointSlice'))
+      if (s.metadata.labels?.[LABEL_MANAGED_BY] === CONTROLLER_NAME)
+        pushTo(managed, `${s.metadata.namespace}/${s.metadata.labels?.[LABEL_SERVICE_NAME]}`, s);
+    const podsByNs = new Map<string | undefined, Pod[]>();
+    for (const p of this.store.list<Pod>('Pod')) pushTo(podsByNs, p.metadata.namespace, p);
     for (const svc of this.store.list<Service>('Service')) {
       const ns = svc.metadata.namespace;
-      const existing = this.store
-        .list<EndpointSlice>('EndpointSlice', ns)
-        .filter(
-          (s) =>
-            s.metadata.labels?.[LABEL_SERVICE_NAME] === svc.metadata.name &&
-            s.metadata.labels?.[LABEL_MANAGED_BY] === CONTROLLER_NAME,
-        );
+      const existing = managed.get(`${ns}/${svc.metadata.name}`) ?? [];
       const hasSelector = Object.keys(svc.spec.selector ?? {}).length > 0;
       if (!hasSelector && existing.length === 0) continue;
-      const pods = this.store.list<Pod>('Pod', ns);
+      const pods = podsByNs.get(ns) ?? [];
       const r = reconcileSlices(svc, pods, nodes, existing);
       for (const s of [...r.create, ...r.update]) {
         const w = this.store.apply(s, 'endpointslice-controller');

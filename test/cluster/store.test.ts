@@ -114,6 +114,32 @@ describe('lab store', () => {
     expect(s.list('EndpointSlice')).toEqual([]);
   });
 
+  it('lists by kind and namespace in name order, and every write shows in the next list', () => {
+    const s = new Store(opts);
+    const svc = (name: string, namespace: string) => ({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace },
+      spec: { ports: [{ port: 80 }] },
+    });
+    const names = (l: KObject[]) => l.map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+    created(s.apply(svc('b', 'x'), 'f'));
+    created(s.apply(svc('a', 'y'), 'f'));
+    expect(names(s.list('Service'))).toEqual(['x/b', 'y/a']);
+    expect(names(s.list('Service', 'y'))).toEqual(['y/a']);
+    // a list answer is the caller's: changing it changes nothing in the store
+    s.list('Service').pop();
+    expect(names(s.list('Service'))).toEqual(['x/b', 'y/a']);
+    created(s.apply(svc('a', 'x'), 'f'));
+    expect(names(s.list('Service'))).toEqual(['x/a', 'x/b', 'y/a']);
+    expect(names(s.list('Service', 'x'))).toEqual(['x/a', 'x/b']);
+    s.delete('Service', 'x', 'b');
+    expect(names(s.list('Service', 'x'))).toEqual(['x/a']);
+    s.updateStatus('Service', 'y', 'a', { loadBalancer: {} });
+    expect(s.list('Service', 'y')[0]!.status).toEqual({ loadBalancer: {} });
+    expect(s.list('Pod')).toEqual([]);
+  });
+
   it('writes the view: Namespaces, Services and EndpointSlices only, the agents loader reads it, rewritten only on change', () => {
     const s = new Store(opts);
     created(s.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default' } }, 'ns'));
