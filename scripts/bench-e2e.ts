@@ -71,9 +71,8 @@ const lab = await import('../src/lab/lab.ts');
 const { readState } = await import('../src/lab/state.ts');
 const { labCtl } = await import('../src/lab/ctl.ts');
 const { LAB_PREFIX, loadTopology } = await import('../src/lab/topology.ts');
-const { nodeIptablesRules } = await import('../src/lab/kube-proxy.ts');
-const { inNs, sh, shTry } = await import('../src/sh.ts');
-const { renderJumpCommands } = await import('../src/rules/jumps.ts');
+const { API_SOCKET, apiCall } = await import('../src/lab/api.ts');
+const { shTry } = await import('../src/sh.ts');
 
 type Mode = 'none' | 'iptables' | 'kubetun' | 'kubetun-no-offload';
 const KNOWN_MODES: readonly Mode[] = ['none', 'iptables', 'kubetun', 'kubetun-no-offload'];
@@ -326,36 +325,46 @@ function kernelRate(): number | undefined {
 const kpps = (pps: number | undefined) =>
   pps === undefined ? '? kpps' : `${(pps / 1000).toFixed(0)} kpps`;
 
-/** kubetun: every agent reloads the grown manifests dir (the maps are rewritten in place). */
-async function growKubetun(total: number): Promise<void> {
-  const agents = (readState()?.processes ?? []).filter((p) => p.role === 'kubetun');
-  await Promise.all(
-    agents.map(async (p) => {
-      const r = await labCtl<{ services: number }>(p.ctlSocket!, { cmd: 'reload' }, 300_000);
-      if (r.services !== total)
-        throw new Error(`kubetun on ${p.name} reloaded ${r.services} services, not ${total}`);
-    }),
-  );
+/**
+ * The lab's control plane applies the grown manifests dir (its addon manager) and writes the
+ * view every data plane reads; in the kernel modes the same pass runs kube-proxy's sync
+ * (`iptables-restore --noflush` of the whole ruleset, src/lab/kube-proxy.ts) before it answers.
+ */
+async function syncControlPlane(): Promise<void> {
+  await apiCall('POST', '/resync', { force: false, prune: false }, API_SOCKET, 3_600_000);
 }
 
-/**
- * The kernel: the whole ruleset for the grown manifests restored, then kube-proxy's jumps from
- * the built-in chains ensured again: the state kube-proxy reaches when it starts on a node with
- * 10k services. Not `--noflush` as a live kube-proxy sync does: over an existing ruleset that
- * took iptables-nft 1.8.9 464 s per node here (10 -> 10k services), against ~3 s for a flushing
- * restore of the same input.
- */
-async function growIptables(topology: string): Promise<number> {
-  const t = loadTopology(topology);
-  let rules = 0;
-  for (const n of t.nodes) {
-    const text = nodeIptablesRules(t, n);
-    sh(inNs(n.ns, ['iptables-restore', '-w', '--counters']), { input: text, timeoutMs: 300_000 });
-    sh(inNs(n.ns, ['sh', '-c', renderJumpCommands('iptables')]));
-    rules = text.split('\n').filter((l) => l.startsWith('-A ')).length;
-    say(`  ${n.name}: ${rules} rules restored`);
+/** Services each agent's tracker holds (headless and proxy-name-labelled ones are not served). */
+async function agentServices(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const p of (readState()?.processes ?? []).filter((x) => x.role === 'kubetun')) {
+    const r = await labCtl<{ services: number; error?: string }>(
+      p.ctlSocket!,
+      { cmd: 'reload' },
+      600_000,
+    );
+    if (r.error) throw new Error(`kubetun on ${p.name}: reload: ${r.error}`);
+    out[p.name] = r.services;
   }
-  return rules;
+  return out;
+}
+
+/** kubetun: every agent has reloaded the grown view (its watch may have started already). */
+async function growKubetun(before: Record<string, number>, added: number): Promise<void> {
+  const after = await agentServices();
+  for (const [node, n] of Object.entries(after))
+    if (n !== (before[node] ?? 0) + added)
+      throw new Error(`kubetun on ${node} holds ${n} services, not ${before[node]} + ${added}`);
+}
+
+/** iptables: the rules kube-proxy's sync left on each node. */
+async function iptablesRules(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const n of loadTopology(readState()!.topologyFile).nodes) {
+    const text = await nsRun(n.ns, ['iptables-save'], 300_000);
+    out[n.name] = text.split('\n').filter((l) => l.startsWith('-A ')).length;
+  }
+  return out;
 }
 
 async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleResult[]> {
@@ -380,14 +389,16 @@ async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleRes
   }
   const out = [small];
   if (BIG > sc.services && mode !== 'none') {
-    const probe = growScenario(sc, BIG);
-    say(
-      `${mode}: growing to ${BIG} services in place (${mode === 'kubetun' ? 'reload' : 'iptables-restore'})`,
-    );
+    const before = isKubetun(mode) ? await agentServices() : {};
+    const { probe, added } = growScenario(sc, BIG);
+    const how = isKubetun(mode) ? 'the agents reload the view' : "kube-proxy's sync";
+    say(`${mode}: growing to ${BIG} services in place (lab control plane, then ${how})`);
     u0 = Date.now();
-    if (isKubetun(mode)) await growKubetun(BIG);
-    else await growIptables(sc.topology);
+    await syncControlPlane();
+    if (isKubetun(mode)) await growKubetun(before, added);
     const syncSec = (Date.now() - u0) / 1000;
+    if (!isKubetun(mode))
+      for (const [node, n] of Object.entries(await iptablesRules())) say(`  ${node}: ${n} rules`);
     const [check] = await connLatency(ns(CLIENT_POD.name), [`${probe}:80`], 3, 0);
     if (!check || check.errors > 0)
       throw new Error(`${mode}: the last filler VIP ${probe} does not answer`);
@@ -395,6 +406,10 @@ async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleRes
     out.push({ services: BIG, syncSec, vip: bigVip, direct: bigDirect });
   }
   for (const p of started.splice(0)) await p.stop();
+  // down before the next mode shrinks the dir: a live control plane would prune 10k Services
+  // and sync the data plane again while the next `lab up` tears it down
+  say(`${mode}: lab down`);
+  await lab.labDown({ progress: (m) => say(`lab: ${m}`) });
   return out;
 }
 

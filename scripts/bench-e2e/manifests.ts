@@ -8,7 +8,7 @@
 // topology, and TCP/UDP endpoints target the pods' HTTP/UDP server ports (8080/5353). So the
 // iperf3 service targets pod-x:8080 and the flood service pod-x:5353; the benchmark then replaces
 // pod-x's echo server with iperf3 (TCP 8080) and a UDP sink (5353).
-import { copyFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadManifests } from '../../src/manifests/index.ts';
 
@@ -178,11 +178,18 @@ export function writeScenario(dir: string, labManifests: string, small: number):
   return { topology, manifests, services: fixed + filler, filler };
 }
 
-/** Adds filler so the dir holds `total` services; returns the last filler VIP, to probe. */
-export function growScenario(sc: Scenario, total: number): string {
-  const to = sc.filler + Math.max(0, total - sc.services);
-  writeFileSync(join(sc.manifests, BIG_FILE), list(fillerObjects(sc.filler, to)));
-  return fillerVip(to - 1);
+/**
+ * Adds filler so the dir holds `total` services; returns the last filler VIP (to probe) and how
+ * many were added. Written whole and renamed into place: the lab's control plane watches the
+ * dir and must never read half a file.
+ */
+export function growScenario(sc: Scenario, total: number): { probe: string; added: number } {
+  const added = Math.max(0, total - sc.services);
+  const to = sc.filler + added;
+  const tmp = join(sc.manifests, `.${BIG_FILE}.tmp`);
+  writeFileSync(tmp, list(fillerObjects(sc.filler, to)));
+  renameSync(tmp, join(sc.manifests, BIG_FILE));
+  return { probe: fillerVip(to - 1), added };
 }
 
 /** Back to the small set (before the lab comes up in the next mode). */

@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { patternChunks } from '../../lab/servers/pattern.mjs';
-import { writeScenario } from '../../scripts/bench-e2e/manifests.ts';
+import { growScenario, shrinkScenario, writeScenario } from '../../scripts/bench-e2e/manifests.ts';
 import { renderStaticView } from '../../src/lab/control-plane.ts';
+import { nodeIptablesRules } from '../../src/lab/kube-proxy.ts';
 import {
   checkManifestEndpoints,
   type LabService,
@@ -178,6 +179,25 @@ describe('lab manifests', () => {
       (m) => refused.push(m),
     );
     expect(refused).toEqual([]);
+  });
+
+  it('leave room for the e2e benchmark grown in place: every filler Service reaches the view and the rules', async () => {
+    // bench:e2e grows the manifests dir in place; the data planes read the control plane's view
+    const sc = writeScenario(mkdtempSync(join(tmpdir(), 'kubetun-bench-')), t.manifests!, 10);
+    const { probe, added } = growScenario(sc, 600); // past the .250 wrap of the filler VIPs
+    expect(added).toBe(600 - sc.services);
+    const refused: string[] = [];
+    const dir = mkdtempSync(join(tmpdir(), 'kubetun-view-'));
+    const grown = loadTopology(sc.topology);
+    await renderStaticView(grown, dir, (m) => refused.push(m));
+    expect(refused).toEqual([]);
+    const view = loadManifests(dir);
+    expect(view.services).toHaveLength(600);
+    expect(view.services.some((s) => s.clusterIPs.includes(probe))).toBe(true);
+    const rules = nodeIptablesRules(grown, grown.nodes[0]!, dir);
+    expect(rules).toMatch(new RegExp(`-d ${probe.replaceAll('.', '\\.')} --dport 80 -j KUBE-SVC-`));
+    shrinkScenario(sc);
+    expect(loadManifests(sc.manifests).services).toHaveLength(sc.services);
   });
 
   it('flag a hand-written endpoint IP that no pod of the topology has', async () => {
