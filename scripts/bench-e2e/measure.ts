@@ -2,7 +2,7 @@
 // (connlat.py), one-stream iperf3 throughput, and a bounded UDP flood into a sink (udpflood.c).
 // Nothing here knows about the lab's prefix: callers pass namespace names.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, release } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -172,16 +172,34 @@ export function machineCpuSec(): number {
   return (user! + nice! + system! + irq! + softirq!) / 100; // USER_HZ
 }
 
-/** CPU time (user + system) of processes by pid, seconds; a vanished pid counts 0. */
+/**
+ * CPU time (user + system) of processes by pid and all their descendants, seconds: a lab agent
+ * is recorded by its supervisor's pid (src/lab/supervisor.ts), the agent is its child. A
+ * process that vanished counts 0.
+ */
 export function processCpuSec(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
+  const stats = new Map<number, { ppid: number; ticks: number }>();
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
     try {
-      const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const st = readFileSync(`/proc/${e}/stat`, 'utf8');
       const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(f[11]) + Number(f[12]); // utime, stime (fields 14, 15)
+      // fields 4 (ppid), 14 and 15 (utime, stime) of proc(5); f[0] is field 3
+      stats.set(Number(e), { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) });
     } catch {}
   }
+  const wanted = new Set(pids);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const [pid, s] of stats)
+      if (!wanted.has(pid) && wanted.has(s.ppid)) {
+        wanted.add(pid);
+        grew = true;
+      }
+  }
+  let ticks = 0;
+  for (const pid of wanted) ticks += stats.get(pid)?.ticks ?? 0;
   return ticks / 100;
 }
 
