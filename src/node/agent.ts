@@ -205,6 +205,7 @@ function openTun(opts: AgentConfig, name: string, log: Logger): TunDevice {
   try {
     tun = TunDevice.open(name, {
       batch: opts.batch,
+      txQueueLen: opts.tunQueue,
       up: true,
       offload: opts.offload,
       persist: graceMs(opts) > 0,

@@ -298,6 +298,12 @@ export const RUN_OPTIONS = {
     help: 'packets per TUN read batch',
     parse: int(1, 4096, 'an integer 1..4096'),
   }),
+  tunQueue: option({
+    arg: '<n>',
+    default: '8192',
+    help: "packets the kernel holds for the agent in the TUN's queue (txqueuelen; the kernel's default 500 lasts 5 ms at 100 kpps, less than a busy machine can keep the agent off the CPU)",
+    parse: int(1, 1 << 20, 'an integer 1..1048576'),
+  }),
   offload: option({
     negate: true,
     help: 'no TUN offloads: every packet read and written at MTU size, checksums complete',

@@ -14,8 +14,9 @@
 // a refused step is left out and named in `offload.refused` (the agent logs and counts it), the
 // steps before it stay. Packets then carry a virtio_net_hdr (src/wire/virtio.ts) both ways.
 //
-// Address, MTU and link state: `opts.mtu` / `opts.up` use SIOCSIFMTU / SIOCSIFFLAGS from the
-// addon; addresses and routes are left to `ip` (the agent and the lab run it anyway).
+// Address, MTU, queue and link state: `opts.mtu` / `opts.txQueueLen` / `opts.up` use
+// SIOCSIFMTU / SIOCSIFTXQLEN / SIOCSIFFLAGS from the addon; addresses and routes are left to `ip`
+// (the agent and the lab run it anyway).
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -34,6 +35,7 @@ interface NativeAddon {
   setOffload(fd: number, flags: number): number;
   setPersist(fd: number, on: boolean): void;
   setMtu(ifname: string, mtu: number): void;
+  setTxQueueLen(ifname: string, n: number): void;
   setUp(ifname: string, up: boolean): void;
   /** pin.cc: the file's bytes [offset, offset + length) mapped MAP_SHARED (src/node/pin.ts) */
   mapFile(path: string, offset: number, length: number): ArrayBuffer;
@@ -112,6 +114,11 @@ export interface TunOpenOptions {
   persist?: boolean;
   /** Set the MTU by ioctl right after opening. */
   mtu?: number;
+  /**
+   * The device's txqueuelen, by ioctl right after opening: how many packets the kernel holds
+   * for this reader before it drops (tx_dropped). The kernel's default for a TUN is 500.
+   */
+  txQueueLen?: number;
   /** Bring the link up by ioctl right after opening. */
   up?: boolean;
   /** Packets per batch at most (default 64). */
@@ -260,6 +267,7 @@ export class TunDevice {
     }
     try {
       if (opts.mtu !== undefined) native.setMtu(real, opts.mtu);
+      if (opts.txQueueLen !== undefined) native.setTxQueueLen(real, opts.txQueueLen);
       if (opts.up) native.setUp(real, true);
     } catch (err) {
       dev.close();

@@ -49,6 +49,7 @@ const SAMPLE: Record<RunOptionKey, RawValue> = {
   podIfaces: 'va,vb',
   podRescanMs: '0',
   batch: '128',
+  tunQueue: '1024',
   offload: false,
   vipEcho: true,
   watchdog: false,

@@ -17,6 +17,7 @@ const BATCH = 16;
 
 interface Result {
   mtu: number;
+  txqlen: number;
   written: number;
   badSlice: number;
   replies: number[];
@@ -74,8 +75,9 @@ describe('TunDevice in a network namespace', () => {
     expect(result.udp).toEqual({ dst: '10.99.0.7', dport: 9999, payload: 'hello-tun' });
   });
 
-  it('sets the MTU by ioctl', () => {
+  it('sets the MTU and the queue length by ioctl', () => {
     expect(result.mtu).toBe(1400);
+    expect(result.txqlen).toBe(4321);
   });
 
   it('close() deletes the device and lets the process exit on its own', () => {

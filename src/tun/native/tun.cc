@@ -11,7 +11,7 @@
 // Exports:
 //   open(name, flags) -> { fd, name }       flags: 1 multi-queue, 2 vnet header, 4 persist
 //   setOffload(fd, tunFlags) -> errno       TUNSETOFFLOAD; 0 when the kernel took every bit
-//   setPersist(fd, on), setMtu(ifname, mtu), setUp(ifname, up)
+//   setPersist(fd, on), setMtu(ifname, mtu), setTxQueueLen(ifname, n), setUp(ifname, up)
 //   mapFile(path, offset, length) -> ArrayBuffer   pinned maps (pin.cc)
 //
 // With the vnet header, TUNSETVNETLE makes its fields little-endian on every host (a legacy
@@ -171,6 +171,16 @@ Napi::Value SetMtu(const Napi::CallbackInfo& info) {
   memset(&ifr, 0, sizeof ifr);
   ifr.ifr_mtu = info[1].As<Napi::Number>().Int32Value();
   IfIoctl(env, info, SIOCSIFMTU, &ifr);
+  return env.Undefined();
+}
+
+// The device's txqueuelen: for a TUN the ring of packets the kernel holds for this reader.
+Napi::Value SetTxQueueLen(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  ifr.ifr_qlen = info[1].As<Napi::Number>().Int32Value();
+  IfIoctl(env, info, SIOCSIFTXQLEN, &ifr);
   return env.Undefined();
 }
 
@@ -423,6 +433,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setOffload", Napi::Function::New(env, SetOffload));
   exports.Set("setPersist", Napi::Function::New(env, SetPersist));
   exports.Set("setMtu", Napi::Function::New(env, SetMtu));
+  exports.Set("setTxQueueLen", Napi::Function::New(env, SetTxQueueLen));
   exports.Set("setUp", Napi::Function::New(env, SetUp));
   exports.Set("Queue", Queue::Init(env));
   exports.Set("STAT_COUNT", Napi::Number::New(env, STAT_COUNT));
