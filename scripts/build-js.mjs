@@ -11,7 +11,17 @@
 // otherwise, so an edited tree never runs stale code.
 //
 //   node scripts/build-js.mjs           (npm ci runs it; scripts/bootstrap.sh when stale)
-import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -69,7 +79,10 @@ export async function buildBundle() {
       return [f, s.size, s.mtimeMs];
     });
   const chunks = readdirSync(tmp).filter((f) => f.startsWith('chunk-'));
-  writeFileSync(join(tmp, 'inputs.json'), `${JSON.stringify({ node: process.version, files, chunks })}\n`);
+  writeFileSync(
+    join(tmp, 'inputs.json'),
+    `${JSON.stringify({ node: process.version, files, chunks })}\n`,
+  );
   // Chunks are loaded lazily (dynamic imports): a process that started from the previous bundle
   // may still ask for one of its chunks, so they move over (names carry their content's hash) —
   // the previous build's own, not what it carried over in turn.
@@ -102,9 +115,13 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   try {
     const n = await buildBundle();
     const kib = readdirSync(OUT).reduce((a, f) => a + statSync(join(OUT, f)).size, 0) >> 10;
-    console.log(`kubetun: bundle of ${n} sources in ${relative(process.cwd(), OUT) || OUT} (${kib} KiB, ${Date.now() - t0} ms)`);
+    console.log(
+      `kubetun: bundle of ${n} sources in ${relative(process.cwd(), OUT) || OUT} (${kib} KiB, ${Date.now() - t0} ms)`,
+    );
   } catch (err) {
-    console.error(`kubetun: the JS bundle did not build (${err.message.split('\n')[0]}); kubetun runs from the sources through tsx instead`);
+    console.error(
+      `kubetun: the JS bundle did not build (${err.message.split('\n')[0]}); kubetun runs from the sources through tsx instead`,
+    );
     process.exit(install ? 0 : 1);
   }
 }

@@ -48,8 +48,9 @@ export interface LabState {
   /** 'building' until lab up finished; a crash leaves it there */
   phase: 'building' | 'up';
   /**
-   * set while `lab mode` swaps the data plane: the control plane's kernel-mode sync must not
-   * install the old mode's rules behind the switch's flush (compare/mode.ts)
+   * set while something else programs the kernel data plane: `lab mode` swapping it (the
+   * control plane's kernel-mode sync must not install the old mode's rules behind the switch's
+   * flush, compare/mode.ts), bench:e2e restoring 10k services' rules in one flushing restore
    */
   switching?: boolean;
   createdAt: string;
