@@ -19,7 +19,7 @@
 //
 // The lab it builds is its own: prefix `kb-` (namespaces, state dir, control sockets), so it
 // never touches the default `kt-` lab. It is taken down at the end, on error and on Ctrl-C.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -68,7 +68,8 @@ const { values: args } = parseArgs({
 // Before the lab modules load: they read the prefix once, at import.
 process.env.KUBETUN_LAB_PREFIX = args.prefix;
 const lab = await import('../src/lab/lab.ts');
-const { readState, writeState } = await import('../src/lab/state.ts');
+const { readState, VIEW_DIR, writeState } = await import('../src/lab/state.ts');
+const { VIEW_FILE } = await import('../src/cluster/store.ts');
 const { labCtl } = await import('../src/lab/ctl.ts');
 const { LAB_PREFIX, loadTopology } = await import('../src/lab/topology.ts');
 const { API_SOCKET, apiCall } = await import('../src/lab/api.ts');
@@ -91,6 +92,9 @@ const IPERF_SEC = QUICK ? 2 : 5;
 const FLOOD_COUNT = QUICK ? 200_000 : 1_000_000;
 /** TUN counter sampling period during the flood */
 const SAMPLE_MS = 100;
+/** the lab's view must have been still this long before a measurement, waited for this long */
+const VIEW_QUIET_MS = 3000;
+const VIEW_SETTLE_MS = 60_000;
 
 const t0 = Date.now();
 const say = (msg: string) =>
@@ -160,6 +164,36 @@ async function prepareBenchPod(): Promise<void> {
   ]);
   started.push(server);
   await server.waitFor(/listening/i, 5000);
+}
+
+/**
+ * Until the lab's view has not changed for VIEW_QUIET_MS (at most VIEW_SETTLE_MS): Pods turn
+ * Ready after `lab up` returns (readiness probes), and each change makes every data plane sync
+ * again — the agents reload, the kernel modes restore — which must not fall into a measurement.
+ * On a loaded machine the DNS Pods' probes flap and the view may never settle: said, not fatal.
+ */
+async function settleView(mode: Mode): Promise<void> {
+  const file = join(VIEW_DIR, VIEW_FILE);
+  const t = Date.now();
+  let changes = -1;
+  let last = -1;
+  while (Date.now() - t < VIEW_SETTLE_MS) {
+    const m = statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0;
+    if (m !== last) {
+      changes++;
+      last = m;
+    }
+    if (Date.now() - m >= VIEW_QUIET_MS) {
+      say(
+        `${mode}: the view is still (${changes} changes in ${((Date.now() - t) / 1000).toFixed(1)} s)`,
+      );
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  say(
+    `${mode}: the view still changes after ${VIEW_SETTLE_MS / 1000} s (${changes} changes): measuring anyway`,
+  );
 }
 
 async function latencyPair(mode: Mode, services: number): Promise<[Latency | undefined, Latency]> {
@@ -401,6 +435,7 @@ async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleRes
   });
   await prepareBenchPod();
   const upSec = (Date.now() - u0) / 1000;
+  await settleView(mode);
   const [vip, direct] = await latencyPair(mode, sc.services);
   const small: ScaleResult = { services: sc.services, syncSec: upSec, vip, direct };
   [small.iperfVip, small.iperfDirect, small.cpu] = await throughputPair(mode);
@@ -423,6 +458,7 @@ async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleRes
       for (const [node, n] of Object.entries(await growIptables())) say(`  ${node}: ${n} rules`);
     }
     const syncSec = (Date.now() - u0) / 1000;
+    await settleView(mode);
     const [check] = await connLatency(ns(CLIENT_POD.name), [`${probe}:80`], 3, 0);
     if (!check || check.errors > 0)
       throw new Error(`${mode}: the last filler VIP ${probe} does not answer`);
