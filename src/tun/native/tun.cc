@@ -165,23 +165,23 @@ bool IfIoctl(Napi::Env env, const Napi::CallbackInfo& info, unsigned long req, s
   return ok;
 }
 
-Napi::Value SetMtu(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
+// An int setting of a device by name: fill puts the value into its field of the ifreq.
+template <typename Fill>
+Napi::Value IfSetInt(const Napi::CallbackInfo& info, unsigned long req, Fill fill) {
   struct ifreq ifr;
   memset(&ifr, 0, sizeof ifr);
-  ifr.ifr_mtu = info[1].As<Napi::Number>().Int32Value();
-  IfIoctl(env, info, SIOCSIFMTU, &ifr);
-  return env.Undefined();
+  fill(ifr, info[1].As<Napi::Number>().Int32Value());
+  IfIoctl(info.Env(), info, req, &ifr);
+  return info.Env().Undefined();
+}
+
+Napi::Value SetMtu(const Napi::CallbackInfo& info) {
+  return IfSetInt(info, SIOCSIFMTU, [](struct ifreq& r, int v) { r.ifr_mtu = v; });
 }
 
 // The device's txqueuelen: for a TUN the ring of packets the kernel holds for this reader.
 Napi::Value SetTxQueueLen(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  struct ifreq ifr;
-  memset(&ifr, 0, sizeof ifr);
-  ifr.ifr_qlen = info[1].As<Napi::Number>().Int32Value();
-  IfIoctl(env, info, SIOCSIFTXQLEN, &ifr);
-  return env.Undefined();
+  return IfSetInt(info, SIOCSIFTXQLEN, [](struct ifreq& r, int v) { r.ifr_qlen = v; });
 }
 
 Napi::Value SetUp(const Napi::CallbackInfo& info) {
