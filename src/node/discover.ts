@@ -13,9 +13,14 @@
 // kube-proxy's interface detectors name the devices instead (src/rules/local-detect.ts):
 // BridgeInterface hooks exactly the named bridge's ports, InterfaceNamePrefix every link whose
 // name starts with the prefix (Calico's `cali`). The CIDR modes discover by route.
+//
+// The routes and links are read from /proc/net/route and /sys/class/net, not from `ip -j`: the
+// agent rescans every few seconds, and two forks of the agent each time blocked its packet loop
+// for a millisecond natively and for seconds under the VM lab's software emulation.
+import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { basename } from 'node:path';
 import type { LocalDetector } from '../rules/local-detect.ts';
-import { type Cidr, ipv4ToU32 } from '../wire/addr.ts';
-import { shJson } from '../sh.ts';
+import { type Cidr, ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
 
 interface IpRoute {
   dst: string;
@@ -95,7 +100,56 @@ export function discoverPodIfaces(
   podCidr: Cidr,
   exclude: readonly string[],
 ): string[] {
-  const routes = shJson<IpRoute>(['ip', '-j', '-4', 'route', 'show', 'table', 'main']);
-  const links = shJson<IpLink>(['ip', '-j', '-d', 'link', 'show']);
-  return podIfacesFor(local, routes, links, podCidr, exclude);
+  return podIfacesFor(local, readRoutes(), readLinks(), podCidr, exclude);
+}
+
+/** RTF_REJECT: an unreachable or prohibit route. */
+const RTF_REJECT = 0x0200;
+
+/**
+ * The main table's IPv4 routes as `ip -j -4 route show table main` gives the fields discovery
+ * reads, from /proc/net/route (this network namespace's: Iface, Destination and Mask in hex,
+ * the address's bytes in memory order).
+ */
+export function parseProcNetRoute(text: string): IpRoute[] {
+  const out: IpRoute[] = [];
+  for (const line of text.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 8) continue;
+    const [dev, dest, , flags, , , , mask] = f;
+    // no device ('*': blackhole, unreachable, prohibit) or a reject route: nothing to hook
+    if (dev === '*' || Number.parseInt(flags!, 16) & RTF_REJECT) continue;
+    const len = Math.clz32(~hexAddr(mask!)); // the mask's leading ones
+    const dst = len === 0 ? 'default' : `${u32ToIpv4(hexAddr(dest!))}/${len}`;
+    out.push({ dst, dev, type: 'unicast' });
+  }
+  return out;
+}
+
+/** /proc/net/route's hex is the address in memory order: 0102A8C0 is 192.168.2.1. */
+function hexAddr(hex: string): number {
+  const v = Number.parseInt(hex, 16);
+  return (
+    (((v & 0xff) << 24) | (((v >>> 8) & 0xff) << 16) | (((v >>> 16) & 0xff) << 8) | (v >>> 24)) >>>
+    0
+  );
+}
+
+function readRoutes(): IpRoute[] {
+  return parseProcNetRoute(readFileSync('/proc/net/route', 'utf8'));
+}
+
+/** The links as `ip -j -d link show` gives what discovery reads: name, master, bridge or not. */
+export function readLinks(sysClassNet = '/sys/class/net'): IpLink[] {
+  return readdirSync(sysClassNet).map((ifname) => {
+    const dir = `${sysClassNet}/${ifname}`;
+    const link: IpLink = { ifname };
+    try {
+      link.master = basename(readlinkSync(`${dir}/master`));
+    } catch {}
+    try {
+      if (statSync(`${dir}/bridge`).isDirectory()) link.linkinfo = { info_kind: 'bridge' };
+    } catch {}
+    return link;
+  });
 }
