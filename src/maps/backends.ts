@@ -9,14 +9,23 @@
 // proto u8, state u8, flags u8. Index and pool as in hashtab.ts (load factor <= 0.5).
 // Service slots and conntrack entries hold the id, so a backend's address can change, or the
 // backend can drain (BE_TERMINATING), without touching either.
+//
+// IPv6 (`{ ipv6: true }`, Cilium's lb6_backends): the addr column holds four int32 words per
+// entry (most significant first); everything else is the same. Bytes per entry: IPv4 4 + 4 + 2
+// + 3 + live bit + index 8 = 21.125, IPv6 33.125. Ids are one space for both families (the
+// loader hands them out), so a conntrack entry's backend id names one backend of its family.
 
 import {
+  ADDR6_WORDS,
+  addr6Put,
   type Carver,
+  checkAddr,
   checkRange,
   EntryPool,
   H_WORDS,
   HashIndex,
   hash1,
+  type MapAddr,
   type MapOptions,
   openHashedMap,
 } from './hashtab.ts';
@@ -29,14 +38,15 @@ export const BE_QUARANTINED = 2;
 export const BE_F_LOCAL = 1;
 
 const MAGIC = 0x42454e31; // 'BEN1'
+const MAGIC6 = 0x42454e36; // 'BEN6'
 
-function layout(c: Carver, cap: number) {
+function layout(c: Carver, cap: number, words: number) {
   return {
     hdr: c.u32(H_WORDS),
     index: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
     id: c.u32(cap),
-    addr: c.i32(cap),
+    addr: c.i32(cap * words),
     port: c.u16(cap),
     proto: c.u8(cap),
     state: c.u8(cap),
@@ -48,6 +58,8 @@ export class BackendMap {
   readonly capacity: number;
   readonly buffer: ArrayBuffer | SharedArrayBuffer;
   readonly seed: number;
+  /** addresses are IPv6 (four words each): addrWord, not addr */
+  readonly ipv6: boolean;
   /** exposed for tests and introspection */
   readonly index: HashIndex;
   private readonly pool: EntryPool;
@@ -59,8 +71,12 @@ export class BackendMap {
   private readonly flags_: Uint8Array;
 
   constructor(capacity: number, opts?: MapOptions) {
-    const m = openHashedMap(capacity, layout, MAGIC, opts, 'BackendMap');
+    const ipv6 = opts?.ipv6 === true;
+    const words = ipv6 ? ADDR6_WORDS : 1;
+    const lay = (c: Carver, n: number) => layout(c, n, words);
+    const m = openHashedMap(capacity, lay, ipv6 ? MAGIC6 : MAGIC, opts, 'BackendMap');
     const { cap, views: v } = m;
+    this.ipv6 = ipv6;
     this.capacity = cap;
     this.buffer = m.buffer;
     this.seed = m.seed;
@@ -103,6 +119,10 @@ export class BackendMap {
   addr(i: number): number {
     return this.addr_[i];
   }
+  /** Word k (0..3, most significant first) of an IPv6 backend's address, as int32. */
+  addrWord(i: number, k: number): number {
+    return this.addr_[(i << 2) + k];
+  }
   port(i: number): number {
     return this.port_[i];
   }
@@ -124,14 +144,14 @@ export class BackendMap {
   /** Insert or update backend `id` (nonzero u32). False when full. Throws on bad ranges. */
   upsert(
     id: number,
-    addr: number,
+    addr: MapAddr,
     port: number,
     proto: number,
     state: number,
     flags: number,
   ): boolean {
     checkRange(id, 1, 0xffffffff, 'BackendMap.upsert: id');
-    checkRange(addr, 0, 0xffffffff, 'BackendMap.upsert: addr');
+    checkAddr(addr, this.ipv6, 'BackendMap.upsert: addr');
     checkRange(port, 0, 0xffff, 'BackendMap.upsert: port');
     checkRange(proto, 0, 0xff, 'BackendMap.upsert: proto');
     checkRange(state, 0, 0xff, 'BackendMap.upsert: state');
@@ -143,7 +163,8 @@ export class BackendMap {
       this.id[e] = id;
       this.index.insert(this.hashKey(id), e);
     }
-    this.addr_[e] = addr;
+    if (typeof addr === 'number') this.addr_[e] = addr;
+    else addr6Put(this.addr_, e, addr, 0);
     this.port_[e] = port;
     this.proto_[e] = proto;
     this.state_[e] = state;

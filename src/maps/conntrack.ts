@@ -21,6 +21,18 @@
 //   +--------------------------------+----+---------------------------------------------+
 //   total 63.125 B per flow, plus a 32 B header and up to 7 B alignment padding per column.
 //
+// IPv6 (`{ ipv6: true }`, Cilium's ct6): the same entries with 128-bit addresses, saddr, daddr
+// and baddr holding four int32 words per flow (most significant first) — 36 B more:
+//
+//   | saddr, daddr, baddr   i32 x 12 | 48 | client, VIP, backend (four words each)       |
+//   total 99.125 B per IPv6 flow (the other columns and both indexes as above).
+//
+// Both tuples are hashed over ten words (two addresses, the ports word, proto). The `…6`
+// methods take addresses as four words of an Int32Array at an offset (the datapath's scratch),
+// so a lookup allocates nothing; saddrWord/daddrWord/baddrWord read them back. State, lifetime,
+// counters, backend id and reverse-NAT id are the same columns and accessors in both families,
+// so the conntrack stage (ct4Update, the TCP and SCTP state machines) is one for both.
+//
 // For ICMP echo flows sport = dport = echo id. Time is u32 seconds; an entry is expired when
 // expires <= now. The map never evicts a live entry: `create` fails with CT_FULL and the caller
 // decides (drop, run GC early). Expired entries are removed only by `scan` (or `delete`).
@@ -30,12 +42,18 @@
 // refuse with CT_CLASH rather than mis-translate. Such a flow needs SNAT to be told apart.
 
 import {
+  ADDR6_WORDS,
+  addr6Eq,
+  addr6Put,
   type Carver,
   EntryPool,
   H_BUMP,
   H_WORDS,
   HashIndex,
   hash4,
+  hashAddr6,
+  hashEnd,
+  hashStep,
   type MapOptions,
   openHashedMap,
 } from './hashtab.ts';
@@ -48,17 +66,18 @@ export const CT_EXISTS = -2;
 export const CT_CLASH = -3;
 
 const MAGIC = 0x43544b31; // 'CTK1'
+const MAGIC6 = 0x43544b36; // 'CTK6'
 
-function layout(c: Carver, cap: number) {
+function layout(c: Carver, cap: number, words = 1) {
   return {
     hdr: c.u32(H_WORDS),
     origIdx: c.u32(cap * 2),
     replyIdx: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
-    saddr: c.i32(cap),
-    daddr: c.i32(cap),
+    saddr: c.i32(cap * words),
+    daddr: c.i32(cap * words),
     ports: c.i32(cap),
-    baddr: c.i32(cap),
+    baddr: c.i32(cap * words),
     backendId: c.u32(cap),
     expires: c.u32(cap),
     pktsOrig: c.u32(cap),
@@ -79,6 +98,8 @@ export class ConntrackMap {
   readonly capacity: number;
   readonly buffer: ArrayBuffer | SharedArrayBuffer;
   readonly seed: number;
+  /** addresses are IPv6 (four words each): use the `…6` methods */
+  readonly ipv6: boolean;
   /** exposed for tests and introspection */
   readonly origIndex: HashIndex;
   readonly replyIndex: HashIndex;
@@ -87,8 +108,12 @@ export class ConntrackMap {
   private readonly c: Views;
 
   constructor(capacity: number, opts?: MapOptions) {
-    const m = openHashedMap(capacity, layout, MAGIC, opts, 'ConntrackMap');
+    const ipv6 = opts?.ipv6 === true;
+    const words = ipv6 ? ADDR6_WORDS : 1;
+    const lay = (c: Carver, n: number) => layout(c, n, words);
+    const m = openHashedMap(capacity, lay, ipv6 ? MAGIC6 : MAGIC, opts, 'ConntrackMap');
     const { cap, views } = m;
+    this.ipv6 = ipv6;
     this.capacity = cap;
     this.buffer = m.buffer;
     this.c = views;
@@ -96,6 +121,23 @@ export class ConntrackMap {
     this.seed = m.seed;
     this.pool = new EntryPool(views.hdr, views.live, views.backendId, cap);
     const v = views;
+    if (ipv6) {
+      this.origIndex = new HashIndex(v.origIdx, {
+        entryHash: (e) => this.hash6(v.saddr, e << 2, v.daddr, e << 2, v.ports[e], v.proto[e]),
+      });
+      this.replyIndex = new HashIndex(v.replyIdx, {
+        entryHash: (e) =>
+          this.hash6(
+            v.baddr,
+            e << 2,
+            v.saddr,
+            e << 2,
+            (v.bport[e] << 16) | (v.ports[e] >>> 16),
+            v.proto[e],
+          ),
+      });
+      return;
+    }
     this.origIndex = new HashIndex(v.origIdx, {
       entryHash: (e) => hash4(this.seed, v.saddr[e], v.daddr[e], v.ports[e], v.proto[e]),
     });
@@ -124,6 +166,162 @@ export class ConntrackMap {
   hashTuple(proto: number, saddr: number, daddr: number, sport: number, dport: number): number {
     const ports = ((sport & 0xffff) << 16) | (dport & 0xffff);
     return hash4(this.seed, saddr | 0, daddr | 0, ports, proto & 0xff);
+  }
+
+  /** The ten-word IPv6 tuple hash: address s, address d, the ports word, proto. */
+  private hash6(
+    s: Int32Array,
+    sAt: number,
+    d: Int32Array,
+    dAt: number,
+    ports: number,
+    proto: number,
+  ): number {
+    const h = hashAddr6(hashAddr6(this.seed, s, sAt), d, dAt);
+    return hashEnd(hashStep(hashStep(h, ports), proto), 10);
+  }
+
+  /** IPv6: home hash of a wire tuple (addresses at a[sAt], a[dAt]) in either index. */
+  hashTuple6(
+    proto: number,
+    a: Int32Array,
+    sAt: number,
+    dAt: number,
+    sport: number,
+    dport: number,
+  ): number {
+    const ports = ((sport & 0xffff) << 16) | (dport & 0xffff);
+    return this.hash6(a, sAt, a, dAt, ports, proto & 0xff);
+  }
+
+  /**
+   * IPv6: entry of the flow whose original (client -> VIP) tuple this is, or -1. The client
+   * is a[sAt..sAt+4), the VIP a[dAt..dAt+4). No allocation, no throw.
+   */
+  lookupOrig6(
+    proto: number,
+    a: Int32Array,
+    sAt: number,
+    dAt: number,
+    sport: number,
+    dport: number,
+  ): number {
+    proto &= 0xff;
+    const ports = ((sport & 0xffff) << 16) | (dport & 0xffff);
+    const c = this.c;
+    const slots = this.origIndex.slots;
+    const mask = this.origIndex.mask;
+    for (let i = this.hash6(a, sAt, a, dAt, ports, proto) & mask; ; i = (i + 1) & mask) {
+      const v = slots[i];
+      if (v === 0) return -1;
+      const e = v - 1;
+      if (
+        c.ports[e] === ports &&
+        c.proto[e] === proto &&
+        addr6Eq(c.saddr, e, a, sAt) &&
+        addr6Eq(c.daddr, e, a, dAt)
+      ) {
+        return e;
+      }
+    }
+  }
+
+  /**
+   * IPv6: entry of the flow whose reply (backend -> client) tuple this is, or -1: the backend
+   * is a[sAt..sAt+4), the client a[dAt..dAt+4).
+   */
+  lookupReply6(
+    proto: number,
+    a: Int32Array,
+    sAt: number,
+    dAt: number,
+    sport: number,
+    dport: number,
+  ): number {
+    proto &= 0xff;
+    sport &= 0xffff;
+    dport &= 0xffff;
+    const c = this.c;
+    const slots = this.replyIndex.slots;
+    const mask = this.replyIndex.mask;
+    for (
+      let i = this.hash6(a, sAt, a, dAt, (sport << 16) | dport, proto) & mask;
+      ;
+      i = (i + 1) & mask
+    ) {
+      const v = slots[i];
+      if (v === 0) return -1;
+      const e = v - 1;
+      if (
+        c.bport[e] === sport &&
+        c.ports[e] >>> 16 === dport &&
+        c.proto[e] === proto &&
+        addr6Eq(c.baddr, e, a, sAt) &&
+        addr6Eq(c.saddr, e, a, dAt)
+      ) {
+        return e;
+      }
+    }
+  }
+
+  /**
+   * IPv6: track a new flow, client a[sAt], VIP a[dAt], backend a[bAt] (four words each).
+   * Returns its entry, or CT_EXISTS / CT_CLASH / CT_FULL (< 0), as `create`.
+   */
+  create6(
+    proto: number,
+    a: Int32Array,
+    sAt: number,
+    dAt: number,
+    sport: number,
+    dport: number,
+    bAt: number,
+    bport: number,
+    backendId: number,
+    revNat: number,
+    expires: number,
+  ): number {
+    proto &= 0xff;
+    sport &= 0xffff;
+    dport &= 0xffff;
+    bport &= 0xffff;
+    if (this.lookupOrig6(proto, a, sAt, dAt, sport, dport) >= 0) return CT_EXISTS;
+    if (this.lookupReply6(proto, a, bAt, sAt, bport, sport) >= 0) return CT_CLASH;
+    const e = this.pool.alloc();
+    if (e < 0) return CT_FULL;
+    const c = this.c;
+    addr6Put(c.saddr, e, a, sAt);
+    addr6Put(c.daddr, e, a, dAt);
+    addr6Put(c.baddr, e, a, bAt);
+    this.initEntry(e, proto, (sport << 16) | dport, bport, backendId, revNat, expires);
+    this.origIndex.insert(this.hashTuple6(proto, a, sAt, dAt, sport, dport), e);
+    this.replyIndex.insert(this.hashTuple6(proto, a, bAt, sAt, bport, sport), e);
+    return e;
+  }
+
+  /** The columns every new entry sets, whatever its family. */
+  private initEntry(
+    e: number,
+    proto: number,
+    ports: number,
+    bport: number,
+    backendId: number,
+    revNat: number,
+    expires: number,
+  ): void {
+    const c = this.c;
+    c.proto[e] = proto;
+    c.ports[e] = ports;
+    c.bport[e] = bport;
+    c.backendId[e] = backendId;
+    c.revNat[e] = revNat;
+    c.expires[e] = expires;
+    c.state[e] = 0;
+    c.flags[e] = 0;
+    c.pktsOrig[e] = 0;
+    c.pktsReply[e] = 0;
+    c.bytesOrig[e] = 0;
+    c.bytesReply[e] = 0;
   }
 
   /** Entry of the flow whose original (client -> VIP) tuple this is, or -1. */
@@ -207,21 +405,10 @@ export class ConntrackMap {
     const e = this.pool.alloc();
     if (e < 0) return CT_FULL;
     const c = this.c;
-    c.proto[e] = proto;
     c.saddr[e] = saddr;
     c.daddr[e] = daddr;
-    c.ports[e] = (sport << 16) | dport;
     c.baddr[e] = baddr;
-    c.bport[e] = bport;
-    c.backendId[e] = backendId;
-    c.revNat[e] = revNat;
-    c.expires[e] = expires;
-    c.state[e] = 0;
-    c.flags[e] = 0;
-    c.pktsOrig[e] = 0;
-    c.pktsReply[e] = 0;
-    c.bytesOrig[e] = 0;
-    c.bytesReply[e] = 0;
+    this.initEntry(e, proto, (sport << 16) | dport, bport, backendId, revNat, expires);
     this.origIndex.insert(this.hashTuple(proto, saddr, daddr, sport, dport), e);
     this.replyIndex.insert(this.hashTuple(proto, baddr, saddr, bport, sport), e);
     return e;
@@ -299,6 +486,18 @@ export class ConntrackMap {
   }
   daddr(i: number): number {
     return this.c.daddr[i];
+  }
+  /** Word k (0..3, most significant first) of an IPv6 flow's client address, as int32. */
+  saddrWord(i: number, k: number): number {
+    return this.c.saddr[(i << 2) + k];
+  }
+  /** Word k of an IPv6 flow's VIP (its original destination). */
+  daddrWord(i: number, k: number): number {
+    return this.c.daddr[(i << 2) + k];
+  }
+  /** Word k of an IPv6 flow's backend address. */
+  baddrWord(i: number, k: number): number {
+    return this.c.baddr[(i << 2) + k];
   }
   sport(i: number): number {
     return this.c.ports[i] >>> 16;

@@ -13,10 +13,26 @@
 // insert takes the same key's way, else an empty/expired way, else evicts the way that expires
 // first (counted in `evictions`). Nothing to collect: entries simply expire (30 s, the kernel's
 // ipfrag_time). No allocation, no throw after construction.
+//
+// IPv6 (`new FragMap(n, true)`): the datagram is (source, destination, Fragment Identification)
+// — RFC 8200 4.5: "the original packet is reassembled only from fragment packets that have the
+// same Source Address, Destination Address, and Fragment Identification" — so the key word is
+// the full 32-bit identification (no protocol), the addresses and the remembered new addresses
+// four int32 words each (48 B + 8 per entry). The `…6` methods take addresses as four words of
+// an Int32Array at an offset.
 
-import { hash4, roundCapacity } from './hashtab.ts';
+import {
+  ADDR6_WORDS,
+  addr6Eq,
+  addr6Put,
+  hash4,
+  hashAddr6,
+  hashEnd,
+  hashStep,
+  roundCapacity,
+} from './hashtab.ts';
 
-/** the kernel's net.ipv4.ipfrag_time */
+/** the kernel's net.ipv4.ipfrag_time (net.ipv6.ip6frag_time is 60; the shorter one here) */
 export const FRAG_TIMEOUT = 30;
 
 const WAYS = 4;
@@ -24,6 +40,8 @@ const SEED = 0x66726167; // 'frag'
 
 export class FragMap {
   readonly capacity: number;
+  /** addresses are IPv6 (four words each): use the `…6` methods */
+  readonly ipv6: boolean;
   /** live entries overwritten because their bucket was full */
   evictions = 0;
   private readonly mask: number;
@@ -34,16 +52,94 @@ export class FragMap {
   private readonly dsts: Int32Array;
   private readonly expiry: Uint32Array;
 
-  constructor(capacity: number) {
+  constructor(capacity: number, ipv6 = false) {
     const cap = Math.max(roundCapacity(capacity, 'FragMap'), WAYS);
+    const words = ipv6 ? ADDR6_WORDS : 1;
+    this.ipv6 = ipv6;
     this.capacity = cap;
     this.mask = cap / WAYS - 1;
-    this.saddrs = new Int32Array(cap);
-    this.daddrs = new Int32Array(cap);
+    this.saddrs = new Int32Array(cap * words);
+    this.daddrs = new Int32Array(cap * words);
     this.idProto = new Uint32Array(cap);
-    this.srcs = new Int32Array(cap);
-    this.dsts = new Int32Array(cap);
+    this.srcs = new Int32Array(cap * words);
+    this.dsts = new Int32Array(cap * words);
     this.expiry = new Uint32Array(cap);
+  }
+
+  private bucket6(a: Int32Array, sAt: number, dAt: number, id: number): number {
+    const h = hashStep(hashAddr6(hashAddr6(SEED, a, sAt), a, dAt), id);
+    return (hashEnd(h, 9) & this.mask) * WAYS;
+  }
+
+  /** IPv6: entry of the datagram (a[sAt], a[dAt], id) live at `now`, or -1. */
+  lookup6(a: Int32Array, sAt: number, dAt: number, id: number, now: number): number {
+    id >>>= 0;
+    const b = this.bucket6(a, sAt, dAt, id);
+    for (let w = b; w < b + WAYS; w++) {
+      if (
+        this.expiry[w] > now &&
+        this.idProto[w] === id &&
+        addr6Eq(this.saddrs, w, a, sAt) &&
+        addr6Eq(this.daddrs, w, a, dAt)
+      ) {
+        return w;
+      }
+    }
+    return -1;
+  }
+
+  /**
+   * IPv6: remember (or refresh) the datagram (a[sAt], a[dAt], id)'s new addresses a[nsAt] and
+   * a[ndAt]; returns its entry. Never fails (evicts as `insert`).
+   */
+  insert6(
+    a: Int32Array,
+    sAt: number,
+    dAt: number,
+    id: number,
+    nsAt: number,
+    ndAt: number,
+    expires: number,
+    now: number,
+  ): number {
+    id >>>= 0;
+    const b = this.bucket6(a, sAt, dAt, id);
+    let pick = -1;
+    let soonest = b;
+    for (let w = b; w < b + WAYS; w++) {
+      const live = this.expiry[w] > now;
+      if (
+        live &&
+        this.idProto[w] === id &&
+        addr6Eq(this.saddrs, w, a, sAt) &&
+        addr6Eq(this.daddrs, w, a, dAt)
+      ) {
+        pick = w;
+        break;
+      }
+      if (!live && pick < 0) pick = w;
+      if (this.expiry[w] < this.expiry[soonest]) soonest = w;
+    }
+    if (pick < 0) {
+      pick = soonest;
+      this.evictions++;
+    }
+    addr6Put(this.saddrs, pick, a, sAt);
+    addr6Put(this.daddrs, pick, a, dAt);
+    this.idProto[pick] = id;
+    addr6Put(this.srcs, pick, a, nsAt);
+    addr6Put(this.dsts, pick, a, ndAt);
+    this.expiry[pick] = expires >>> 0;
+    return pick;
+  }
+
+  /** Word k (0..3) of an IPv6 entry's new source. */
+  newSrcWord(i: number, k: number): number {
+    return this.srcs[(i << 2) + k];
+  }
+  /** Word k (0..3) of an IPv6 entry's new destination. */
+  newDstWord(i: number, k: number): number {
+    return this.dsts[(i << 2) + k];
   }
 
   private bucket(saddr: number, daddr: number, key: number): number {

@@ -29,6 +29,12 @@
 // mid-update and must tolerate a spurious miss.
 
 export interface MapOptions {
+  /**
+   * the map's addresses are IPv6: four int32 words each, most significant first (Cilium's
+   * lb6_* / ct6 maps). Such a map is used through its `…6` methods; the IPv4 ones are for
+   * maps without this flag.
+   */
+  ipv6?: boolean;
   /** back the map with a SharedArrayBuffer so worker threads can attach to it */
   shared?: boolean;
   /** hash seed; default random per map (placement only, never observable in results) */
@@ -53,8 +59,9 @@ export function roundCapacity(requested: number, what: string): number {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hashing: MurmurHash3 (x86_32) body and finaliser over whole u32 words. Every key of every
-// map is at most four words, so there is one entry point per word count and no key array.
+// Hashing: MurmurHash3 (x86_32) body and finaliser over whole u32 words. Every IPv4 key is at
+// most four words, so there is one entry point per word count and no key array; an IPv6 key
+// (an address is four words) is hashed with hashStep / hashAddr6 / hashEnd, the same arithmetic.
 
 const C1 = 0xcc9e2d51;
 const C2 = 0x1b873593;
@@ -91,6 +98,63 @@ export function hash3(seed: number, a: number, b: number, c: number): number {
 
 export function hash4(seed: number, a: number, b: number, c: number, d: number): number {
   return mix32(mmStep(mmStep(mmStep(mmStep(seed, a), b), c), d) ^ 16);
+}
+
+/** One MurmurHash3 body step: fold word k into h (keys longer than four words). */
+export function hashStep(h: number, k: number): number {
+  return mmStep(h, k);
+}
+
+/** Fold the four words of the IPv6 address at a[at..at+4) into h. */
+export function hashAddr6(h: number, a: Int32Array, at: number): number {
+  return mmStep(mmStep(mmStep(mmStep(h, a[at]), a[at + 1]), a[at + 2]), a[at + 3]);
+}
+
+/** Finish a hash of `words` words begun at the seed (hashN(seed, …) is hashEnd of N steps). */
+export function hashEnd(h: number, words: number): number {
+  return mix32(h ^ (words << 2));
+}
+
+/** Words of one IPv6 address in a map column and in the fast path's scratch arrays. */
+export const ADDR6_WORDS = 4;
+
+/** Whether col[e*4..e*4+4) holds the address a[at..at+4). */
+export function addr6Eq(col: Int32Array, e: number, a: Int32Array, at: number): boolean {
+  const k = e << 2;
+  return (
+    col[k] === a[at] &&
+    col[k + 1] === a[at + 1] &&
+    col[k + 2] === a[at + 2] &&
+    col[k + 3] === a[at + 3]
+  );
+}
+
+/** Copy the address a[at..at+4) into col at entry e. */
+export function addr6Put(col: Int32Array, e: number, a: Int32Array, at: number): void {
+  const k = e << 2;
+  col[k] = a[at];
+  col[k + 1] = a[at + 1];
+  col[k + 2] = a[at + 2];
+  col[k + 3] = a[at + 3];
+}
+
+/**
+ * An address as the slow world hands it to a map writer: a u32/int32 for IPv4, four int32 words
+ * (most significant first) for IPv6. Which one a map takes follows its `ipv6` option.
+ */
+export type MapAddr = number | Int32Array;
+
+/** Control-plane check of a writer's address argument against the map's family. Throws. */
+export function checkAddr(a: MapAddr, ipv6: boolean, what: string): void {
+  if (ipv6) {
+    if (!(a instanceof Int32Array) || a.length !== ADDR6_WORDS) {
+      throw new RangeError(`${what} must be an IPv6 address (four int32 words)`);
+    }
+  } else if (typeof a !== 'number') {
+    throw new RangeError(`${what} must be an IPv4 address (a u32)`);
+  } else {
+    checkRange(a, 0, 0xffffffff, what);
+  }
 }
 
 export function randomSeed(): number {

@@ -18,14 +18,29 @@
 //
 // A wildcard master (port 0, proto 0, SVC_F_WILDCARD) marks a VIP as known so that packets to
 // its unknown ports can be rejected instead of passed.
+//
+// IPv6 (`{ ipv6: true }`, Cilium's lb6_services): the same entries with a 128-bit VIP, stored
+// as four int32 words per entry (vip column of 4 x capacity, most significant word first), and
+// hashed over the six key words (four VIP words, port << 16 | slot, proto). Bytes per entry:
+// IPv4 vip 4 + portSlot 4 + val 4 + count/revNat/flags 6 + proto/sched 2 + live bit + index 8
+// = 28.125; IPv6 = 40.125. Lookups go through lookup6 (the VIP as four words in an Int32Array
+// at an offset, the fast path's scratch); the writers take the VIP as four words.
 
 import {
+  ADDR6_WORDS,
+  addr6Eq,
+  addr6Put,
   type Carver,
+  checkAddr,
   checkRange,
   EntryPool,
   H_WORDS,
   HashIndex,
   hash3,
+  hashAddr6,
+  hashEnd,
+  hashStep,
+  type MapAddr,
   type MapOptions,
   openHashedMap,
 } from './hashtab.ts';
@@ -50,13 +65,14 @@ export const SVC_SCOPE_LOCAL = 0x80;
 // The scheduler byte of a master entry holds a SCHED_* kind of src/sched/kinds.ts (0 = random).
 
 const MAGIC = 0x53564331; // 'SVC1'
+const MAGIC6 = 0x53564336; // 'SVC6'
 
-function layout(c: Carver, cap: number) {
+function layout(c: Carver, cap: number, words: number) {
   return {
     hdr: c.u32(H_WORDS),
     index: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
-    vip: c.i32(cap),
+    vip: c.i32(cap * words),
     portSlot: c.i32(cap),
     val: c.u32(cap),
     count: c.u16(cap),
@@ -71,6 +87,8 @@ export class ServiceMap {
   readonly capacity: number;
   readonly buffer: ArrayBuffer | SharedArrayBuffer;
   readonly seed: number;
+  /** the VIPs are IPv6 (four words each): use the `…6` lookups */
+  readonly ipv6: boolean;
   /** exposed for tests and introspection (probe lengths, wrap-around) */
   readonly index: HashIndex;
   private readonly pool: EntryPool;
@@ -84,8 +102,12 @@ export class ServiceMap {
   private readonly sched: Uint8Array;
 
   constructor(capacity: number, opts?: MapOptions) {
-    const m = openHashedMap(capacity, layout, MAGIC, opts, 'ServiceMap');
+    const ipv6 = opts?.ipv6 === true;
+    const words = ipv6 ? ADDR6_WORDS : 1;
+    const lay = (c: Carver, n: number) => layout(c, n, words);
+    const m = openHashedMap(capacity, lay, ipv6 ? MAGIC6 : MAGIC, opts, 'ServiceMap');
     const { cap, views: v } = m;
+    this.ipv6 = ipv6;
     this.capacity = cap;
     this.buffer = m.buffer;
     this.seed = m.seed;
@@ -99,8 +121,14 @@ export class ServiceMap {
     this.sched = v.sched;
     this.pool = new EntryPool(v.hdr, v.live, v.val, cap);
     this.index = new HashIndex(v.index, {
-      entryHash: (e) => hash3(this.seed, this.vip[e], this.portSlot[e], this.proto_[e]),
+      entryHash: ipv6
+        ? (e) => this.hash6(this.vip, e << 2, this.portSlot[e], this.proto_[e])
+        : (e) => hash3(this.seed, this.vip[e], this.portSlot[e], this.proto_[e]),
     });
+  }
+
+  private hash6(a: Int32Array, at: number, ps: number, proto: number): number {
+    return hashEnd(hashStep(hashStep(hashAddr6(this.seed, a, at), ps), proto), 6);
   }
 
   get size(): number {
@@ -110,6 +138,37 @@ export class ServiceMap {
   /** Home hash of a key (tests use it to build colliding keys). */
   hashKey(vip: number, port: number, proto: number, slot: number): number {
     return hash3(this.seed, vip | 0, ((port & 0xffff) << 16) | (slot & 0xffff), proto & 0xff);
+  }
+
+  /** Home hash of an IPv6 key, the VIP at a[at..at+4). */
+  hashKey6(a: Int32Array, at: number, port: number, proto: number, slot: number): number {
+    return this.hash6(a, at, ((port & 0xffff) << 16) | (slot & 0xffff), proto & 0xff);
+  }
+
+  /**
+   * IPv6: entry index of (vip, port, proto, slot), the VIP at a[at..at+4), or -1. Fast path:
+   * no allocation, no throw.
+   */
+  lookup6(a: Int32Array, at: number, port: number, proto: number, slot: number): number {
+    proto &= 0xff;
+    const ps = ((port & 0xffff) << 16) | (slot & 0xffff);
+    const slots = this.index.slots;
+    const mask = this.index.mask;
+    for (let i = this.hash6(a, at, ps, proto) & mask; ; i = (i + 1) & mask) {
+      const v = slots[i];
+      if (v === 0) return -1;
+      const e = v - 1;
+      if (this.portSlot[e] === ps && this.proto_[e] === proto && addr6Eq(this.vip, e, a, at)) {
+        return e;
+      }
+    }
+  }
+
+  /** Entry of a key whose VIP is a writer's MapAddr (either family; slow world). */
+  private lookupAny(vip: MapAddr, port: number, proto: number, slot: number): number {
+    return typeof vip === 'number'
+      ? this.lookup(vip, port, proto, slot)
+      : this.lookup6(vip, 0, port, proto, slot);
   }
 
   /** Entry index of (vip, port, proto, slot), or -1. Fast path: no allocation, no throw. */
@@ -149,6 +208,10 @@ export class ServiceMap {
   vipOf(i: number): number {
     return this.vip[i];
   }
+  /** Word k (0..3, most significant first) of an IPv6 entry's VIP. */
+  vipWord(i: number, k: number): number {
+    return this.vip[(i << 2) + k];
+  }
   portOf(i: number): number {
     return this.portSlot[i] >>> 16;
   }
@@ -166,7 +229,7 @@ export class ServiceMap {
 
   /** Insert or update the master (slot 0). False when the table is full. Throws on bad ranges. */
   upsertMaster(
-    vip: number,
+    vip: MapAddr,
     port: number,
     proto: number,
     count: number,
@@ -191,7 +254,7 @@ export class ServiceMap {
   }
 
   /** Insert or update backend slot `slot` (1..65535). False when the table is full. */
-  upsertSlot(vip: number, port: number, proto: number, slot: number, backendId: number): boolean {
+  upsertSlot(vip: MapAddr, port: number, proto: number, slot: number, backendId: number): boolean {
     checkRange(slot, 1, 0xffff, 'ServiceMap.upsertSlot: slot');
     checkRange(backendId, 0, 0xffffffff, 'ServiceMap.upsertSlot: backendId');
     const e = this.findOrInsert(vip, port, proto, slot);
@@ -201,8 +264,10 @@ export class ServiceMap {
   }
 
   /** Delete one entry (master or slot). False if it was not there. */
-  delete(vip: number, port: number, proto: number, slot: number): boolean {
-    const e = this.lookup(vip, port, proto, slot);
+  delete(vip: MapAddr, port: number, proto: number, slot: number): boolean {
+    if ((typeof vip === 'number') === this.ipv6)
+      checkAddr(vip, this.ipv6, 'ServiceMap.delete: vip');
+    const e = this.lookupAny(vip, port, proto, slot);
     if (e < 0) return false;
     this.index.remove(e);
     this.pool.release(e);
@@ -214,16 +279,17 @@ export class ServiceMap {
     this.pool.clear();
   }
 
-  private findOrInsert(vip: number, port: number, proto: number, slot: number): number {
-    checkRange(vip, 0, 0xffffffff, 'ServiceMap: vip');
+  private findOrInsert(vip: MapAddr, port: number, proto: number, slot: number): number {
+    checkAddr(vip, this.ipv6, 'ServiceMap: vip');
     checkRange(port, 0, 0xffff, 'ServiceMap: port');
     checkRange(proto, 0, 0xff, 'ServiceMap: proto');
     checkRange(slot, 0, 0xffff, 'ServiceMap: slot');
-    const found = this.lookup(vip, port, proto, slot);
+    const found = this.lookupAny(vip, port, proto, slot);
     if (found >= 0) return found;
     const e = this.pool.alloc();
     if (e < 0) return -1;
-    this.vip[e] = vip;
+    if (typeof vip === 'number') this.vip[e] = vip;
+    else addr6Put(this.vip, e, vip, 0);
     this.portSlot[e] = (port << 16) | slot;
     this.proto_[e] = proto;
     this.count_[e] = 0;
@@ -231,7 +297,11 @@ export class ServiceMap {
     this.flags_[e] = 0;
     this.sched[e] = 0;
     this.val[e] = 0;
-    this.index.insert(this.hashKey(vip, port, proto, slot), e);
+    const h =
+      typeof vip === 'number'
+        ? this.hashKey(vip, port, proto, slot)
+        : this.hashKey6(vip, 0, port, proto, slot);
+    this.index.insert(h, e);
     return e;
   }
 }

@@ -14,29 +14,41 @@
 // Entry columns (struct of arrays), bytes per entry: saddr, raddr, natAddr i32, ctIdx u32 (16),
 // ports i32 (sport << 16 | rport) (4), natPort u16 (2), proto u8 (1), live bit, two indexes of
 // 2 slots x u32 (16): about 39 B per entry.
+//
+// IPv6 (`{ ipv6: true }`, Cilium's SNAT_MAPPING_IPV6): saddr, raddr and natAddr hold four int32
+// words per entry (most significant first), 36 B more: about 75 B per entry. Both keys are
+// hashed over ten words (two addresses, a ports word, proto); the `…6` methods take addresses
+// as four words of an Int32Array at an offset, and saddrWord/raddrWord/natAddrWord read them.
 
 import {
+  ADDR6_WORDS,
+  addr6Eq,
+  addr6Put,
   type Carver,
   EntryPool,
   H_BUMP,
   H_WORDS,
   HashIndex,
   hash4,
+  hashAddr6,
+  hashEnd,
+  hashStep,
   type MapOptions,
   openHashedMap,
 } from './hashtab.ts';
 
 const MAGIC = 0x534e4131; // 'SNA1'
+const MAGIC6 = 0x534e4136; // 'SNA6'
 
-function layout(c: Carver, cap: number) {
+function layout(c: Carver, cap: number, words: number) {
   return {
     hdr: c.u32(H_WORDS),
     fwdIdx: c.u32(cap * 2),
     revIdx: c.u32(cap * 2),
     live: c.u32((cap + 31) >>> 5),
-    saddr: c.i32(cap),
-    raddr: c.i32(cap),
-    natAddr: c.i32(cap),
+    saddr: c.i32(cap * words),
+    raddr: c.i32(cap * words),
+    natAddr: c.i32(cap * words),
     ctIdx: c.u32(cap),
     ports: c.i32(cap),
     natPort: c.u16(cap),
@@ -50,6 +62,8 @@ export class SnatMap {
   readonly capacity: number;
   readonly buffer: ArrayBuffer | SharedArrayBuffer;
   readonly seed: number;
+  /** addresses are IPv6 (four words each): use the `…6` methods */
+  readonly ipv6: boolean;
   readonly fwdIndex: HashIndex;
   readonly revIndex: HashIndex;
   private readonly pool: EntryPool;
@@ -59,14 +73,17 @@ export class SnatMap {
   private readonly link: Uint32Array;
 
   constructor(capacity: number, opts?: MapOptions) {
+    const ipv6 = opts?.ipv6 === true;
+    const words = ipv6 ? ADDR6_WORDS : 1;
     const m = openHashedMap(
       capacity,
-      (c, cap) => ({ ...layout(c, cap), link: c.u32(cap) }),
-      MAGIC,
+      (c, cap) => ({ ...layout(c, cap, words), link: c.u32(cap) }),
+      ipv6 ? MAGIC6 : MAGIC,
       opts,
       'SnatMap',
     );
     const { cap, views } = m;
+    this.ipv6 = ipv6;
     this.capacity = cap;
     this.buffer = m.buffer;
     this.c = views;
@@ -75,6 +92,23 @@ export class SnatMap {
     this.seed = m.seed;
     this.pool = new EntryPool(views.hdr, views.live, this.link, cap);
     const v = views;
+    if (ipv6) {
+      this.fwdIndex = new HashIndex(v.fwdIdx, {
+        entryHash: (e) => this.hash6(v.saddr, e << 2, v.raddr, e << 2, v.ports[e], v.proto[e]),
+      });
+      this.revIndex = new HashIndex(v.revIdx, {
+        entryHash: (e) =>
+          this.hash6(
+            v.raddr,
+            e << 2,
+            v.natAddr,
+            e << 2,
+            ((v.ports[e] & 0xffff) << 16) | v.natPort[e],
+            v.proto[e],
+          ),
+      });
+      return;
+    }
     this.fwdIndex = new HashIndex(v.fwdIdx, {
       entryHash: (e) => hash4(this.seed, v.saddr[e], v.raddr[e], v.ports[e], v.proto[e]),
     });
@@ -92,6 +126,111 @@ export class SnatMap {
 
   get size(): number {
     return this.pool.size;
+  }
+
+  /** The ten-word IPv6 key hash: address s, address d, a ports word, proto. */
+  private hash6(
+    s: Int32Array,
+    sAt: number,
+    d: Int32Array,
+    dAt: number,
+    ports: number,
+    proto: number,
+  ): number {
+    const h = hashAddr6(hashAddr6(this.seed, s, sAt), d, dAt);
+    return hashEnd(hashStep(hashStep(h, ports), proto), 10);
+  }
+
+  /** IPv6 lookupFwd: client a[sAt]:sport -> backend a[rAt]:rport, or -1. */
+  lookupFwd6(
+    proto: number,
+    a: Int32Array,
+    sAt: number,
+    sport: number,
+    rAt: number,
+    rport: number,
+  ): number {
+    proto &= 0xff;
+    const ports = ((sport & 0xffff) << 16) | (rport & 0xffff);
+    const c = this.c;
+    const slots = this.fwdIndex.slots;
+    const mask = this.fwdIndex.mask;
+    for (let i = this.hash6(a, sAt, a, rAt, ports, proto) & mask; ; i = (i + 1) & mask) {
+      const v = slots[i];
+      if (v === 0) return -1;
+      const e = v - 1;
+      if (
+        c.ports[e] === ports &&
+        c.proto[e] === proto &&
+        addr6Eq(c.saddr, e, a, sAt) &&
+        addr6Eq(c.raddr, e, a, rAt)
+      ) {
+        return e;
+      }
+    }
+  }
+
+  /** IPv6 lookupRev: the reply backend a[rAt]:rport -> a[nAt]:natPort, or -1. */
+  lookupRev6(
+    proto: number,
+    a: Int32Array,
+    rAt: number,
+    rport: number,
+    nAt: number,
+    natPort: number,
+  ): number {
+    proto &= 0xff;
+    rport &= 0xffff;
+    natPort &= 0xffff;
+    const c = this.c;
+    const slots = this.revIndex.slots;
+    const mask = this.revIndex.mask;
+    const h = this.hash6(a, rAt, a, nAt, (rport << 16) | natPort, proto);
+    for (let i = h & mask; ; i = (i + 1) & mask) {
+      const v = slots[i];
+      if (v === 0) return -1;
+      const e = v - 1;
+      if (
+        (c.ports[e] & 0xffff) === rport &&
+        c.natPort[e] === natPort &&
+        c.proto[e] === proto &&
+        addr6Eq(c.raddr, e, a, rAt) &&
+        addr6Eq(c.natAddr, e, a, nAt)
+      ) {
+        return e;
+      }
+    }
+  }
+
+  /**
+   * IPv6 insert: client a[sAt]:sport, backend a[rAt]:rport, nat address a[nAt]:natPort. The
+   * entry, or -1 when the table is full; as `insert`, the caller checked neither key exists.
+   */
+  insert6(
+    proto: number,
+    a: Int32Array,
+    sAt: number,
+    sport: number,
+    rAt: number,
+    rport: number,
+    nAt: number,
+    natPort: number,
+    ctIdx: number,
+  ): number {
+    const e = this.pool.alloc();
+    if (e < 0) return -1;
+    const c = this.c;
+    c.proto[e] = proto & 0xff;
+    addr6Put(c.saddr, e, a, sAt);
+    addr6Put(c.raddr, e, a, rAt);
+    addr6Put(c.natAddr, e, a, nAt);
+    c.ports[e] = ((sport & 0xffff) << 16) | (rport & 0xffff);
+    c.natPort[e] = natPort & 0xffff;
+    c.ctIdx[e] = ctIdx >>> 0;
+    const p = c.proto[e];
+    this.revIndex.insert(this.hash6(a, rAt, a, nAt, ((rport & 0xffff) << 16) | c.natPort[e], p), e);
+    this.fwdIndex.insert(this.hash6(a, sAt, a, rAt, c.ports[e], p), e);
+    return e;
   }
 
   /** Entry of the masqueraded flow client saddr:sport -> backend raddr:rport, or -1. */
@@ -216,6 +355,18 @@ export class SnatMap {
   }
   saddr(e: number): number {
     return this.c.saddr[e];
+  }
+  /** Word k (0..3, most significant first) of an IPv6 entry's client address. */
+  saddrWord(e: number, k: number): number {
+    return this.c.saddr[(e << 2) + k];
+  }
+  /** Word k of an IPv6 entry's backend address. */
+  raddrWord(e: number, k: number): number {
+    return this.c.raddr[(e << 2) + k];
+  }
+  /** Word k of an IPv6 entry's masquerade address. */
+  natAddrWord(e: number, k: number): number {
+    return this.c.natAddr[(e << 2) + k];
   }
   sport(e: number): number {
     return this.c.ports[e] >>> 16;
