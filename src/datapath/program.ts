@@ -1,10 +1,12 @@
-// The ClusterIP program: one IPv4 packet in, one numeric verdict out (plus, for V_TX, the packet
+// The ClusterIP program: one IP packet in, one numeric verdict out (plus, for V_TX, the packet
 // rewritten in place, and for V_REPLY a generated packet in dp.out). Pure function of the
 // packet bytes, the maps and the injected clock: it runs the same on a TUN, on a pcap, in a test.
+// The version nibble picks the family: IPv6 goes to dp6Run (program6.ts, its own diagram),
+// everything else through the IPv4 stages below (which drop a bad version).
 //
-//   dp4Parse ─▶ TCP/UDP/SCTP ct4LookupOrig ──hit──▶ ct4Update ─▶ lb4Dnat ─────────▶ TX_DNAT
+//   dp4Parse ─▶ TCP/UDP/SCTP ct4LookupOrig ──hit──▶ ctUpdate ─▶ lb4Dnat ─────────▶ TX_DNAT
 //      │                        │ miss
-//      │                   ct4LookupReply ──hit──▶ ct4Update ─▶ lb4RevNat ───────▶ TX_REVNAT
+//      │                   ct4LookupReply ──hit──▶ ctUpdate ─▶ lb4RevNat ───────▶ TX_REVNAT
 //      │                        │ miss
 //      │                   lb4LookupService ─miss─▶ VIP? ─yes─▶ reject ──▶ REJECT_UNKNOWN_PORT
 //      │                        │ hit                  └─no──▶ PASS_NOT_SERVICE
@@ -15,37 +17,34 @@
 //      │                   other ─▶ DROP_ICMP_TO_VIP
 //      └──▶ other protocol to a VIP ─▶ reject ─▶ REJECT_UNKNOWN_PROTO; not a VIP ─▶ PASS
 
-import { SVC_F_ITP_LOCAL } from '../maps/services.ts';
 import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpIsError, icmpType } from '../wire/icmp.ts';
-import { TCP_RST } from '../wire/tcp.ts';
 import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
-import { ct4LookupOrig, ct4LookupReply, ct4Invalid, ct4TcpMayStart } from './stages/ct.ts';
-import { ct4SctpMayStart } from './stages/ct-sctp.ts';
+import { ct4LookupOrig, ct4LookupReply, ctInvalid, ctTcpMayStart } from './stages/ct.ts';
+import { ctSctpMayStart } from './stages/ct-sctp.ts';
 import { CT_DIR_ORIG, CT_DIR_REPLY } from './state/ct-state.ts';
 import type { Datapath } from './state/datapath.ts';
 import { frag4Later, frag4Remember } from './stages/frag.ts';
 import { icmp4RelatedError } from './stages/icmp-error.ts';
 import {
   lb4CtCreate,
-  lb4CtCreateFailed,
+  lbCtCreateFailed,
+  lbNewFlowGate,
   lb4Dnat,
   lb4IsVip,
   lb4LookupService,
   lb4NewFlowTx,
   lb4RevNat,
   lb4SelectBackend,
-  lb4Track,
+  lbTrack,
 } from './stages/lb.ts';
 import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply } from './stages/nat.ts';
 import { obsAfter, obsBefore } from './stages/observe.ts';
 import { dp4Parse } from './stages/parse.ts';
 import {
   DROP_BAD_L4_CSUM,
-  DROP_CT_INVALID,
   DROP_ECHO_TO_VIP,
   DROP_ICMP_TO_VIP,
   DROP_NO_BACKEND,
-  DROP_NO_LOCAL_ENDPOINTS,
   DROP_TRUNCATED_L4,
   PASS_NOT_SERVICE,
   R_CONTINUE,
@@ -62,9 +61,10 @@ import { l4ChecksumValid } from '../wire/checksum.ts';
 import { ipv4Ttl } from '../wire/ipv4.ts';
 import { V_TX } from './state/verdict.ts';
 import { lb4EchoReply } from './stages/vip-echo.ts';
+import { dp6Run } from './program6.ts';
 
 /**
- * Process the IPv4 packet at buf[off..off+len) at time nowMs; returns V_PASS/TX/REPLY/DROP.
+ * Process the IP packet at buf[off..off+len) at time nowMs; returns V_PASS/TX/REPLY/DROP.
  * The single exit: every stage returns a reason, counted here once and turned into the verdict
  * by the reason table (reasons.ts). A GSO super-packet (offloads, src/node/loop.ts) is processed
  * once, as a whole: `segs` is how many packets the wire will carry for it and `extraBytes` the
@@ -91,17 +91,26 @@ export function dpProcess(
   dp.lastBackendId = 0;
   dp.nowMs = nowMs;
   dp.nowSec = Math.floor(nowMs / 1000) >>> 0;
+  dp.ipv6 = 0;
   // the one branch of observability: events only while someone listens (stages/observe.ts)
-  const r = dp.events.on === 0 ? dp4Run(dp, buf, off, len) : dp4Observed(dp, buf, off, len);
+  const r = dp.events.on === 0 ? dpRun(dp, buf, off, len) : dpObserved(dp, buf, off, len);
   dp.counters[r]++;
   dp.lastReason = r;
   return REASON_VERDICT[r];
 }
 
-/** dp4Run described in one ring event (monitor, tap). */
-function dp4Observed(dp: Datapath, buf: Uint8Array, off: number, len: number): number {
+/** The family's stages: IPv6 by its version nibble, else IPv4 (whose parse names a bad one). */
+function dpRun(dp: Datapath, buf: Uint8Array, off: number, len: number): number {
+  if (len > 0 && off >= 0 && off < buf.length && buf[off] >>> 4 === 6) {
+    return dp6Run(dp, buf, off, len);
+  }
+  return dp4Run(dp, buf, off, len);
+}
+
+/** dpRun described in one ring event (monitor, tap). */
+function dpObserved(dp: Datapath, buf: Uint8Array, off: number, len: number): number {
   const cap = obsBefore(dp.events, dp, buf, off, len);
-  const r = dp4Run(dp, buf, off, len);
+  const r = dpRun(dp, buf, off, len);
   obsAfter(dp.events, dp, buf, off, len, r, cap);
   return r;
 }
@@ -131,7 +140,7 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   let i = ct4LookupOrig(ct, proto, saddr, daddr, sport, dport, dp.tcpFlags, nowSec);
   if (i >= 0) {
     if (lb4TtlRunsOut(dp, buf)) return lb4TtlExceeded(dp, buf);
-    const t = lb4Track(dp, i, CT_DIR_ORIG, bytes);
+    const t = lbTrack(dp, ct, i, CT_DIR_ORIG, bytes);
     if (t !== R_CONTINUE) return t;
     lb4Dnat(dp, buf, ct.baddr(i), ct.bport(i));
     nat4Orig(dp, buf, i); // masqueraded flow: source too (nat.ts)
@@ -139,7 +148,7 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
   }
   i = ct4LookupReply(ct, proto, saddr, daddr, sport, dport, dp.tcpFlags, nowSec);
   if (i >= 0) {
-    const t = lb4Track(dp, i, CT_DIR_REPLY, bytes);
+    const t = lbTrack(dp, ct, i, CT_DIR_REPLY, bytes);
     if (t !== R_CONTINUE) return t;
     // The entry's own original destination is the VIP:port the client used: exact for this
     // flow and it cannot go stale, unlike a revNat id whose service may since have been deleted.
@@ -159,35 +168,23 @@ function lb4NewFlow(dp: Datapath, buf: Uint8Array, bytes: number): number {
   if (bad !== R_CONTINUE) return bad;
   if (dp.csumTrusted === 0 && dp.frag === 0 && dp.proto !== IPPROTO_SCTP) {
     if (!l4ChecksumValid(buf, dp.ipOff)) {
-      ct4Invalid(dp, false); // INVALID whatever ctDropInvalid says: nothing to translate it to
+      ctInvalid(dp, false); // INVALID whatever ctDropInvalid says: nothing to translate it to
       return DROP_BAD_L4_CSUM;
     }
   }
   if (lb4TtlRunsOut(dp, buf)) return lb4TtlExceeded(dp, buf);
   if (m < 0) return lb4Reject(dp, buf, REPLY_REJECT_UNKNOWN_PORT);
-  const svc = dp.svc;
   const x = nat4Frontend(dp, buf, m, bytes); // source ranges, externalTrafficPolicy: Local
   if (x !== R_CONTINUE) return x;
-  if (svc.count(m) === 0) {
-    if ((svc.flags(m) & SVC_F_ITP_LOCAL) !== 0) return DROP_NO_LOCAL_ENDPOINTS;
-    return lb4Reject(dp, buf, REPLY_REJECT_NO_ENDPOINTS);
-  }
-  // nothing legitimate starts a TCP connection without a SYN (conntrack: INVALID)
-  if (dp.proto === IPPROTO_TCP && !ct4TcpMayStart(dp.tcpFlags)) {
-    if (ct4Invalid(dp, (dp.tcpFlags & TCP_RST) !== 0)) return DROP_CT_INVALID;
-  }
-  // nor an SCTP association without INIT (or another opener): the kernel tracks no such flow,
-  // and untranslated it would go to the VIP, which no host owns — always dropped
-  if (dp.proto === IPPROTO_SCTP && !ct4SctpMayStart(dp.sctpChunks)) {
-    ct4Invalid(dp, false);
-    return DROP_CT_INVALID;
-  }
+  const g = lbNewFlowGate(dp, dp.svc, m); // no endpoints, no SYN, no SCTP opener
+  if (g === REPLY_REJECT_NO_ENDPOINTS) return lb4Reject(dp, buf, g);
+  if (g !== R_CONTINUE) return g;
   const b = lb4SelectBackend(dp, m);
   if (b < 0) return DROP_NO_BACKEND;
   const baddr = dp.be.addr(b);
   const bport = dp.be.port(b);
   const i = lb4CtCreate(dp, m, dp.selBackendId, baddr, bport);
-  if (i < 0) return lb4CtCreateFailed(i);
+  if (i < 0) return lbCtCreateFailed(i);
   const x2 = nat4Masq(dp, buf, i, m, baddr, bport);
   if (x2 !== R_CONTINUE) return x2;
   return lb4NewFlowTx(dp, buf, i, bytes);

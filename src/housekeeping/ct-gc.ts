@@ -13,6 +13,7 @@
 // clamped to [min, max]. A create that found the table full (dp.ctGc.insertFailures grew)
 // starts a pass at the next tick. The datapath's own inline step (ct4Create) still runs first.
 
+import type { CtGcState } from '../datapath/state/ct-state.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { DROP_CT_FULL } from '../datapath/state/reasons.ts';
 
@@ -68,16 +69,23 @@ export class CtGcScheduler {
   private seenFailures: number;
   private readonly onExpired: ((i: number) => void) | undefined;
 
+  private readonly ct: Datapath['ct'];
+  private readonly inline: CtGcState;
+
+  /** `ipv6`: collect dp.ct6 (its own schedule and cursor) instead of dp.ct. */
   constructor(
-    private readonly dp: Datapath,
+    dp: Datapath,
     cfg: Partial<CtGcConfig> = {},
     nowMs = 0,
     onExpired?: (i: number) => void,
+    ipv6 = false,
   ) {
+    this.ct = ipv6 ? dp.ct6 : dp.ct;
+    this.inline = ipv6 ? dp.ct6Gc : dp.ctGc;
     this.cfg = { ...DEFAULT_CT_GC, ...cfg };
     this.onExpired = onExpired;
     this.nextRunMs = nowMs + this.cfg.intervalSec * 1000;
-    this.seenFailures = dp.ctGc.insertFailures;
+    this.seenFailures = this.inline.insertFailures;
     this.stats = {
       passes: 0,
       deleted: 0,
@@ -89,15 +97,15 @@ export class CtGcScheduler {
 
   /** One tick: start a pass if due (or the table was found full), run one bounded step. */
   tick(nowMs: number): number {
-    const failed = this.dp.ctGc.insertFailures !== this.seenFailures;
-    this.seenFailures = this.dp.ctGc.insertFailures;
+    const failed = this.inline.insertFailures !== this.seenFailures;
+    this.seenFailures = this.inline.insertFailures;
     if (!this.stats.running) {
       if (nowMs < this.nextRunMs && !failed) return 0;
       this.stats.running = true;
       this.cursor = 0;
       this.passDeleted = 0;
     }
-    const ct = this.dp.ct;
+    const ct = this.ct;
     const before = ct.size;
     this.cursor = ct.scan(this.cursor, this.cfg.batch, Math.floor(nowMs / 1000), this.onExpired);
     const deleted = before - ct.size;
@@ -112,11 +120,7 @@ export class CtGcScheduler {
     s.running = false;
     s.passes++;
     s.lastPassDeleted = this.passDeleted;
-    s.intervalSec = ctGcNextInterval(
-      s.intervalSec,
-      this.passDeleted / this.dp.ct.capacity,
-      this.cfg,
-    );
+    s.intervalSec = ctGcNextInterval(s.intervalSec, this.passDeleted / this.ct.capacity, this.cfg);
     this.nextRunMs = nowMs + s.intervalSec * 1000;
   }
 }

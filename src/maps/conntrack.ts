@@ -31,7 +31,7 @@
 // methods take addresses as four words of an Int32Array at an offset (the datapath's scratch),
 // so a lookup allocates nothing; saddrWord/daddrWord/baddrWord read them back. State, lifetime,
 // counters, backend id and reverse-NAT id are the same columns and accessors in both families,
-// so the conntrack stage (ct4Update, the TCP and SCTP state machines) is one for both.
+// so the conntrack stage (ctUpdate, the TCP and SCTP state machines) is one for both.
 //
 // For ICMP echo flows sport = dport = echo id. Time is u32 seconds; an entry is expired when
 // expires <= now. The map never evicts a live entry: `create` fails with CT_FULL and the caller

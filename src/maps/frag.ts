@@ -47,7 +47,7 @@ export class FragMap {
   private readonly mask: number;
   private readonly saddrs: Int32Array;
   private readonly daddrs: Int32Array;
-  private readonly idProto: Uint32Array;
+  private readonly idProto: Int32Array;
   private readonly srcs: Int32Array;
   private readonly dsts: Int32Array;
   private readonly expiry: Uint32Array;
@@ -60,7 +60,7 @@ export class FragMap {
     this.mask = cap / WAYS - 1;
     this.saddrs = new Int32Array(cap * words);
     this.daddrs = new Int32Array(cap * words);
-    this.idProto = new Uint32Array(cap);
+    this.idProto = new Int32Array(cap);
     this.srcs = new Int32Array(cap * words);
     this.dsts = new Int32Array(cap * words);
     this.expiry = new Uint32Array(cap);
@@ -73,7 +73,7 @@ export class FragMap {
 
   /** IPv6: entry of the datagram (a[sAt], a[dAt], id) live at `now`, or -1. */
   lookup6(a: Int32Array, sAt: number, dAt: number, id: number, now: number): number {
-    id >>>= 0;
+    id |= 0; // int32 on the fast path: a u32 identification >= 2^31 would be a heap number
     const b = this.bucket6(a, sAt, dAt, id);
     for (let w = b; w < b + WAYS; w++) {
       if (
@@ -102,7 +102,7 @@ export class FragMap {
     expires: number,
     now: number,
   ): number {
-    id >>>= 0;
+    id |= 0;
     const b = this.bucket6(a, sAt, dAt, id);
     let pick = -1;
     let soonest = b;

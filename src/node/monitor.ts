@@ -18,6 +18,7 @@ import {
   EV_CAP_BEFORE,
   EV_CT,
   EV_DADDR,
+  EV_F_IPV6,
   EV_FLAGS,
   EV_LEN,
   EV_MASK,
@@ -36,6 +37,7 @@ import { REASON_NAMES } from '../datapath/state/reasons.ts';
 import { V_DROP } from '../datapath/state/verdict.ts';
 import type { MonitorEvent, MonitorFilterReq, MonitorStatus } from '../inspect/monitor.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
+import { wordsToIpv6 } from '../wire/addr6.ts';
 import { protoName } from '../wire/proto.ts';
 import { CtlStream } from './ctl.ts';
 
@@ -190,8 +192,8 @@ export class MonitorHub {
       verdict: VERDICTS[verdict] ?? 'PASS',
       proto: protoName(protoNum).toLowerCase(),
       stages: STAGE_NAMES.filter((_, i) => (stagesBits & (1 << i)) !== 0),
-      before: tuple(w[EV_SADDR], w[EV_DADDR], w[EV_PORTS]),
-      after: tuple(w[EV_A_SADDR], w[EV_A_DADDR], w[EV_A_PORTS]),
+      before: tuple(w[EV_SADDR], w[EV_DADDR], w[EV_PORTS], flags),
+      after: tuple(w[EV_A_SADDR], w[EV_A_DADDR], w[EV_A_PORTS], flags),
       backendId,
       ct: w[EV_CT],
       ctNew: ((flags >>> 24) & 1) === 1,
@@ -199,8 +201,10 @@ export class MonitorHub {
       len: w[EV_LEN],
       lost: s.cursor.lost + s.skipped,
     };
-    const b = backendId ? this.dp.be.lookup(backendId) : -1;
-    if (b >= 0) e.backend = `${u32ToIpv4(this.dp.be.addr(b))}:${this.dp.be.port(b)}`;
+    const v6 = (flags & EV_F_IPV6) !== 0;
+    const be = v6 ? this.dp.be6 : this.dp.be;
+    const b = backendId ? be.lookup(backendId) : -1;
+    if (b >= 0) e.backend = v6 ? backend6(be, b) : `${u32ToIpv4(be.addr(b))}:${be.port(b)}`;
     const name = serviceId ? this.nameOf(serviceId, protoNum) : undefined;
     if (name) e.service = name;
     if (s.capture) {
@@ -212,13 +216,22 @@ export class MonitorHub {
   }
 }
 
-function tuple(s: number, d: number, ports: number) {
-  return {
-    src: u32ToIpv4(s >>> 0),
-    dst: u32ToIpv4(d >>> 0),
-    sport: ports >>> 16,
-    dport: ports & 0xffff,
-  };
+/**
+ * The tuple of an event. The ring keeps one word per address: for IPv6 its low 32 bits, shown
+ * as "…:xxxx:xxxx" so no one mistakes them for the whole address (the backend field is whole).
+ */
+function tuple(s: number, d: number, ports: number, flags: number) {
+  const addr = (flags & EV_F_IPV6) !== 0 ? low32v6 : (a: number) => u32ToIpv4(a >>> 0);
+  return { src: addr(s), dst: addr(d), sport: ports >>> 16, dport: ports & 0xffff };
+}
+
+function low32v6(a: number): string {
+  return `…:${((a >>> 16) & 0xffff).toString(16)}:${(a & 0xffff).toString(16)}`;
+}
+
+function backend6(be: Datapath['be6'], b: number): string {
+  const w = [0, 1, 2, 3].map((k) => be.addrWord(b, k));
+  return `[${wordsToIpv6(w)}]:${be.port(b)}`;
 }
 
 /** The CLI's filter (names, dotted addresses) in the ring's numbers; throws naming the field. */

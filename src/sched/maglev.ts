@@ -20,7 +20,7 @@
 // not hashed (Cilium's choice: a client keeps its backend across the VIPs of one service).
 // O(1), no allocation.
 
-import { bswap16, bswap32, jhash3, murmur3x64_128 } from './hash.ts';
+import { bswap16, bswap32, jhash3, jhashTupleV6, murmur3x64_128 } from './hash.ts';
 import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, protoName } from '../wire/proto.ts';
 
 export const MAGLEV_DEFAULT_M = 16381;
@@ -53,6 +53,15 @@ export function maglevSeed(b64: string): MaglevSeed {
 
 // Cilium names the L4 protocol of ported backends; anything else is ANY
 const PORTED = new Set([IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP]);
+
+/**
+ * The hash string of an IPv6 backend: the IPv4 one's format with Cilium's IPv6 L3n4Addr
+ * notation, the address in brackets ("[[fd00::7]:8080/TCP,State:active]"), from its RFC 5952
+ * text. By analogy with the IPv4 string; not checked against a Cilium node's table.
+ */
+export function maglevBackendName6(addrText: string, port: number, proto: number): string {
+  return `[[${addrText}]:${port}/${PORTED.has(proto) ? protoName(proto) : 'ANY'},State:active]`;
+}
 
 /** Cilium's BackendInfo hash string for an IPv4 backend (cluster scope, external). */
 export function maglevBackendName(addr: number, port: number, proto: number): string {
@@ -149,4 +158,27 @@ export function maglevPick(
   if (m === 0) return -1;
   const ports = ((bswap16(dport) << 16) | bswap16(sport)) >>> 0;
   return table[jhash3(bswap32(saddr), ports, proto, jhashSeed) % m];
+}
+
+/**
+ * Candidate index for an IPv6 flow (source a[at..at+4)), or -1 for an empty table: Cilium's
+ * hash_from_tuple_v6 with HASH_INIT6_SEED (`seed`, the seed's bytes 8..11).
+ */
+export function maglevPick6(
+  table: Uint16Array,
+  a: Int32Array,
+  at: number,
+  sport: number,
+  dport: number,
+  proto: number,
+  seed: number,
+): number {
+  const m = table.length;
+  if (m === 0) return -1;
+  const ports = (bswap16(dport) << 16) | bswap16(sport);
+  const w0 = bswap32(a[at]) | 0;
+  const w1 = bswap32(a[at + 1]) | 0;
+  const w2 = bswap32(a[at + 2]) | 0;
+  const w3 = bswap32(a[at + 3]) | 0;
+  return table[jhashTupleV6(w0, w1, w2, w3, ports, proto, seed) % m];
 }

@@ -43,6 +43,7 @@ import {
   maglevBackendName,
   maglevBuild,
   maglevPick,
+  maglevPick6,
   maglevSeed,
 } from './maglev.ts';
 import { randomBuild, randomPick, rrPick } from './rr.ts';
@@ -325,6 +326,33 @@ export class SchedulerTable {
   ): number {
     const i = this.pick(revNat, saddr, daddr, sport, dport, proto, rng);
     return i < 0 ? 0 : this.svcs[revNat].ids[i];
+  }
+
+  /**
+   * pickId() for an IPv6 flow, source a[sAt..sAt+4) and destination a[dAt..dAt+4): sh and dh
+   * hash the XOR of the four words, as IPVS folds an IPv6 address (ip_vs_sh_hashkey,
+   * ip_vs_dh_hashkey); Maglev uses Cilium's hash_from_tuple_v6; the other kinds do not look
+   * at addresses. Per packet: no allocation, no throw.
+   */
+  pickId6(
+    revNat: number,
+    a: Int32Array,
+    sAt: number,
+    dAt: number,
+    sport: number,
+    dport: number,
+    proto: number,
+    rng: SchedRng,
+  ): number {
+    if (!this.inRange(revNat)) return 0;
+    const s = this.svcs[revNat];
+    if (s.kind === SCHED_MAGLEV) {
+      const i = maglevPick6(s.table, a, sAt, sport, dport, proto, this.seed.jhash1);
+      return i < 0 ? 0 : s.ids[i];
+    }
+    const sFold = a[sAt] ^ a[sAt + 1] ^ a[sAt + 2] ^ a[sAt + 3];
+    const dFold = a[dAt] ^ a[dAt + 1] ^ a[dAt + 2] ^ a[dAt + 3];
+    return this.pickId(revNat, sFold, dFold, sport, dport, proto, rng);
   }
 
   /**

@@ -107,3 +107,47 @@ export function cidr6Contains(c: Cidr6, g: readonly number[]): boolean {
 export function ipv6Low32(g: readonly number[]): number {
   return ((g[6] << 16) | g[7]) >>> 0;
 }
+
+// ---- the fast path's form: four int32 words, most significant first -------------------------
+
+/**
+ * An IPv6 address as the datapath and its maps hold it: four int32 words (`| 0`), most
+ * significant first. Throws Error naming the text when it is not an IPv6 address.
+ */
+export function ipv6ToWords(s: string): Int32Array {
+  const g = ipv6Groups(s);
+  if (!g) throw new Error(`invalid IPv6 address ${JSON.stringify(s)}`);
+  return groupsToWords(g);
+}
+
+function groupsToWords(g: readonly number[]): Int32Array {
+  const w = new Int32Array(4);
+  for (let k = 0; k < 4; k++) w[k] = (g[2 * k] << 16) | g[2 * k + 1];
+  return w;
+}
+
+/** RFC 5952 text of the four words a[at..at+4) (int32 or u32 words). */
+export function wordsToIpv6(a: ArrayLike<number>, at = 0): string {
+  const g: number[] = [];
+  for (let k = 0; k < 4; k++) g.push((a[at + k] >>> 16) & 0xffff, a[at + k] & 0xffff);
+  return groupsToIpv6(g);
+}
+
+/** A CIDR as the fast path compares it: (addr[k] & mask[k]) === net[k] for k = 0..3. */
+export interface Cidr6Words {
+  net: Int32Array;
+  mask: Int32Array;
+  prefix: number;
+}
+
+/** Parse "addr/prefix" into words (host bits cleared). Throws Error naming the text. */
+export function parseCidr6Words(s: string): Cidr6Words {
+  const c = parseCidr6(s);
+  if (!c) throw new Error(`invalid IPv6 CIDR ${JSON.stringify(s)}`);
+  const mask = new Int32Array(4);
+  for (let k = 0; k < 4; k++) {
+    const bits = Math.max(0, Math.min(32, c.prefix - 32 * k));
+    mask[k] = bits === 0 ? 0 : bits === 32 ? -1 : -1 << (32 - bits);
+  }
+  return { net: groupsToWords(c.groups), mask, prefix: c.prefix };
+}

@@ -24,6 +24,11 @@
 //
 // RFC 8200 4.3: "The Hop-by-Hop Options header ... when present, MUST immediately follow the
 // IPv6 header"; anywhere else it is IPV6_ERR_EXT (the kernel answers with a Parameter Problem).
+// A chain of more than 8 extension headers is IPV6_ERR_EXT_CHAIN (no real packet carries one;
+// the bound keeps the walk's cost fixed). After a Fragment header with a non-zero offset the
+// walk stops: what follows is fragment data, not a header (its Next Header names the first
+// header of the fragmentable part, which only the first fragment carries), so ipv6L4Off of a
+// later fragment is where its data starts and ipv6L4Proto that Next Header.
 // Payload Length 0 announces a jumbogram (RFC 2675), which no TUN here carries: IPV6_ERR_PAYLEN.
 //
 // Validation contract: ipv6Check(buf, off, end) returns IPV6_OK or one specific error. After
@@ -45,10 +50,19 @@ export const IPV6_ERR_TRUNCATED = 1;
 export const IPV6_ERR_VERSION = 2;
 /** payload length 0 (jumbogram) or beyond end */
 export const IPV6_ERR_PAYLEN = 3;
-/** an extension header beyond the payload, Hop-by-Hop not first, or too many headers */
+/** an extension header beyond the payload, or Hop-by-Hop not first */
 export const IPV6_ERR_EXT = 4;
+/** more than 8 extension headers */
+export const IPV6_ERR_EXT_CHAIN = 5;
 
-export const IPV6_ERR_NAMES: readonly string[] = ['ok', 'truncated', 'version', 'paylen', 'ext'];
+export const IPV6_ERR_NAMES: readonly string[] = [
+  'ok',
+  'truncated',
+  'version',
+  'paylen',
+  'ext',
+  'ext-chain',
+];
 
 export const IPV6_HEADER_LEN = 40;
 
@@ -70,8 +84,9 @@ const DADDR = 24;
 const FRAG_HDR_LEN = 8;
 
 /**
- * Walk the extension headers: (L4 offset - off) * 256 + L4 protocol, or -1 when malformed.
- * `end` is the packet end (off + 40 + Payload Length). Never throws, never allocates.
+ * Walk the extension headers: (L4 offset - off) * 256 + L4 protocol, -2 when malformed, -3
+ * when the chain is too long; with `want` an extension type, the offset of that header (or a
+ * negative number). `end` is the packet end. Never throws, never allocates.
  */
 function walk(buf: Uint8Array, off: number, end: number, want: number): number {
   let nh = buf[off + NEXT];
@@ -88,12 +103,19 @@ function walk(buf: Uint8Array, off: number, end: number, want: number): number {
     if (nh === IPV6_EXT_HOPOPTS && n !== 0) return -2;
     if (end - at < 8) return -2;
     if (nh === want) return at - off;
+    if (nh === IPV6_EXT_FRAGMENT && ((buf[at + 2] << 5) | (buf[at + 3] >>> 3)) !== 0) {
+      return want < 0 ? (at + FRAG_HDR_LEN - off) * 256 + buf[at] : -1; // a later fragment
+    }
     const len = nh === IPV6_EXT_FRAGMENT ? FRAG_HDR_LEN : (buf[at + 1] + 1) << 3;
     if (at + len > end) return -2;
     nh = buf[at];
     at += len;
   }
-  return -2;
+  return -3;
+}
+
+function walkError(r: number): number {
+  return r >= 0 ? IPV6_OK : r === -3 ? IPV6_ERR_EXT_CHAIN : IPV6_ERR_EXT;
 }
 
 /** Validate the header and the extension-header chain at `off`; see the contract. */
@@ -103,7 +125,7 @@ export function ipv6Check(buf: Uint8Array, off: number, end: number): number {
   if (buf[off + VTF] >>> 4 !== 6) return IPV6_ERR_VERSION;
   const pl = read16(buf, off + PAYLEN);
   if (pl === 0 || off + IPV6_HEADER_LEN + pl > end) return IPV6_ERR_PAYLEN;
-  return walk(buf, off, off + IPV6_HEADER_LEN + pl, -1) < 0 ? IPV6_ERR_EXT : IPV6_OK;
+  return walkError(walk(buf, off, off + IPV6_HEADER_LEN + pl, -1));
 }
 
 /**
@@ -117,11 +139,16 @@ export function ipv6CheckQuoted(buf: Uint8Array, off: number, end: number): numb
   if (off < 0 || end - off < IPV6_HEADER_LEN) return IPV6_ERR_TRUNCATED;
   if (buf[off + VTF] >>> 4 !== 6) return IPV6_ERR_VERSION;
   const stop = Math.min(end, ipv6End(buf, off));
-  return walk(buf, off, stop, -1) < 0 ? IPV6_ERR_EXT : IPV6_OK;
+  return walkError(walk(buf, off, stop, -1));
 }
 /** Upper-layer offset of a quoted header that passed ipv6CheckQuoted against `end`. */
 export function ipv6QuotedL4Off(buf: Uint8Array, off: number, end: number): number {
   return off + Math.floor(walk(buf, off, Math.min(end, ipv6End(buf, off)), -1) / 256);
+}
+/** Offset of a quoted header's Fragment header (ipv6CheckQuoted passed), or -1 if none. */
+export function ipv6QuotedFragHdrOff(buf: Uint8Array, off: number, end: number): number {
+  const r = walk(buf, off, Math.min(end, ipv6End(buf, off)), IPV6_EXT_FRAGMENT);
+  return r < 0 ? -1 : off + r;
 }
 /** Upper-layer protocol of a quoted header that passed ipv6CheckQuoted against `end`. */
 export function ipv6QuotedL4Proto(buf: Uint8Array, off: number, end: number): number {
@@ -180,6 +207,16 @@ export function ipv6L4Proto(buf: Uint8Array, off: number): number {
 export function ipv6FragHdrOff(buf: Uint8Array, off: number): number {
   const r = walk(buf, off, ipv6End(buf, off), IPV6_EXT_FRAGMENT);
   return r < 0 ? -1 : off + r;
+}
+/** Whether the packet carries any extension header (its Next Header is not the L4 one). */
+export function ipv6HasExt(buf: Uint8Array, off: number): boolean {
+  const nh = buf[off + NEXT];
+  return (
+    nh === IPV6_EXT_HOPOPTS ||
+    nh === IPV6_EXT_ROUTING ||
+    nh === IPV6_EXT_FRAGMENT ||
+    nh === IPV6_EXT_DSTOPTS
+  );
 }
 /** Fragment Offset in 8-byte units, of the Fragment header at `fh`. */
 export function ipv6FragOffset(buf: Uint8Array, fh: number): number {

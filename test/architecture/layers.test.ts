@@ -36,7 +36,7 @@ function layerOf(file: string): string {
   const parts = file.split('/');
   if (parts[0] === 'datapath') {
     if (parts.length === 3) return `datapath/${parts[1]}`; // state, stages
-    return parts[1] === 'program.ts'
+    return parts[1] === 'program.ts' || parts[1] === 'program6.ts' // program6: its IPv6 half
       ? 'datapath/program'
       : `datapath/${parts[1]!.replace('.ts', '')}`;
   }

@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { createDatapath } from '../../src/datapath/state/datapath.ts';
-import { ct4Timeout } from '../../src/datapath/stages/ct.ts';
+import { ctTimeout } from '../../src/datapath/stages/ct.ts';
 import { CT_TIMEOUT_OTHER, DEFAULT_CT_TIMEOUTS } from '../../src/datapath/state/ct-state.ts';
 import { IPPROTO_ICMP } from '../../src/wire/proto.ts';
 import { runConfig } from '../fixtures/run-flags.ts';
@@ -31,6 +31,6 @@ describe('no ICMP conntrack state', () => {
   });
 
   it('an entry of any protocol without its own lifetime gets the generic one', () => {
-    expect(ct4Timeout(IPPROTO_ICMP, 0)).toBe(CT_TIMEOUT_OTHER);
+    expect(ctTimeout(IPPROTO_ICMP, 0)).toBe(CT_TIMEOUT_OTHER);
   });
 });

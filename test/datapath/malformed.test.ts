@@ -46,7 +46,8 @@ function withTotLen(p: Uint8Array, len: number): Uint8Array {
 
 const CASES: [string, () => Uint8Array][] = [
   ['DROP_TRUNCATED_IPV4', () => syn().subarray(0, 19)],
-  ['DROP_BAD_VERSION', () => refillIpCsum(Object.assign(syn(), { 0: 0x65 }))],
+  // version 5: neither IPv4 nor IPv6 (a 6 goes to the IPv6 stages, program6.ts)
+  ['DROP_BAD_VERSION', () => refillIpCsum(Object.assign(syn(), { 0: 0x55 }))],
   ['DROP_BAD_IHL', () => refillIpCsum(Object.assign(syn(), { 0: 0x44 }))],
   ['DROP_BAD_TOTLEN', () => withTotLen(syn(), 41)],
   ['DROP_BAD_IP_CSUM', () => Object.assign(syn(), { 11: syn()[11] ^ 1 })],

@@ -2,6 +2,7 @@
 // the five u32 prefix/mask keys cover exactly 30000-32767, the SNAT range key exactly its
 // range, and the health answers are kube-proxy's (status, weight header, JSON body).
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_DATAPATH_CONFIG } from '../../src/datapath/state/config.ts';
 import { checkNatConfig, snatRangeMask } from '../../src/datapath/state/nat-config.ts';
 import { healthAnswer, healthServices } from '../../src/node/health-nodeport.ts';
 import { NODEPORT_KEYS } from '../../src/node/steering.ts';
@@ -26,7 +27,7 @@ describe('uplink match keys', () => {
   });
 
   it('refuses a SNAT range that one key cannot match', () => {
-    const base = { nodeIp: 0, podGateway: 0, podCidr: '', clusterCidr: '', snatCapacity: 1 };
+    const base = DEFAULT_DATAPATH_CONFIG;
     expect(() => checkNatConfig({ ...base, snatPortMin: 61440, snatPortMax: 62000 })).toThrow(
       /power-of-two block/,
     );
@@ -34,6 +35,12 @@ describe('uplink match keys', () => {
       checkNatConfig({ ...base, snatPortMin: 61441, snatPortMax: 61441 + 1023 }),
     ).toThrow(/aligned/);
     expect(() => checkNatConfig({ ...base, snatPortMin: 61440, snatPortMax: 62463 })).not.toThrow();
+    // the IPv6 range is held to the same rule, naming its own fields
+    expect(() => checkNatConfig({ ...base, snat6PortMin: 61440, snat6PortMax: 62000 })).toThrow(
+      /snat6PortMin\.\.snat6PortMax 61440\.\.62000 must be a power-of-two block/,
+    );
+    expect(() => checkNatConfig({ ...base, nodeIp6: 'fd00::1::2' })).toThrow(/nodeIp6/);
+    expect(() => checkNatConfig({ ...base, podCidr6: 'fd00:244:1::/129' })).toThrow(/podCidr6/);
   });
 });
 

@@ -7,7 +7,7 @@
 //   client 172.30.0.100 (outside the cluster)
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
-import { nat4GcStep } from '../../src/datapath/stages/nat.ts';
+import { natGcStep } from '../../src/datapath/stages/nat-gc.ts';
 import { nat4SnatOf } from '../../src/datapath/state/nat-state.ts';
 import { V_DROP, V_TX } from '../../src/datapath/state/verdict.ts';
 import type { Service } from '../../src/model.ts';
@@ -201,7 +201,7 @@ describe('SNAT port allocation', () => {
       1_000_000 + 31_000,
     );
     expect(later.verdict).toBe(V_TX);
-    expect(nat4GcStep(dp, 1000, 1031)).toBe(3);
+    expect(natGcStep(dp, 1000, 1031)).toBe(3);
     expect(dp.nat.snat.size).toBe(1);
   });
 });
@@ -279,7 +279,7 @@ describe('externalTrafficPolicy: Local', () => {
 
 describe('the conntrack side is the same on every path (regressions)', () => {
   it('counts an externalTrafficPolicy: Local flow as a connection of an lc service', () => {
-    // was: the local-scope path created its entry without lb4ConnOpen, so lc never saw it
+    // was: the local-scope path created its entry without lbConnOpen, so lc never saw it
     const dp = makeDp();
     load(dp, [LOCAL_POD], {
       externalTrafficPolicy: 'Local',

@@ -57,7 +57,7 @@ import {
  */
 export const CT_SCTP_EV_INVALID = 0;
 
-/** ct4SctpNext result bit: the packet is let through but must not renew the entry's lifetime */
+/** ctSctpNext result bit: the packet is let through but must not renew the entry's lifetime */
 export const CT_SCTP_KEEP_EXPIRY = 0x100;
 
 const IV = 0xff; // INVALID
@@ -135,7 +135,7 @@ function basicChecksOk(ev: number): boolean {
 }
 
 /** Whether a packet with chunk summary `ev` may open a new flow (sctp_new), else INVALID. */
-export function ct4SctpMayStart(ev: number): boolean {
+export function ctSctpMayStart(ev: number): boolean {
   if ((ev & 0xffff) === CT_SCTP_EV_INVALID || !basicChecksOk(ev)) return false;
   const all = (ev | (ev >>> SCTP_CHUNKS_LATER_SHIFT)) & 0xffff;
   return (all & ~OPENERS) === 0 && (all & OOTB_NEVER) === 0;
@@ -151,7 +151,7 @@ function step(dir: number, s: number, bit: number): number {
  * Flags byte after an SCTP packet with chunk summary `ev` (sctpChunks) in `dir`, possibly with
  * CT_SCTP_KEEP_EXPIRY; -1 when the packet is INVALID (the caller changes nothing then).
  */
-export function ct4SctpNext(flags: number, dir: number, ev: number): number {
+export function ctSctpNext(flags: number, dir: number, ev: number): number {
   if ((ev & 0xffff) === CT_SCTP_EV_INVALID || !basicChecksOk(ev)) return -1;
   const s0 = flags >>> CT_STATE_SHIFT;
   let s = step(dir, s0, ev & 0xffff);

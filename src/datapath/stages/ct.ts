@@ -21,7 +21,7 @@
 // INVALID packets change neither state nor lifetime; they are counted (dp.ctInvalid) and, when
 // configured, dropped (kube-proxy's `-m conntrack --ctstate INVALID -j DROP`).
 //
-// Lifetimes per state come from a preallocated table (ct4TimeoutTable, DatapathConfig) with
+// Lifetimes per state come from a preallocated table (ctTimeoutTable, DatapathConfig) with
 // kube-proxy's settings as defaults: established 86400 s and close_wait 3600 s (the kernel's own
 // defaults are 432000 and 60); UDP 30 s, 120 s once replied; ICMP 30 s.
 //
@@ -57,12 +57,13 @@ import {
   CT_TMO_SCTP,
   CT_TMO_UDP,
   CT_TMO_UDP_STREAM,
+  type CtGcState,
 } from '../state/ct-state.ts';
-import type { Datapath } from '../state/datapath.ts';
-import { CT_SCTP_KEEP_EXPIRY, ct4SctpNext } from './ct-sctp.ts';
+import { A6_BE, A6_DST, A6_SRC, type Datapath } from '../state/datapath.ts';
+import { CT_SCTP_KEEP_EXPIRY, ctSctpNext } from './ct-sctp.ts';
 
 /** Lifetime in seconds of an entry with these flags (state in the high nibble). */
-export function ct4Timeout(proto: number, flags: number, tmo = CT_DEFAULT_TIMEOUTS): number {
+export function ctTimeout(proto: number, flags: number, tmo = CT_DEFAULT_TIMEOUTS): number {
   if (proto === IPPROTO_TCP) {
     const s = flags >>> CT_STATE_SHIFT;
     // a mid-stream pickup nobody answered must not hold an entry for a day
@@ -77,7 +78,7 @@ export function ct4Timeout(proto: number, flags: number, tmo = CT_DEFAULT_TIMEOU
 }
 
 /** Entries live while now < expires. */
-export function ct4Expired(ct: ConntrackMap, i: number, nowSec: number): boolean {
+export function ctExpired(ct: ConntrackMap, i: number, nowSec: number): boolean {
   return ct.expires(i) <= nowSec;
 }
 
@@ -96,9 +97,26 @@ export function ct4LookupOrig(
   tcpFlags: number,
   nowSec: number,
 ): number {
-  const i = ct.lookupOrig(proto, saddr, daddr, sport, dport);
+  return ctOrigHit(ct, ct.lookupOrig(proto, saddr, daddr, sport, dport), proto, tcpFlags, nowSec);
+}
+
+/** ct4LookupOrig for an IPv6 packet: its addresses at dp.a6[A6_SRC], dp.a6[A6_DST]. */
+export function ct6LookupOrig(dp: Datapath): number {
+  const { ct6: ct, proto } = dp;
+  const i = ct.lookupOrig6(proto, dp.a6, A6_SRC, A6_DST, dp.sport, dp.dport);
+  return ctOrigHit(ct, i, proto, dp.tcpFlags, dp.nowSec);
+}
+
+/** The rule of an original-direction hit, both families: entry i, or -1 (deleted). */
+function ctOrigHit(
+  ct: ConntrackMap,
+  i: number,
+  proto: number,
+  tcpFlags: number,
+  nowSec: number,
+): number {
   if (i < 0) return -1;
-  if (ct4Expired(ct, i, nowSec) || ct4Reopens(ct, i, proto, tcpFlags)) {
+  if (ctExpired(ct, i, nowSec) || ct4Reopens(ct, i, proto, tcpFlags)) {
     ct.delete(i);
     return -1;
   }
@@ -123,9 +141,26 @@ export function ct4LookupReply(
   tcpFlags: number,
   nowSec: number,
 ): number {
-  const i = ct.lookupReply(proto, saddr, daddr, sport, dport);
+  return ctReplyHit(ct, ct.lookupReply(proto, saddr, daddr, sport, dport), proto, tcpFlags, nowSec);
+}
+
+/** ct4LookupReply for an IPv6 packet. */
+export function ct6LookupReply(dp: Datapath): number {
+  const { ct6: ct, proto } = dp;
+  const i = ct.lookupReply6(proto, dp.a6, A6_SRC, A6_DST, dp.sport, dp.dport);
+  return ctReplyHit(ct, i, proto, dp.tcpFlags, dp.nowSec);
+}
+
+/** The rule of a reply-direction hit, both families: entry i, or -1 (deleted). */
+function ctReplyHit(
+  ct: ConntrackMap,
+  i: number,
+  proto: number,
+  tcpFlags: number,
+  nowSec: number,
+): number {
   if (i < 0) return -1;
-  if (ct4Expired(ct, i, nowSec) || ct4AnswersAnother(ct, i, proto, tcpFlags)) {
+  if (ctExpired(ct, i, nowSec) || ct4AnswersAnother(ct, i, proto, tcpFlags)) {
     ct.delete(i);
     return -1;
   }
@@ -147,7 +182,7 @@ function ct4Reopens(ct: ConntrackMap, i: number, proto: number, tcpFlags: number
 }
 
 /** Whether the first packet of a new TCP flow may create an entry (a SYN), else INVALID. */
-export function ct4TcpMayStart(tcpFlags: number): boolean {
+export function ctTcpMayStart(tcpFlags: number): boolean {
   return (tcpFlags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) === TCP_SYN;
 }
 
@@ -165,23 +200,51 @@ export function ct4Create(
   bport: number,
   revNat: number,
 ): number {
-  const { ct, ctGc: gc, proto, saddr, daddr, sport, dport, nowSec } = dp;
-  const expires = nowSec + ct4Timeout(proto, 0, dp.ctTimeouts);
+  const { ct, proto, saddr, daddr, sport, dport, nowSec } = dp;
+  const expires = nowSec + ctTimeout(proto, 0, dp.ctTimeouts);
   let i = ct.create(proto, saddr, daddr, sport, dport, baddr, bport, backendId, revNat, expires);
   if (i >= 0) return i;
-  if (i === CT_CLASH) {
-    const owner = ct.lookupReply(proto, baddr, saddr, bport, sport);
-    if (owner < 0 || !ct4Expired(ct, owner, nowSec)) return CT_CLASH;
-    ct.delete(owner);
-  } else if (i === CT_FULL) {
-    gc.insertFailures++;
-    if (gc.batch === 0) return CT_FULL;
-    gc.cursor = ct.scan(gc.cursor, gc.batch, nowSec);
-  } else {
-    return i;
-  }
+  const owner = i === CT_CLASH ? ct.lookupReply(proto, baddr, saddr, bport, sport) : -1;
+  if (!ctCreateRecover(ct, dp.ctGc, i, owner, nowSec)) return i;
   i = ct.create(proto, saddr, daddr, sport, dport, baddr, bport, backendId, revNat, expires);
   return i;
+}
+
+/** ct4Create for an IPv6 packet, the backend's address at dp.a6[A6_BE]. */
+export function ct6Create(dp: Datapath, backendId: number, bport: number, revNat: number): number {
+  const { ct6: ct, a6, proto, sport, dport, nowSec } = dp;
+  const expires = nowSec + ctTimeout(proto, 0, dp.ctTimeouts);
+  const s = A6_SRC;
+  let i = ct.create6(proto, a6, s, A6_DST, sport, dport, A6_BE, bport, backendId, revNat, expires);
+  if (i >= 0) return i;
+  const owner = i === CT_CLASH ? ct.lookupReply6(proto, a6, A6_BE, s, bport, sport) : -1;
+  if (!ctCreateRecover(ct, dp.ct6Gc, i, owner, nowSec)) return i;
+  i = ct.create6(proto, a6, s, A6_DST, sport, dport, A6_BE, bport, backendId, revNat, expires);
+  return i;
+}
+
+/**
+ * After a failed create (`code`), both families: whether one retry may succeed. A clash with an
+ * expired flow (`owner`, the entry holding the reply tuple) deletes it; a full table gets one
+ * bounded GC step and is flagged for the agent's GC.
+ */
+function ctCreateRecover(
+  ct: ConntrackMap,
+  gc: CtGcState,
+  code: number,
+  owner: number,
+  nowSec: number,
+): boolean {
+  if (code === CT_CLASH) {
+    if (owner < 0 || !ctExpired(ct, owner, nowSec)) return false;
+    ct.delete(owner);
+    return true;
+  }
+  if (code !== CT_FULL) return false;
+  gc.insertFailures++;
+  if (gc.batch === 0) return false;
+  gc.cursor = ct.scan(gc.cursor, gc.batch, nowSec);
+  return true;
 }
 
 /**
@@ -192,7 +255,7 @@ export function ct4Create(
  * headers they repeat; its TCP flags advance the state once, as its segments' would (SYN and
  * RST never ride on one; FIN and PSH sit on its last segment, which ends it).
  */
-export function ct4Update(
+export function ctUpdate(
   ct: ConntrackMap,
   i: number,
   dir: number,
@@ -212,10 +275,10 @@ export function ct4Update(
     flags |= CT_F_SEEN_REPLY;
   }
   if (proto === IPPROTO_TCP) {
-    flags = ct4TcpNext(flags, dir, event);
+    flags = ctTcpNext(flags, dir, event);
     if (flags < 0) return 0;
   } else if (proto === IPPROTO_SCTP) {
-    const n = ct4SctpNext(flags, dir, event);
+    const n = ctSctpNext(flags, dir, event);
     if (n < 0) return 0;
     flags = n & 0xff;
     if ((n & CT_SCTP_KEEP_EXPIRY) !== 0) {
@@ -224,12 +287,12 @@ export function ct4Update(
     }
   }
   if (flags !== old) ct.setFlags(i, flags);
-  ct.setExpires(i, nowSec + ct4Timeout(proto, flags, tmo));
+  ct.setExpires(i, nowSec + ctTimeout(proto, flags, tmo));
   return 1;
 }
 
 /** Flags byte after a TCP packet with `tcpFlags` in `dir`; -1 when the packet is INVALID. */
-export function ct4TcpNext(flags: number, dir: number, tcpFlags: number): number {
+export function ctTcpNext(flags: number, dir: number, tcpFlags: number): number {
   const s = flags >>> CT_STATE_SHIFT;
   let bits = flags & CT_F_BITS;
   if ((tcpFlags & TCP_SYN) === 0) bits |= CT_F_SEEN_NON_SYN;
@@ -303,7 +366,7 @@ function ct4OnAck(s: number, dir: number, bits: number): number {
  * Count an INVALID packet; true when it must be dropped (cfg.ctDropInvalid). An RST for no
  * flow is always dropped: there is nothing to reset, and unNATed it would go nowhere.
  */
-export function ct4Invalid(dp: Datapath, rstNoFlow: boolean): boolean {
+export function ctInvalid(dp: Datapath, rstNoFlow: boolean): boolean {
   dp.ctInvalid++;
   return rstNoFlow || dp.cfg.ctDropInvalid;
 }

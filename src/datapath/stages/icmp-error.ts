@@ -40,7 +40,7 @@ import {
   ipv4RewriteDst,
   ipv4RewriteSrc,
 } from '../../wire/rewrite.ts';
-import { ct4Expired } from './ct.ts';
+import { ctExpired } from './ct.ts';
 import type { Datapath } from '../state/datapath.ts';
 import { nat4Dead } from './nat.ts';
 import { R_CONTINUE, TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from '../state/reasons.ts';
@@ -66,7 +66,7 @@ export function icmp4RelatedError(dp: Datapath, buf: Uint8Array): number {
   const qdport = read16(buf, l4 + 2);
   const ct = dp.ct;
   let i = ct.lookupReply(proto, qdst, qsrc, qdport, qsport);
-  if (i >= 0 && !ct4Expired(ct, i, dp.nowSec)) {
+  if (i >= 0 && !ctExpired(ct, i, dp.nowSec)) {
     const vip = ct.daddr(i);
     icmpErrRewriteInnerDst(buf, dp.ipOff, vip);
     icmpErrRewriteInnerDstPort(buf, dp.ipOff, ct.dport(i));
@@ -76,7 +76,7 @@ export function icmp4RelatedError(dp: Datapath, buf: Uint8Array): number {
   const m = icmp4Masqueraded(dp, buf, proto, qsrc, qdst, qsport, qdport);
   if (m !== R_CONTINUE) return m;
   i = ct.lookupOrig(proto, qdst, qsrc, qdport, qsport);
-  if (i >= 0 && !ct4Expired(ct, i, dp.nowSec)) {
+  if (i >= 0 && !ctExpired(ct, i, dp.nowSec)) {
     const baddr = ct.baddr(i);
     icmpErrRewriteInnerSrc(buf, dp.ipOff, baddr);
     icmpErrRewriteInnerSrcPort(buf, dp.ipOff, ct.bport(i));

@@ -10,8 +10,14 @@
 //   255.255.255.255   DROP_MARTIAN_BROADCAST  limited broadcast
 //   a ClusterIP       DROP_MARTIAN_VIP_SOURCE no host owns a VIP: spoofed
 // One branch on the first octet and at most one service-map lookup; no allocation.
+//
+// IPv6 (lb6MartianSource), the sources RFC 4291 says never appear on a forwarded packet:
+//   ::                DROP_MARTIAN6_UNSPECIFIED  2.5.2 "must never be assigned to any node"
+//   ::1               DROP_MARTIAN6_LOOPBACK     2.5.3 "must never be sent outside a single node"
+//   ff00::/8          DROP_MARTIAN6_MULTICAST    2.7 "must not be used as source addresses"
+//   an IPv6 ClusterIP DROP_MARTIAN_VIP_SOURCE
 
-import type { Datapath } from '../state/datapath.ts';
+import { A6_SRC, type Datapath } from '../state/datapath.ts';
 import {
   DROP_MARTIAN_BROADCAST,
   DROP_MARTIAN_CLASS_E,
@@ -19,9 +25,13 @@ import {
   DROP_MARTIAN_MULTICAST,
   DROP_MARTIAN_VIP_SOURCE,
   DROP_MARTIAN_ZERONET,
+  DROP_MARTIAN6_LOOPBACK,
+  DROP_MARTIAN6_MULTICAST,
+  DROP_MARTIAN6_UNSPECIFIED,
   R_CONTINUE,
 } from '../state/reasons.ts';
 import { lb4IsVip } from './lb.ts';
+import { lb6IsVip } from './lb6.ts';
 
 /** The martian reason of dp.saddr, or R_CONTINUE for a source that may send. */
 export function lb4MartianSource(dp: Datapath): number {
@@ -34,5 +44,19 @@ export function lb4MartianSource(dp: Datapath): number {
     return s === -1 ? DROP_MARTIAN_BROADCAST : DROP_MARTIAN_CLASS_E;
   }
   if (lb4IsVip(dp, s)) return DROP_MARTIAN_VIP_SOURCE;
+  return R_CONTINUE;
+}
+
+/** The martian reason of the IPv6 source (dp.a6[A6_SRC]), or R_CONTINUE. */
+export function lb6MartianSource(dp: Datapath): number {
+  const a = dp.a6;
+  const w0 = a[A6_SRC];
+  if (w0 >>> 24 === 0xff) return DROP_MARTIAN6_MULTICAST;
+  if ((w0 | a[A6_SRC + 1] | a[A6_SRC + 2]) === 0) {
+    const w3 = a[A6_SRC + 3];
+    if (w3 === 0) return DROP_MARTIAN6_UNSPECIFIED;
+    if (w3 === 1) return DROP_MARTIAN6_LOOPBACK;
+  }
+  if (lb6IsVip(dp, a, A6_SRC)) return DROP_MARTIAN_VIP_SOURCE;
   return R_CONTINUE;
 }

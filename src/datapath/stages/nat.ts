@@ -29,11 +29,12 @@ import {
   l4RewriteDstPort,
   l4RewriteSrcPort,
 } from '../../wire/rewrite.ts';
-import { ct4Expired } from './ct.ts';
+import { ctExpired } from './ct.ts';
+import { natWantsMasq, SNAT_RETRIES, snatFirstPort, snatNextPort } from './nat-rules.ts';
 import { CT_DIR_REPLY } from '../state/ct-state.ts';
 import type { Datapath } from '../state/datapath.ts';
 import type { NatState } from '../state/nat-state.ts';
-import { lb4CtCreate, lb4CtCreateFailed, lb4NewFlowTx, lb4Track } from './lb.ts';
+import { lb4CtCreate, lbCtCreateFailed, lb4NewFlowTx, lbTrack } from './lb.ts';
 import {
   DROP_ETP_NO_LOCAL_ENDPOINTS,
   DROP_NAT_NO_PORT,
@@ -43,9 +44,6 @@ import {
   R_CONTINUE,
   TX_REVSNAT,
 } from '../state/reasons.ts';
-
-/** Port choices tried before a masquerade is dropped (Cilium: 32 .. 128). */
-export const SNAT_RETRIES = 32;
 
 /** Whether saddr is inside the cluster CIDR (a pod). */
 function fromPod(nat: NatState, saddr: number): boolean {
@@ -98,7 +96,7 @@ function nat4LocalScope(dp: Datapath, buf: Uint8Array, m: number, bytes: number)
   const baddr = dp.be.addr(b);
   const bport = dp.be.port(b);
   const i = lb4CtCreate(dp, m, id, baddr, bport);
-  if (i < 0) return lb4CtCreateFailed(i);
+  if (i < 0) return lbCtCreateFailed(i);
   nat4ForgetStale(dp, baddr, bport);
   return lb4NewFlowTx(dp, buf, i, bytes);
 }
@@ -119,13 +117,8 @@ export function nat4Masq(
   const nat = dp.nat;
   const flags = dp.svc.flags(m);
   const saddr = dp.saddr;
-  let masq: boolean;
-  if ((flags & SVC_F_EXTERNAL) !== 0) {
-    masq = (flags & SVC_F_ETP_LOCAL) === 0 || fromNode(nat, saddr);
-  } else {
-    masq = nat.hasCluster === 1 && !fromPod(nat, saddr);
-  }
-  if (baddr === saddr) masq = true;
+  const pod = fromPod(nat, saddr);
+  const masq = natWantsMasq(flags, nat.hasCluster, pod, fromNode(nat, saddr), baddr === saddr);
   if (!masq || nat.nodeIp === 0) {
     nat4ForgetStale(dp, baddr, bport);
     return R_CONTINUE;
@@ -157,7 +150,7 @@ function nat4Alloc(dp: Datapath, i: number, natAddr: number, baddr: number, bpor
   if (stale >= 0) snat.delete(stale);
   const min = nat.portMin;
   const span = nat.portSpan;
-  let port = dp.sport - min >= 0 && dp.sport - min < span ? dp.sport : min + dp.rng.below(span);
+  let port = snatFirstPort(dp, min, span);
   for (let tries = 0; tries < SNAT_RETRIES; tries++) {
     const o = snat.lookupRev(proto, baddr, bport, natAddr, port);
     if (o >= 0 && nat4Dead(dp, o)) snat.delete(o);
@@ -165,8 +158,7 @@ function nat4Alloc(dp: Datapath, i: number, natAddr: number, baddr: number, bpor
       const e = snat.insert(proto, dp.saddr, dp.sport, baddr, bport, natAddr, port, i);
       return e < 0 ? -2 : e;
     }
-    // "--random-fully": the client's own port was taken, so restart at a random one
-    port = tries === 0 ? min + dp.rng.below(span) : min + ((port - min + 1) & (span - 1));
+    port = snatNextPort(dp, min, span, port, tries);
   }
   return -1;
 }
@@ -183,7 +175,7 @@ export function nat4Dead(dp: Datapath, e: number): boolean {
     ct.baddr(i) !== snat.raddr(e) ||
     ct.bport(i) !== snat.rport(e) ||
     ct.proto(i) !== snat.proto(e) ||
-    ct4Expired(ct, i, dp.nowSec)
+    ctExpired(ct, i, dp.nowSec)
   );
 }
 
@@ -217,31 +209,11 @@ export function nat4Reply(dp: Datapath, buf: Uint8Array, bytes: number): number 
   }
   const ct = dp.ct;
   const i = snat.ctIdx(e);
-  const t = lb4Track(dp, i, CT_DIR_REPLY, bytes);
+  const t = lbTrack(dp, ct, i, CT_DIR_REPLY, bytes);
   if (t !== R_CONTINUE) return t;
   ipv4RewriteSrc(buf, dp.ipOff, ct.daddr(i));
   if (ct.dport(i) !== dp.sport) l4RewriteSrcPort(buf, dp.ipOff, ct.dport(i));
   ipv4RewriteDst(buf, dp.ipOff, snat.saddr(e));
   if (snat.sport(e) !== dp.dport) l4RewriteDstPort(buf, dp.ipOff, snat.sport(e));
   return TX_REVSNAT;
-}
-
-/**
- * GC step (agent timer, not the hot path): examine up to `max` SNAT entries from the cursor,
- * delete those whose conntrack flow is gone. Returns the number deleted.
- */
-export function nat4GcStep(dp: Datapath, max: number, nowSec: number): number {
-  const nat = dp.nat;
-  const snat = nat.snat;
-  dp.nowSec = nowSec >>> 0;
-  const end = Math.min(snat.used, nat.gcCursor + max);
-  let deleted = 0;
-  let e = snat.next(nat.gcCursor);
-  for (; e >= 0 && e < end; e = snat.next(e + 1)) {
-    if (!nat4Dead(dp, e)) continue;
-    snat.delete(e);
-    deleted++;
-  }
-  nat.gcCursor = end >= snat.used ? 0 : end;
-  return deleted;
 }

@@ -7,9 +7,16 @@
 // before anything is written; with capture on, the bytes as received are copied first (the
 // program rewrites in place) and kept only if the event is emitted. Allocation-free.
 import { read16, read32s } from '../../wire/bytes.ts';
-import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
+import {
+  IPPROTO_ICMP,
+  IPPROTO_ICMPV6,
+  IPPROTO_SCTP,
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+} from '../../wire/proto.ts';
 import type { Datapath } from '../state/datapath.ts';
 import {
+  EV_F_IPV6,
   type EventRing,
   ST_CT,
   ST_FRAG,
@@ -20,6 +27,10 @@ import {
   ST_REJECT,
 } from '../state/events.ts';
 import {
+  DROP_BAD_EXT_HDR,
+  DROP_BAD_PAYLOAD_LEN,
+  DROP_EXT_HDR_CHAIN,
+  DROP_TRUNCATED_IPV6,
   DROP_BAD_IHL,
   DROP_BAD_IP_CSUM,
   DROP_BAD_TOTLEN,
@@ -49,6 +60,7 @@ export function obsBefore(
   dp.sport = 0;
   dp.dport = 0;
   dp.frag = 0;
+  dp.ipv6 = 0;
   if (ev.capture === 0) return 0;
   const n = Math.min(len, ev.snap);
   copyBytes(ev.bytes, ev.nextBytesAt(), buf, off, n);
@@ -70,15 +82,18 @@ export function obsAfter(
   let as = dp.saddr;
   let ad = dp.daddr;
   let aports = ports;
+  // where the (low word of the) addresses sit: IPv4 12 / 16, IPv6 20 / 36
+  const sa = dp.ipv6 === 1 ? 20 : 12;
+  const da = dp.ipv6 === 1 ? 36 : 16;
   if (v === V_TX && dp.ipOff >= 0) {
-    as = read32s(buf, dp.ipOff + 12);
-    ad = read32s(buf, dp.ipOff + 16);
+    as = read32s(buf, dp.ipOff + sa);
+    ad = read32s(buf, dp.ipOff + da);
     if (hasPorts(dp.proto) && dp.frag !== 2) {
       aports = (read16(buf, dp.l4Off) << 16) | read16(buf, dp.l4Off + 2);
     }
-  } else if (v === V_REPLY && dp.outLen >= 20) {
-    as = read32s(dp.out, 12);
-    ad = read32s(dp.out, 16);
+  } else if (v === V_REPLY && dp.outLen >= 40) {
+    as = read32s(dp.out, sa);
+    ad = read32s(dp.out, da);
     aports = 0;
   }
   const m = ev.match(r, v === V_DROP ? 1 : 0, dp.proto, dp.saddr, dp.daddr, ports, as, ad, aports);
@@ -88,7 +103,8 @@ export function obsAfter(
   const ct = dp.lastCtIdx;
   const service = ct >= 0 ? dp.ct.revNat(ct) : 0;
   const stages = obsStages(dp, r, v, ct, as !== dp.saddr);
-  const flags = v | (stages << 8) | ((dp.proto & 0xff) << 16) | ((dp.lastCtNew & 1) << 24);
+  const fam = dp.ipv6 === 1 ? EV_F_IPV6 : 0;
+  const flags = v | (stages << 8) | ((dp.proto & 0xff) << 16) | ((dp.lastCtNew & 1) << 24) | fam;
   ev.emit(
     m,
     dp.nowMs,
@@ -140,10 +156,12 @@ function hasPorts(proto: number): boolean {
 function obsStages(dp: Datapath, r: number, v: number, ct: number, srcChanged: boolean): number {
   if (r === DROP_TRUNCATED_IPV4 || r === DROP_BAD_VERSION || r === DROP_BAD_IHL) return ST_PARSE;
   if (r === DROP_BAD_TOTLEN || r === DROP_BAD_IP_CSUM) return ST_PARSE;
+  if (r === DROP_TRUNCATED_IPV6 || r === DROP_BAD_PAYLOAD_LEN) return ST_PARSE;
+  if (r === DROP_BAD_EXT_HDR || r === DROP_EXT_HDR_CHAIN) return ST_PARSE;
   let s = ST_PARSE;
   if (r === TX_FRAG || r === DROP_FRAG_OUT_OF_ORDER || r === PASS_NON_FIRST_FRAGMENT) s |= ST_FRAG;
   if (hasPorts(dp.proto)) s |= ST_CT;
-  if (dp.proto === IPPROTO_ICMP) s |= ST_ICMP;
+  if (dp.proto === IPPROTO_ICMP || dp.proto === IPPROTO_ICMPV6) s |= ST_ICMP;
   if (dp.lastBackendId !== 0 || (ct >= 0 && dp.lastCtNew !== 0)) s |= ST_LB;
   // masquerade: a client -> service packet leaving with another source; its replies (REVSNAT)
   if (r === TX_REVSNAT || (srcChanged && (r === TX_DNAT || r === TX_DNAT_NEW))) s |= ST_NAT;

@@ -80,9 +80,9 @@ export function dp4Parse(dp: Datapath, buf: Uint8Array, off: number, len: number
     return R_CONTINUE;
   }
   dp.frag = ipv4Mf(buf, off) ? 1 : 0;
-  if (dp.proto === IPPROTO_TCP) return dp4ParseTcp(dp, buf);
-  if (dp.proto === IPPROTO_UDP) return dp4ParseUdp(dp, buf);
-  if (dp.proto === IPPROTO_SCTP) return dp4ParseSctp(dp, buf);
+  if (dp.proto === IPPROTO_TCP) return dpParseTcp(dp, buf);
+  if (dp.proto === IPPROTO_UDP) return dpParseUdp(dp, buf);
+  if (dp.proto === IPPROTO_SCTP) return dpParseSctp(dp, buf);
   // ICMP is validated only when it is addressed to a VIP (non-service ICMP passes untouched).
   return R_CONTINUE;
 }
@@ -104,7 +104,11 @@ function ipv4Reason(rc: number): number {
   }
 }
 
-function dp4ParseTcp(dp: Datapath, buf: Uint8Array): number {
+// The L4 parsers below serve both families (parse6.ts too): they read dp.l4Off, dp.ipEnd and
+// dp.frag, which each family's parse sets first.
+
+/** TCP header at dp.l4Off: ports and flags, or the drop reason. */
+export function dpParseTcp(dp: Datapath, buf: Uint8Array): number {
   const rc = tcpCheck(buf, dp.l4Off, dp.ipEnd);
   if (rc !== TCP_OK) {
     return rc === TCP_ERR_TRUNCATED ? DROP_TRUNCATED_L4 : DROP_BAD_TCP_DOFF;
@@ -115,7 +119,8 @@ function dp4ParseTcp(dp: Datapath, buf: Uint8Array): number {
   return R_CONTINUE;
 }
 
-function dp4ParseUdp(dp: Datapath, buf: Uint8Array): number {
+/** UDP header at dp.l4Off: ports, or the drop reason. */
+export function dpParseUdp(dp: Datapath, buf: Uint8Array): number {
   // The UDP length covers the whole datagram, longer than a first fragment: only the 8-byte
   // header must be present then.
   if (dp.frag !== 0) {
@@ -136,7 +141,7 @@ function dp4ParseUdp(dp: Datapath, buf: Uint8Array): number {
  * over the packet, which would otherwise turn a corrupt packet into a valid one (the kernel's
  * conntrack checks it too). A fragment cannot be checked or recomputed without reassembly.
  */
-function dp4ParseSctp(dp: Datapath, buf: Uint8Array): number {
+export function dpParseSctp(dp: Datapath, buf: Uint8Array): number {
   if (dp.frag !== 0) return DROP_SCTP_FRAGMENT;
   const l4 = dp.l4Off;
   const rc = sctpCheck(buf, l4, dp.ipEnd);

@@ -4,7 +4,9 @@
 // sent where RFC 1122 3.2.2 forbids it (icmpErrorAllowed: non-unicast source, multicast
 // destination, non-first fragment, an ICMP error), and it is rate-limited by a token bucket
 // (net.ipv4.icmp_msgs_per_sec / icmp_msgs_burst). A TTL that runs out toward a service is
-// answered the same way with time exceeded (lb4TtlExceeded).
+// answered the same way with time exceeded (lb4TtlExceeded). IPv6 rejects (lb6Reject,
+// lb6TimeExceeded) are ICMPv6 errors built the way icmp6_send builds them, under the same
+// token bucket, suppressed where RFC 4443 2.4(e) forbids them.
 
 import {
   ICMP_DEST_UNREACH,
@@ -14,7 +16,15 @@ import {
   icmpBuildError,
   icmpErrorAllowed,
 } from '../../wire/icmp.ts';
-import type { Datapath } from '../state/datapath.ts';
+import {
+  ICMPV6_DEST_UNREACH,
+  ICMPV6_EXC_HOPLIMIT,
+  ICMPV6_PORT_UNREACH,
+  ICMPV6_TIME_EXCEEDED,
+  icmpv6BuildError,
+  icmpv6ErrorAllowed,
+} from '../../wire/icmpv6.ts';
+import { A6_DST, type Datapath } from '../state/datapath.ts';
 import {
   DROP_ICMP_RATELIMIT,
   DROP_REJECT_FAILED,
@@ -66,7 +76,55 @@ function icmp4Answer(
   return reason;
 }
 
-/** Token bucket refilled from the packet clock; a rate of 0 disables the limit. */
+/**
+ * IPv6: ICMPv6 destination unreachable, port unreachable (code 4), quoting the packet, from
+ * the address the client tried (the VIP; icmpErrorSrc is IPv4's); RFC 4443 2.4(e) suppression.
+ */
+export function lb6Reject(dp: Datapath, buf: Uint8Array, reason: number): number {
+  return icmp6Answer(dp, buf, reason, ICMPV6_DEST_UNREACH, ICMPV6_PORT_UNREACH);
+}
+
+/** IPv6: hop limit <= 1 toward a service: ICMPv6 time exceeded (code 0), as lb4TtlExceeded. */
+export function lb6TimeExceeded(dp: Datapath, buf: Uint8Array): number {
+  return icmp6Answer(dp, buf, REPLY_TTL_EXCEEDED, ICMPV6_TIME_EXCEEDED, ICMPV6_EXC_HOPLIMIT);
+}
+
+function icmp6Answer(
+  dp: Datapath,
+  buf: Uint8Array,
+  reason: number,
+  type: number,
+  code: number,
+): number {
+  const len = dp.ipEnd - dp.ipOff;
+  if (!icmpv6ErrorAllowed(buf, dp.ipOff, len)) return DROP_REJECT_SUPPRESSED;
+  if (!icmpTakeToken(dp)) return DROP_ICMP_RATELIMIT;
+  const out = dp.out;
+  const ttl = dp.cfg.icmpTtl;
+  const n = icmpv6BuildError(
+    out,
+    0,
+    out.length,
+    buf,
+    dp.ipOff,
+    len,
+    type,
+    code,
+    0,
+    dp.a6,
+    A6_DST,
+    ttl,
+  );
+  if (n === 0) return DROP_REJECT_FAILED;
+  dp.outLen = n;
+  return reason;
+}
+
+/**
+ * Token bucket refilled from the packet clock; a rate of 0 disables the limit. One bucket for
+ * both families (Linux keeps icmp_msgs_per_sec global too; its per-destination IPv6 limit,
+ * icmpv6_time, is not modelled).
+ */
 function icmpTakeToken(dp: Datapath): boolean {
   const rate = dp.cfg.icmpRatePerSec;
   if (rate === 0) return true;

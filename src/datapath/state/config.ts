@@ -48,8 +48,19 @@ export interface DatapathConfig extends CtTimeouts {
   /** NAT: SNAT port range, power-of-two aligned (steering matches it with one u32 key) */
   snatPortMin: number;
   snatPortMax: number;
-  /** NAT: masqueraded flows at once */
+  /** NAT: masqueraded flows at once (per family) */
   snatCapacity: number;
+  /** NAT, IPv6: this node's IPv6 address ('' = none: no IPv6 NodePort, no IPv6 masquerade) */
+  nodeIp6: string;
+  /** NAT, IPv6: the node-side gateway of local pods ('' = nodeIp6) */
+  podGateway6: string;
+  /** NAT, IPv6: this node's IPv6 pod CIDR ('' = none) */
+  podCidr6: string;
+  /** NAT, IPv6: the cluster's IPv6 pod CIDR ('' = none) */
+  clusterCidr6: string;
+  /** NAT, IPv6: SNAT port range, power-of-two aligned like snatPortMin..snatPortMax */
+  snat6PortMin: number;
+  snat6PortMax: number;
   /**
    * answer ICMP echo to a VIP (vip-echo.ts), as IPVS mode does by binding every ClusterIP to
    * kube-ipvs0; false = iptables/nftables behaviour, the ping goes unanswered
@@ -91,6 +102,12 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   snatPortMin: 0xf000,
   snatPortMax: 0xf3ff,
   snatCapacity: 65536,
+  nodeIp6: '',
+  podGateway6: '',
+  podCidr6: '',
+  clusterCidr6: '',
+  snat6PortMin: 0xf000,
+  snat6PortMax: 0xf3ff,
   vipEcho: false,
   eventRingCapacity: 1024,
   eventRingSnap: 1536,

@@ -2,7 +2,7 @@
 // (ct.ts), the loader, housekeeping and inspect. The TCP state lives in the high nibble of the
 // entry's flags byte, the seen-bits in the low nibble, so every view of a flow (inspect,
 // filters) reads both from one field. Lifetimes per state come from a preallocated table
-// (ct4TimeoutTable of DatapathConfig) with kube-proxy's settings as defaults.
+// (ctTimeoutTable of DatapathConfig) with kube-proxy's settings as defaults.
 
 // ---- TCP states (the flags byte's high nibble)
 export const CT_TCP_NONE = 0;
@@ -123,7 +123,7 @@ export const DEFAULT_CT_TIMEOUTS: Readonly<CtTimeouts> = {
 };
 
 /** Build the per-state lifetime table the fast path indexes (slow world, once). */
-export function ct4TimeoutTable(t: CtTimeouts): Uint32Array {
+export function ctTimeoutTable(t: CtTimeouts): Uint32Array {
   const a = new Uint32Array(CT_TMO_SIZE);
   a[CT_TCP_NONE] = t.ctTcpSynSent;
   a[CT_TCP_SYN_SENT] = t.ctTcpSynSent;
@@ -142,13 +142,13 @@ export function ct4TimeoutTable(t: CtTimeouts): Uint32Array {
   return a;
 }
 
-export const CT_DEFAULT_TIMEOUTS: Uint32Array = ct4TimeoutTable(DEFAULT_CT_TIMEOUTS);
+export const CT_DEFAULT_TIMEOUTS: Uint32Array = ctTimeoutTable(DEFAULT_CT_TIMEOUTS);
 
 /**
  * Where the datapath's inline GC continues, how far one step goes (0 = never inline), and how
  * many creates found the table full (the agent's GC runs at once when this grows).
  */
-export interface Ct4GcState {
+export interface CtGcState {
   cursor: number;
   batch: number;
   insertFailures: number;

@@ -13,7 +13,7 @@ import { FragMap } from '../../maps/frag.ts';
 import { RevNatMap } from '../../maps/revnat.ts';
 import { ServiceMap } from '../../maps/services.ts';
 import { SchedulerTable } from '../../sched/table.ts';
-import { type Ct4GcState, ct4TimeoutTable } from './ct-state.ts';
+import { type CtGcState, ctTimeoutTable } from './ct-state.ts';
 import { type DatapathConfig, resolveDatapathConfig } from './config.ts';
 import { EventRing } from './events.ts';
 import { NatState } from './nat-state.ts';
@@ -25,6 +25,22 @@ import { Rng } from './rng.ts';
  * 4.3.2.3), but a --vip-echo reply is as large as the ping it answers (any IPv4 packet).
  */
 export const DP_OUT_CAPACITY = 65535;
+
+// The IPv6 scratch words (dp.a6): an address is four int32 words, and the `…6` map methods take
+// it from an Int32Array at an offset, so the stages keep every address they work with here.
+/** the packet's source and destination, as parsed (dp6Parse) */
+export const A6_SRC = 0;
+export const A6_DST = 4;
+/** the backend a new flow goes to (lb6SelectBackend, the conntrack create) */
+export const A6_BE = 8;
+/** a masquerade address (nat6 stages) */
+export const A6_NAT = 12;
+/** the source and destination of the packet an ICMPv6 error quotes (icmp6RelatedError) */
+export const A6_Q_SRC = 16;
+export const A6_Q_DST = 20;
+/** a fourth address for the stages that need one more (a flow's client, a rewrite's result) */
+export const A6_T = 24;
+const A6_WORDS = 28;
 
 /** The maps a restart keeps (src/node/pin.ts pins them in a file), by name. */
 export const PINNED_MAPS = ['svc', 'be', 'revnat', 'ct', 'aff', 'snat'] as const;
@@ -42,12 +58,25 @@ export class Datapath {
   readonly nat: NatState;
   /** later fragments' translation, learnt from first fragments (frag.ts) */
   readonly frags: FragMap;
-  /** conntrack lifetime per state (ct4TimeoutTable of the config) */
+  /** conntrack lifetime per state (ctTimeoutTable of the config) */
   readonly ctTimeouts: Uint32Array;
   /** packets conntrack classified INVALID (dropped only with cfg.ctDropInvalid) */
   ctInvalid = 0;
   /** session affinity (client, revNat) -> backend, last used */
   readonly aff: AffinityMap;
+  // ---- the IPv6 maps (Cilium's lb6_* / ct6): same kinds, addresses as four words. Reverse-NAT
+  // and backend ids are one space across both families (the scheduler table and the affinity
+  // timeouts are indexed by revNat), so an id lives in one family's maps only.
+  readonly svc6: ServiceMap;
+  readonly be6: BackendMap;
+  readonly revnat6: RevNatMap;
+  readonly ct6: ConntrackMap;
+  readonly aff6: AffinityMap;
+  readonly frags6: FragMap;
+  /** inline GC of ct6 (as ctGc for ct) */
+  readonly ct6Gc: CtGcState;
+  /** IPv6 scratch: the addresses a packet's stages work with (A6_* offsets) */
+  readonly a6: Int32Array;
   /** per-service scheduler state (rr/wrr/lc/../maglev), indexed by revNat */
   readonly sched: SchedulerTable;
   /** packets per reason, indexed by the constants of reasons.ts */
@@ -85,6 +114,10 @@ export class Datapath {
   selBackendId = 0;
   /** 1 when MF is set (first fragment of a fragmented datagram), 2 for a later fragment */
   frag = 0;
+  /** 1 when the packet is IPv6 (its addresses are dp.a6[A6_SRC], dp.a6[A6_DST]), else 0 */
+  ipv6 = 0;
+  /** IPv6: offset of the Fragment header, -1 when none */
+  fragHdr = -1;
   /** packets the wire carries for this one: > 1 for a GSO super-packet (dpProcess argument) */
   segs = 1;
   /** bytes the wire carries beyond the super-packet: headers its later segments repeat */
@@ -96,7 +129,7 @@ export class Datapath {
   nowMs = 0;
 
   /** inline conntrack GC (run when a create finds the table full) */
-  readonly ctGc: Ct4GcState;
+  readonly ctGc: CtGcState;
 
   // ---- ICMP error token bucket
   icmpTokens: number;
@@ -112,8 +145,17 @@ export class Datapath {
     this.ct = new ConntrackMap(cfg.ctCapacity, opts('ct'));
     this.nat = new NatState(cfg, this.revnat.capacity, buffers.snat);
     this.frags = new FragMap(cfg.fragCapacity);
-    this.ctTimeouts = ct4TimeoutTable(cfg);
+    this.ctTimeouts = ctTimeoutTable(cfg);
     this.aff = new AffinityMap(cfg.affinityCapacity, opts('aff'));
+    const v6 = { shared: cfg.shared, ipv6: true };
+    this.svc6 = new ServiceMap(cfg.svcCapacity, v6);
+    this.be6 = new BackendMap(cfg.beCapacity, v6);
+    this.revnat6 = new RevNatMap(cfg.revNatCapacity, v6);
+    this.ct6 = new ConntrackMap(cfg.ctCapacity, v6);
+    this.aff6 = new AffinityMap(cfg.affinityCapacity, v6);
+    this.frags6 = new FragMap(cfg.fragCapacity, true);
+    this.ct6Gc = { cursor: 0, batch: cfg.ctGcBatch, insertFailures: 0 };
+    this.a6 = new Int32Array(A6_WORDS);
     this.sched = new SchedulerTable({ capacity: Math.min(this.revnat.capacity + 1, 65536) });
     this.counters = new Float64Array(REASON_COUNT);
     this.rng = new Rng(cfg.seed);

@@ -16,6 +16,7 @@
 //
 // Slot layout (Int32 words; the time is in a Float64 column beside):
 //   0 seq+1 · 1 subscriber mask · 2 reason · 3 verdict | stages << 8 | proto << 16 | ctNew << 24
+//     | ipv6 << 25 (an IPv6 packet: the address words below are its addresses' low 32 bits)
 //   4 saddr · 5 daddr · 6 sport << 16 | dport  (before: as received)
 //   7 saddr · 8 daddr · 9 sport << 16 | dport  (after: as written; = before when not rewritten)
 //   10 backend id · 11 conntrack entry (-1 none) · 12 service (revNat id, 0 none) · 13 length
@@ -39,6 +40,9 @@ export const EV_LEN = 13;
 export const EV_CAP_BEFORE = 14;
 export const EV_CAP_AFTER = 15;
 export const EV_WORDS = 16;
+
+/** EV_FLAGS bit: the event is an IPv6 packet's (addresses hold the low 32 bits of each). */
+export const EV_F_IPV6 = 1 << 25;
 
 /** Stage bits in EV_FLAGS >> 8: which parts of the program the packet went through. */
 export const ST_PARSE = 1;

@@ -4,6 +4,7 @@
 import type { ConntrackMap } from '../../maps/conntrack.ts';
 import { SnatMap } from '../../maps/snat.ts';
 import { parseCidr } from '../../wire/addr.ts';
+import { ipv6ToWords, parseCidr6Words } from '../../wire/addr6.ts';
 import type { DatapathConfig } from './config.ts';
 
 /**
@@ -28,8 +29,28 @@ export class NatState {
   rangeCount: Uint16Array;
   rangeNet: Int32Array;
   rangeMask: Int32Array;
-  /** GC cursor of nat4GcStep */
+  /** GC cursor of natGcStep (IPv4 table) */
   gcCursor = 0;
+
+  // ---- IPv6 (nat6 stages): addresses, networks and masks as four int32 words
+  readonly snat6: SnatMap;
+  /** 1 when nodeIp6 is configured (IPv6 NodePort frontends, IPv6 masquerade) */
+  readonly hasNode6: number;
+  readonly nodeIp6: Int32Array;
+  readonly podGateway6: Int32Array;
+  readonly hasPod6: number;
+  readonly pod6Net: Int32Array;
+  readonly pod6Mask: Int32Array;
+  readonly hasCluster6: number;
+  readonly cluster6Net: Int32Array;
+  readonly cluster6Mask: Int32Array;
+  readonly port6Min: number;
+  readonly port6Span: number;
+  /** loadBalancerSourceRanges of IPv6 revNat ids: rangeStart/rangeCount index these (4 words each) */
+  rangeNet6: Int32Array;
+  rangeMask6: Int32Array;
+  /** GC cursor of natGcStep (IPv6 table) */
+  gcCursor6 = 0;
 
   /** `snatBuffer`: attach the SNAT table to it (a pinned map, src/node/pin.ts) */
   constructor(cfg: DatapathConfig, revNatCapacity: number, snatBuffer?: ArrayBuffer) {
@@ -49,6 +70,23 @@ export class NatState {
     this.rangeCount = new Uint16Array(revNatCapacity + 1);
     this.rangeNet = new Int32Array(0);
     this.rangeMask = new Int32Array(0);
+    this.snat6 = new SnatMap(cfg.snatCapacity, { shared: cfg.shared, ipv6: true });
+    this.hasNode6 = cfg.nodeIp6 ? 1 : 0;
+    this.nodeIp6 = cfg.nodeIp6 ? ipv6ToWords(cfg.nodeIp6) : new Int32Array(4);
+    const gw6 = cfg.podGateway6 || cfg.nodeIp6;
+    this.podGateway6 = gw6 ? ipv6ToWords(gw6) : new Int32Array(4);
+    const pod6 = cfg.podCidr6 ? parseCidr6Words(cfg.podCidr6) : undefined;
+    this.hasPod6 = pod6 ? 1 : 0;
+    this.pod6Net = pod6 ? pod6.net : new Int32Array(4);
+    this.pod6Mask = pod6 ? pod6.mask : new Int32Array(4);
+    const cl6 = cfg.clusterCidr6 ? parseCidr6Words(cfg.clusterCidr6) : undefined;
+    this.hasCluster6 = cl6 ? 1 : 0;
+    this.cluster6Net = cl6 ? cl6.net : new Int32Array(4);
+    this.cluster6Mask = cl6 ? cl6.mask : new Int32Array(4);
+    this.port6Min = cfg.snat6PortMin;
+    this.port6Span = cfg.snat6PortMax - cfg.snat6PortMin + 1;
+    this.rangeNet6 = new Int32Array(0);
+    this.rangeMask6 = new Int32Array(0);
   }
 }
 
@@ -61,4 +99,3 @@ export function nat4SnatOf(ct: ConntrackMap, snat: SnatMap, i: number): number {
   const e = snat.lookupFwd(ct.proto(i), ct.saddr(i), ct.sport(i), ct.baddr(i), ct.bport(i));
   return e >= 0 && snat.ctIdx(e) === i ? e : -1;
 }
-

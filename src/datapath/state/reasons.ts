@@ -62,6 +62,15 @@ export const DROP_MARTIAN_BROADCAST = 43;
 export const DROP_MARTIAN_VIP_SOURCE = 44;
 export const DROP_BAD_L4_CSUM = 45;
 export const REPLY_TTL_EXCEEDED = 46;
+export const DROP_TRUNCATED_IPV6 = 47;
+export const DROP_BAD_PAYLOAD_LEN = 48;
+export const DROP_BAD_EXT_HDR = 49;
+export const DROP_EXT_HDR_CHAIN = 50;
+export const DROP_MARTIAN6_UNSPECIFIED = 51;
+export const DROP_MARTIAN6_LOOPBACK = 52;
+export const DROP_MARTIAN6_MULTICAST = 53;
+export const PASS_ND_MLD = 54;
+export const DROP_UDP6_ZERO_CSUM = 55;
 
 export interface ReasonInfo {
   readonly name: string;
@@ -83,7 +92,7 @@ export const REASONS: readonly ReasonInfo[] = [
   row(
     'PASS_NON_FIRST_FRAGMENT',
     V_PASS,
-    'A non-first IPv4 fragment: it carries no L4 header, so no tuple to look up. Passed as is.',
+    'A non-first fragment (IPv4, or IPv6 by its Fragment header) of no translated datagram and not to a VIP: it carries no L4 header, so no tuple to look up. Passed as is.',
   ),
   row(
     'TX_DNAT',
@@ -103,7 +112,7 @@ export const REASONS: readonly ReasonInfo[] = [
   row(
     'REPLY_REJECT_NO_ENDPOINTS',
     V_REPLY,
-    'Service port with no eligible endpoint: ICMP port unreachable (kube-proxy REJECT).',
+    'Service port with no eligible endpoint: ICMP port unreachable, over IPv6 ICMPv6 destination unreachable code 4 (kube-proxy REJECT).',
   ),
   row(
     'REPLY_REJECT_UNKNOWN_PORT',
@@ -116,17 +125,21 @@ export const REASONS: readonly ReasonInfo[] = [
     'Known VIP, an L4 protocol no service uses (not TCP/UDP/SCTP/ICMP): rejected like an unknown port.',
   ),
   row('DROP_TRUNCATED_IPV4', V_DROP, 'Fewer than 20 bytes, or fewer than IHL*4.'),
-  row('DROP_BAD_VERSION', V_DROP, 'IP version is not 4.'),
+  row('DROP_BAD_VERSION', V_DROP, 'IP version is neither 4 nor 6.'),
   row('DROP_BAD_IHL', V_DROP, 'IPv4 header length (IHL) below 5 words.'),
   row('DROP_BAD_TOTLEN', V_DROP, 'Total length beyond the buffer, or smaller than the header.'),
   row('DROP_BAD_IP_CSUM', V_DROP, 'IPv4 header checksum does not verify.'),
-  row('DROP_TRUNCATED_L4', V_DROP, 'TCP/UDP/SCTP/ICMP header does not fit in the IP payload.'),
+  row(
+    'DROP_TRUNCATED_L4',
+    V_DROP,
+    'TCP/UDP/SCTP/ICMP/ICMPv6 header does not fit in the IP payload.',
+  ),
   row('DROP_BAD_TCP_DOFF', V_DROP, 'TCP data offset < 5 words or beyond the payload.'),
   row('DROP_BAD_UDP_LEN', V_DROP, 'UDP length field disagrees with the IP payload.'),
   row(
     'DROP_ECHO_TO_VIP',
     V_DROP,
-    'ICMP echo request to a VIP: iptables mode neither translates nor answers it.',
+    'ICMP (or ICMPv6) echo request to a VIP: iptables mode neither translates nor answers it.',
   ),
   row(
     'DROP_ICMP_TO_VIP',
@@ -146,7 +159,7 @@ export const REASONS: readonly ReasonInfo[] = [
   row(
     'DROP_REJECT_SUPPRESSED',
     V_DROP,
-    'A reject was due but RFC 1122 forbids an ICMP error here (source not unicast, …).',
+    'A reject was due but RFC 1122 (IPv6: RFC 4443 2.4(e)) forbids an ICMP error here (source not unicast, …).',
   ),
   row(
     'DROP_ICMP_RATELIMIT',
@@ -276,7 +289,48 @@ export const REASONS: readonly ReasonInfo[] = [
   row(
     'REPLY_TTL_EXCEEDED',
     V_REPLY,
-    'TTL <= 1 toward a service: ICMP time exceeded, quoting the packet as the client sent it (to the VIP), as the kernel does after its NAT; no flow is created.',
+    'TTL (IPv6: hop limit) <= 1 toward a service: ICMP time exceeded, quoting the packet as the client sent it (to the VIP), as the kernel does after its NAT; no flow is created.',
+  ),
+  row('DROP_TRUNCATED_IPV6', V_DROP, 'An IPv6 packet shorter than its 40-byte fixed header.'),
+  row(
+    'DROP_BAD_PAYLOAD_LEN',
+    V_DROP,
+    'IPv6 Payload Length 0 (a jumbogram, RFC 2675: never on a TUN here) or beyond the bytes read.',
+  ),
+  row(
+    'DROP_BAD_EXT_HDR',
+    V_DROP,
+    'An IPv6 extension header cut short by the payload, or Hop-by-Hop not directly after the fixed header (RFC 8200 4.3).',
+  ),
+  row(
+    'DROP_EXT_HDR_CHAIN',
+    V_DROP,
+    'More than 8 IPv6 extension headers before the upper layer: no real packet carries that many; the walk stays bounded.',
+  ),
+  row(
+    'DROP_MARTIAN6_UNSPECIFIED',
+    V_DROP,
+    'A service packet from :: (the unspecified address, RFC 4291 2.5.2: never a source of a forwarded packet); never translated.',
+  ),
+  row(
+    'DROP_MARTIAN6_LOOPBACK',
+    V_DROP,
+    'A service packet from ::1 arriving from outside (RFC 4291 2.5.3: never leaves a node); never translated.',
+  ),
+  row(
+    'DROP_MARTIAN6_MULTICAST',
+    V_DROP,
+    'A service packet from a multicast source (ff00::/8, RFC 4291 2.7: never a source); never translated.',
+  ),
+  row(
+    'PASS_ND_MLD',
+    V_PASS,
+    'ICMPv6 Neighbor Discovery (133-137) or MLD (130-132, 143): the link traffic of the node itself, never translated, passed as is.',
+  ),
+  row(
+    'DROP_UDP6_ZERO_CSUM',
+    V_DROP,
+    'UDP over IPv6 with checksum 0: invalid (RFC 8200 8.1, the receiver discards it); a NAT rewrite would launder it.',
   ),
 ];
 
