@@ -132,6 +132,13 @@ export interface ResolvedServicePort {
   servicePortName: string;
   /** deduplicated by ip:port, sorted by kube-proxy's order (the "ip:port" string) */
   endpoints: ResolvedEndpoint[];
+  /**
+   * The endpoints of the Service's IPv6 EndpointSlices, resolved the same way, for a data plane
+   * serving both families (the change tracker fills it; absent elsewhere). `endpoints` holds
+   * the resolving family's (IPv4 unless resolveServicePorts was asked for IPv6), what a
+   * kube-proxy of that family sees.
+   */
+  endpoints6?: ResolvedEndpoint[];
 }
 
 /** The family of a ClusterIP, external or endpoint address already validated as an IP. */

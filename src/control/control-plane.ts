@@ -84,28 +84,6 @@ function errorFields(err: unknown): object {
   return { err: e?.message ?? String(err), file: e?.file, object: e?.object, field: e?.field };
 }
 
-/**
- * Says once per run that IPv6 is being left out: the data plane serves IPv4 only (issue 19
- * point 2), so a dual-stack Service's IPv6 ClusterIP and its IPv6 EndpointSlices are read,
- * validated and tracked but not programmed. Silence would look like a working IPv6 VIP.
- */
-export function ignoredIPv6Notice(log: ControlLog): {
-  check(n: { services: number; slices: number }): boolean;
-} {
-  let said = false;
-  return {
-    check(n) {
-      if (said || n.services + n.slices === 0) return false;
-      said = true;
-      log.info(
-        { ipv6Services: n.services, ipv6EndpointSlices: n.slices },
-        'IPv6 ClusterIPs and IPv6 EndpointSlices are not programmed: this data plane serves IPv4 only (said once)',
-      );
-      return true;
-    },
-  };
-}
-
 export async function startControlPlane(o: ControlPlaneOptions): Promise<ControlPlane> {
   const log = o.log ?? noLog;
   const syncPeriodMs = o.syncPeriodMs ?? DEFAULT_MAX_INTERVAL_MS;
@@ -117,7 +95,6 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
   const firstSync = new Promise<void>((res) => {
     synced = res;
   });
-  const ipv6Notice = ignoredIPv6Notice(log);
   const proxier = new Proxier({
     program: o.program,
     cleanupConntrack: o.cleanupConntrack,
@@ -137,7 +114,6 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
           { full: s.full, servicePorts: s.changes.changedServicePorts.length, seconds: s.seconds },
           'synced',
         );
-      if (s.ok) ipv6Notice.check(proxier.tracker.ignoredIPv6);
     },
   });
   const source = await makeSource(o, proxier, health, log);

@@ -26,20 +26,25 @@ export function namespacedName(o: { namespace: string; name: string }): string {
 }
 
 const IPV4_RE = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
-/** The data plane is IPv4-only, like one family of a kube-proxy. */
+/** Whether an address (already validated as an IP) is IPv4. */
 export const isIPv4 = (s: string): boolean => IPV4_RE.test(s);
 
 /**
- * kube-proxy's ShouldSkipService for the IPv4 family: ExternalName and headless services, and
- * services without an IPv4 cluster IP, have no service ports on this node; nor have those
- * labelled for another proxy or as headless (src/manifests/proxied.ts, for every source).
+ * kube-proxy's ShouldSkipService over both families (the data plane serves IPv4 and IPv6):
+ * ExternalName and headless services have no service ports on this node; nor have those
+ * labelled for another proxy or as headless (src/manifests/proxied.ts, for every source). A
+ * Service with a ClusterIP of either family has its service ports; the loader programs each
+ * family's half (src/loader/family.ts).
  */
 export function isProxiedService(svc: Service): boolean {
   if (!proxiedByKubeProxy(svc.labels)) return false;
-  return svc.type !== 'ExternalName' && svc.clusterIPs.some(isIPv4);
+  return svc.type !== 'ExternalName' && svc.clusterIPs.length > 0;
 }
 
-/** Every IPv4 address a service port answers on (cluster, external and load-balancer IPs). */
+/**
+ * Every IPv4 address a service port answers on (cluster, external and load-balancer IPs): the
+ * stale-UDP cleanup's (conntrack-reconcile.ts), which reconciles the IPv4 conntrack table.
+ */
 export function serviceIPs(svc: Service): string[] {
   return [...svc.clusterIPs, ...svc.externalIPs, ...svc.loadBalancerIPs].filter(isIPv4);
 }
@@ -54,9 +59,9 @@ export function servicePortKeys(svc: Service | null | undefined): Map<string, st
   if (!svc || !isProxiedService(svc)) return out;
   const common = JSON.stringify([
     svc.type,
-    svc.clusterIPs.filter(isIPv4),
-    svc.externalIPs.filter(isIPv4),
-    svc.loadBalancerIPs.filter(isIPv4),
+    svc.clusterIPs,
+    svc.externalIPs,
+    svc.loadBalancerIPs,
     svc.loadBalancerSourceRanges,
     svc.sessionAffinity,
     svc.affinityTimeoutSeconds,
@@ -186,13 +191,6 @@ export class ChangeTracker {
   /** every update() call counts, no-ops included (kube-proxy's *_changes_total) */
   serviceChangesTotal = 0;
   endpointChangesTotal = 0;
-  /**
-   * Services with an IPv6 ClusterIP and IPv6 EndpointSlices the sources hold now: the IPv6 half
-   * the IPv4 data plane does not program (issue 19 point 2). Kept per event, O(1).
-   */
-  private readonly ipv6Services = new Set<string>();
-  private readonly ipv6Slices = new Set<string>();
-
   private readonly nodeName: string | undefined;
   private readonly now: () => number;
   private readonly svcPending = new Map<string, Pending<Service, ReadonlyMap<string, string>>>();
@@ -219,9 +217,6 @@ export class ChangeTracker {
     if (!obj) return this.pendingChanges() > 0;
     this.serviceChangesTotal++;
     const name = namespacedName(obj);
-    if (cur && cur.type !== 'ExternalName' && cur.clusterIPs.some((ip) => ip.includes(':'))) {
-      this.ipv6Services.add(name);
-    } else this.ipv6Services.delete(name);
     const key = servicePortKeys(cur);
     this.track(this.svcPending, name, sameKeys(key, this.svcKeys.get(name) ?? NO_PORTS), cur, key);
     return this.pendingChanges() > 0;
@@ -232,8 +227,6 @@ export class ChangeTracker {
     if (!obj) return this.pendingChanges() > 0;
     this.endpointChangesTotal++;
     const name = namespacedName(obj);
-    if (cur?.addressType === 'IPv6') this.ipv6Slices.add(name);
-    else this.ipv6Slices.delete(name);
     const key = sliceKey(cur);
     this.track(this.slicePending, name, key === (this.sliceKeys.get(name) ?? ''), cur, key);
     return this.pendingChanges() > 0;
@@ -249,11 +242,6 @@ export class ChangeTracker {
     const old = pending.get(name);
     if (same) pending.delete(name);
     else pending.set(name, { current: cur, since: old ? old.since : this.now(), key });
-  }
-
-  /** How much IPv6 the sources hold that this IPv4 data plane leaves unprogrammed. */
-  get ignoredIPv6(): { services: number; slices: number } {
-    return { services: this.ipv6Services.size, slices: this.ipv6Slices.size };
   }
 
   /** The pending {previous, current} of one Service, previous being the applied state. */
@@ -389,7 +377,9 @@ export class ChangeTracker {
     const sliceNames = this.slicesBySvc.get(svc) ?? new Set<string>();
     const slices = [...sliceNames].map((n) => this.sliceApplied.get(n)!);
     const before = this.endpointsBySvc.get(svc) ?? new Map<string, EndpointsEntry>();
+    // both families, their entries under their own keys (endpointsKey's family)
     const after = buildEndpoints(slices, this.nodeName);
+    for (const [k, e] of buildEndpoints(slices, this.nodeName, 'IPv6')) after.set(k, e);
     for (const [k, entry] of after) {
       const old = before.get(k);
       if (old && old.key === entry.key) continue;
@@ -414,8 +404,10 @@ export class ChangeTracker {
     if (hit) return hit;
     const ref = this.portIndex.get(spn);
     if (!ref) return undefined;
-    const endpoints = this.endpoints.get(endpointsKey(spn, ref.port.protocol))?.endpoints ?? [];
-    const r = { service: ref.service, port: ref.port, servicePortName: spn, endpoints };
+    const proto = ref.port.protocol;
+    const endpoints = this.endpoints.get(endpointsKey(spn, proto))?.endpoints ?? [];
+    const endpoints6 = this.endpoints.get(endpointsKey(spn, proto, 'IPv6'))?.endpoints ?? [];
+    const r = { service: ref.service, port: ref.port, servicePortName: spn, endpoints, endpoints6 };
     this.resolved.set(spn, r);
     return r;
   }

@@ -23,16 +23,32 @@
 // given keeps its owner for as long as the owner exists (kept per Datapath between loads), so
 // conntrack entries holding ids stay meaningful across syncs; a restarted agent computes the
 // same ids for the same services (collisions aside, resolved in sorted order on a full load).
+//
+// Both families: a service port is planned once per family it has a ClusterIP of — its IPv4
+// ClusterIP with its IPv4 EndpointSlices' endpoints (`endpoints`) into the IPv4 maps, its IPv6
+// ClusterIP with its IPv6 ones (`endpoints6`) into the IPv6 maps (dp.svc6, be6, revnat6) —
+// as two units of the loader's state ("ns/name:port" and "ns/name:port (IPv6)"), each with
+// the whole life above. Backend and reverse-NAT ids are one space over both families.
 
 import { BE_ACTIVE, BE_F_LOCAL, BE_TERMINATING } from '../maps/backends.ts';
+import type { MapAddr } from '../maps/hashtab.ts';
 import { SVC_F_AFFINITY, SVC_F_ITP_LOCAL, SVC_F_WILDCARD } from '../maps/services.ts';
-import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../model.ts';
+import {
+  familyOfIP,
+  type IPFamily,
+  type ResolvedEndpoint,
+  type ResolvedServicePort,
+  type Service,
+} from '../model.ts';
 import { SCHED_ANNOTATION, SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
+import { maglevBackendName6 } from '../sched/maglev.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
+import { canonIpv6, ipv6ToWords } from '../wire/addr6.ts';
 import { protoName } from '../wire/proto.ts';
 import { DP_PROTO_NUM } from './protocols.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { selectPortEndpoints } from '../endpoints/select.ts';
+import { FAMILIES, isIpv6Unit, portOfUnit, unitOf } from './family.ts';
 import { checkExternal, type ExtFrontend, ExternalWriter } from './nodeport.ts';
 
 /** Service annotation: per-endpoint weights, "ip-or-pod=weight,..." (0..65535, default 1). */
@@ -62,16 +78,29 @@ export interface DpLoadStats {
 interface PlanBackend {
   key: string;
   id: number;
-  addr: number;
+  /** a u32 (IPv4) or four int32 words (IPv6): the maps of `v6` take it */
+  addr: MapAddr;
+  /** the address as text (messages, Maglev names) */
+  text: string;
+  v6: boolean;
   port: number;
   proto: number;
   state: number;
   flags: number;
 }
 
+/** A ClusterIP a port plan's frontends use (its wildcard master marks it as a VIP). */
+interface PlanVip {
+  key: string;
+  addr: MapAddr;
+  v6: boolean;
+}
+
 interface PlanFrontend {
   key: string;
-  vip: number;
+  vip: MapAddr;
+  vipText: string;
+  v6: boolean;
   port: number;
   proto: number;
   rnKey: string;
@@ -93,7 +122,7 @@ interface PortPlan {
   local: number[];
   /** internalTrafficPolicy Local: ids of kube-proxy's cluster set, for external traffic */
   cluster?: number[];
-  vips: number[];
+  vips: PlanVip[];
 }
 
 /** What the previous loads wrote, per Datapath. */
@@ -102,7 +131,7 @@ interface LoadState {
   /** frontend key -> owning service port name */
   feOwner: Map<string, string>;
   beRefs: Map<string, number>;
-  vipRefs: Map<number, number>;
+  vipRefs: Map<string, number>;
   backendIds: IdTable;
   revNatIds: IdTable;
   /** affinity timeout per revNat (0 = none), for the affinity GC */
@@ -145,7 +174,7 @@ export class DpLoader {
    */
   load(ports: readonly ResolvedServicePort[], opts: DpLoadOptions = {}): DpLoadStats {
     const names = new Set(ports.map((p) => p.servicePortName));
-    const deleted = [...this.st.ports.keys()].filter((spn) => !names.has(spn));
+    const deleted = this.loaded().filter((spn) => !names.has(spn));
     return this.update(ports, deleted, opts);
   }
 
@@ -164,7 +193,7 @@ export class DpLoader {
 
   /** The service port names the maps hold (a full sync deletes those it no longer has). */
   loaded(): string[] {
-    return [...this.st.ports.keys()];
+    return [...new Set([...this.st.ports.keys()].map(portOfUnit))];
   }
 
   /** Session-affinity timeout of a reverse-NAT id's service, seconds (0 = none): affinity GC. */
@@ -188,10 +217,14 @@ function updateServices(
 ): DpLoadStats {
   const txn = { be: new IdTxn(st.backendIds), rn: new IdTxn(st.revNatIds) };
   const plans = new Map<string, PortPlan | null>();
-  for (const spn of deleted) plans.set(spn, null);
+  for (const spn of deleted) for (const f of FAMILIES) plans.set(unitOf(spn, f), null);
   // Sorted so that ids picked after a hash collision do not depend on input order.
   const sorted = [...changed].sort((a, b) => cmp(portKey(a), portKey(b)));
-  for (const rsp of sorted) plans.set(rsp.servicePortName, planServicePort(rsp, opts, txn));
+  for (const rsp of sorted) {
+    for (const f of FAMILIES) {
+      plans.set(unitOf(rsp.servicePortName, f), planServicePort(rsp, opts, txn, f));
+    }
+  }
   checkExternal(changed); // nodeport.ts: external addresses checked before any write
   checkConflicts(st, plans);
   checkCapacity(dp, st, plans);
@@ -199,8 +232,15 @@ function updateServices(
   txn.rn.commit();
   const stats = applyLoad(dp, st, plans);
   // NodePort, externalIPs, LoadBalancer (nodeport.ts)
-  ext.update(changed, deleted, (spn) => st.ports.get(spn) ?? { local: [] });
+  ext.update(changed, deleted, (unit) => st.ports.get(unit) ?? { local: [] });
   return stats;
+}
+
+/** The maps of one family. */
+function mapsOf(dp: Datapath, v6: boolean) {
+  return v6
+    ? { svc: dp.svc6, be: dp.be6, revnat: dp.revnat6, aff: dp.aff6 }
+    : { svc: dp.svc, be: dp.be, revnat: dp.revnat, aff: dp.aff };
 }
 
 // ---- plan ------------------------------------------------------------------------------------
@@ -211,8 +251,9 @@ function checkConflicts(st: LoadState, plans: Map<string, PortPlan | null>): voi
     for (const f of plan?.frontends ?? []) {
       const other = seen.get(f.key) ?? st.feOwner.get(f.key);
       if (other !== undefined && other !== spn && (seen.has(f.key) || !plans.has(other))) {
+        const at = f.v6 ? `[${f.vipText}]` : f.vipText;
         throw new Error(
-          `Service port ${spn}: ${u32ToIpv4(f.vip)}:${f.port}/${protoName(f.proto)} is also ${other}`,
+          `Service port ${portOfUnit(spn)}: ${at}:${f.port}/${protoName(f.proto)} is also ${portOfUnit(other)}`,
         );
       }
       seen.set(f.key, spn);
@@ -221,24 +262,29 @@ function checkConflicts(st: LoadState, plans: Map<string, PortPlan | null>): voi
 }
 
 function checkCapacity(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): void {
-  let needed = dp.svc.size;
-  let bes = dp.be.size;
-  const newVips = new Set<number>();
-  for (const [spn, plan] of plans) {
-    const old = st.ports.get(spn);
-    for (const f of old?.frontends ?? []) needed -= 1 + f.backends.length;
-    for (const f of plan?.frontends ?? []) needed += 1 + f.backends.length;
-    for (const v of plan?.vips ?? []) if (!st.vipRefs.has(v)) newVips.add(v);
-    for (const b of plan?.backends ?? []) if (!st.beRefs.has(b.key)) bes++;
-  }
-  needed += newVips.size;
-  if (needed > dp.svc.capacity) {
-    throw new Error(
-      `dpLoadServices: ${needed} service map entries needed, capacity ${dp.svc.capacity}`,
-    );
-  }
-  if (bes > dp.be.capacity) {
-    throw new Error(`dpLoadServices: ${bes} backends, capacity ${dp.be.capacity}`);
+  for (const v6 of [false, true]) {
+    const { svc, be } = mapsOf(dp, v6);
+    let needed = svc.size;
+    let bes = be.size;
+    const newVips = new Set<string>();
+    for (const [unit, plan] of plans) {
+      if (isIpv6Unit(unit) !== v6) continue;
+      const old = st.ports.get(unit);
+      for (const f of old?.frontends ?? []) needed -= 1 + f.backends.length;
+      for (const f of plan?.frontends ?? []) needed += 1 + f.backends.length;
+      for (const v of plan?.vips ?? []) if (!st.vipRefs.has(v.key)) newVips.add(v.key);
+      for (const b of plan?.backends ?? []) if (!st.beRefs.has(b.key)) bes++;
+    }
+    needed += newVips.size;
+    const fam = v6 ? 'IPv6 ' : '';
+    if (needed > svc.capacity) {
+      throw new Error(
+        `dpLoadServices: ${needed} ${fam}service map entries needed, capacity ${svc.capacity}`,
+      );
+    }
+    if (bes > be.capacity) {
+      throw new Error(`dpLoadServices: ${bes} ${fam}backends, capacity ${be.capacity}`);
+    }
   }
 }
 
@@ -246,12 +292,15 @@ function planServicePort(
   rsp: ResolvedServicePort,
   opts: DpLoadOptions,
   txn: { be: IdTxn; rn: IdTxn },
+  family: IPFamily,
 ): PortPlan | null {
   const svc = rsp.service;
   if (svc.type === 'ExternalName' || svc.clusterIPs.length === 0) return null; // headless / DNS
   const where = describe(rsp);
-  const v4 = svc.clusterIPs.map((ip, k) => [ip, k] as const).filter(([ip]) => !ip.includes(':'));
-  const vips = v4.map(([ip, k]) => parseAddr(ip, `${where}: spec.clusterIPs[${k}]`));
+  const ips = svc.clusterIPs.map((ip, k) => [ip, k] as const);
+  const own = ips.filter(([ip]) => familyOfIP(ip) === family);
+  if (own.length === 0) return null; // no ClusterIP of this family: nothing to program in it
+  const vips = own.map(([ip, k]) => planVip(ip, family, `${where}: spec.clusterIPs[${k}]`));
   const plan: PortPlan = { frontends: [], backends: [], local: [], vips };
   const proto = DP_PROTO_NUM[rsp.port.protocol];
   if (proto === undefined) return plan; // not a protocol the datapath serves; the VIP is still known
@@ -259,14 +308,16 @@ function planServicePort(
   const sched = serviceScheduler(svc, opts, where);
   const weightOf = serviceWeights(svc, where);
   const itp = svc.internalTrafficPolicy === 'Local' && opts.nodeName !== undefined;
-  const sel = selectPortEndpoints(rsp, opts);
+  // kube-proxy's endpoint selection over this family's endpoints (its proxier of this family)
+  const famRsp = family === 'IPv4' ? rsp : { ...rsp, endpoints: rsp.endpoints6 ?? [] };
+  const sel = selectPortEndpoints(famRsp, opts);
   const byKey = new Map<string, PlanBackend>();
   const slots = (list: readonly ResolvedEndpoint[], terminating: boolean) => {
     const out: { be: PlanBackend; w: number }[] = [];
     for (const ep of list) {
       const w = weightOf(ep);
       if (sched === SCHED_RANDOM && w === 0) continue; // random: weight 0 only means "no new flows"
-      const be = planBackend(ep, proto, terminating, opts, txn.be, where);
+      const be = planBackend(ep, proto, terminating, opts, txn.be, where, family);
       if (!be) continue;
       const known = byKey.get(be.key) ?? be;
       byKey.set(be.key, known);
@@ -295,15 +346,31 @@ function planServicePort(
   let flags = itp && sel.hasAny ? SVC_F_ITP_LOCAL : 0;
   if (svc.sessionAffinity === 'ClientIP') flags |= SVC_F_AFFINITY;
   const affinityTimeout = flags & SVC_F_AFFINITY ? svc.affinityTimeoutSeconds : 0;
-  for (const vip of vips) {
-    const key = `${vip}:${rsp.port.port}:${proto}`;
+  const v6 = family === 'IPv6';
+  for (const v of vips) {
+    const key = `${v.key}:${rsp.port.port}:${proto}`;
     if (plan.frontends.some((f) => f.key === key)) continue; // the same clusterIP twice
-    const rnKey = `${rsp.servicePortName}:${proto}:${vip}`;
+    const rnKey = `${rsp.servicePortName}:${proto}:${v.key}`;
     const revNat = txn.rn.assign(rnKey, fnv1a(rnKey));
-    const f = { key, vip, port: rsp.port.port, proto, rnKey, revNat, flags, sched };
-    plan.frontends.push({ ...f, affinityTimeout, backends, weights });
+    const vipText = v6 ? v.key.slice(1, -1) : u32ToIpv4(v.addr as number);
+    const f = { key, vip: v.addr, vipText, v6, port: rsp.port.port, proto, rnKey, revNat };
+    plan.frontends.push({ ...f, flags, sched, affinityTimeout, backends, weights });
   }
   return plan;
+}
+
+/**
+ * A ClusterIP of `family` as the maps and the loader's keys take it. The IPv4 key is the u32's
+ * decimal text, as it always was (ids are hashes of keys: they stay what they were); IPv6's is
+ * the bracketed RFC 5952 text.
+ */
+function planVip(ip: string, family: IPFamily, where: string): PlanVip {
+  if (family === 'IPv4') {
+    const addr = parseAddr(ip, where);
+    return { key: String(addr), addr, v6: false };
+  }
+  const addr = parseAddr6(ip, where);
+  return { key: `[${canonIpv6(ip)}]`, addr, v6: true };
 }
 
 function serviceScheduler(svc: Service, opts: DpLoadOptions, where: string): number {
@@ -342,14 +409,20 @@ function planBackend(
   opts: DpLoadOptions,
   ids: IdTxn,
   where: string,
+  family: IPFamily,
 ): PlanBackend | undefined {
-  if (ep.ip.includes(':')) return undefined; // IPv6 endpoint: IPv4-only datapath
-  const addr = parseAddr(ep.ip, `${where}: endpoint ${ep.ip}`);
+  if (familyOfIP(ep.ip) !== family) return undefined; // an address of the other family
+  const v6 = family === 'IPv6';
+  const addr = v6
+    ? parseAddr6(ep.ip, `${where}: endpoint ${ep.ip}`)
+    : parseAddr(ep.ip, `${where}: endpoint ${ep.ip}`);
   checkPort(ep.port, `${where}: endpoint ${ep.ip} port`);
-  const key = `${u32ToIpv4(addr)}:${ep.port}:${proto}`;
+  const text = v6 ? (canonIpv6(ep.ip) ?? ep.ip) : u32ToIpv4(addr as number);
+  const key = v6 ? `[${text}]:${ep.port}:${proto}` : `${text}:${ep.port}:${proto}`;
   const flags = opts.nodeName !== undefined && ep.nodeName === opts.nodeName ? BE_F_LOCAL : 0;
   const state = terminating || (!ep.ready && ep.terminating) ? BE_TERMINATING : BE_ACTIVE;
-  return { key, id: ids.assign(key, fnv1a(key)), addr, port: ep.port, proto, state, flags };
+  const id = ids.assign(key, fnv1a(key));
+  return { key, id, addr, text, v6, port: ep.port, proto, state, flags };
 }
 
 // ---- apply -----------------------------------------------------------------------------------
@@ -360,19 +433,20 @@ function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | nu
   updateRefs(dp, st, plans);
   for (const f of gone) {
     if (st.revNatIds.ids.get(f.rnKey) !== f.revNat) continue; // already released
-    dp.revnat.delete(f.revNat);
+    mapsOf(dp, f.v6).revnat.delete(f.revNat);
     dp.sched.delete(f.revNat);
     st.affTimeout[f.revNat] = 0;
     st.feByRevNat.delete(f.revNat);
     st.revNatIds.release(f.rnKey, f.revNat);
   }
-  if (dp.aff.size > 0 && plans.size > 0) forgetStaleAffinity(dp, st);
+  if (dp.aff.size + dp.aff6.size > 0 && plans.size > 0) forgetStaleAffinity(dp, st);
+  const units = [...plans].filter(([, p]) => p !== null).map(([u]) => portOfUnit(u));
   return {
     frontends: st.feOwner.size,
     backends: st.beRefs.size,
     vips: st.vipRefs.size,
     removed: gone.length,
-    written,
+    written: written > 0 ? new Set(units).size : 0,
   };
 }
 
@@ -387,8 +461,9 @@ function removeGoneFrontends(
     const keep = new Set(plan?.frontends.map((f) => f.key));
     for (const f of st.ports.get(spn)?.frontends ?? []) {
       if (keep.has(f.key)) continue;
-      dp.svc.delete(f.vip, f.port, f.proto, 0);
-      for (let s = 1; s <= f.backends.length; s++) dp.svc.delete(f.vip, f.port, f.proto, s);
+      const svc = mapsOf(dp, f.v6).svc;
+      svc.delete(f.vip, f.port, f.proto, 0);
+      for (let s = 1; s <= f.backends.length; s++) svc.delete(f.vip, f.port, f.proto, s);
       st.feOwner.delete(f.key);
       gone.push(f);
     }
@@ -403,9 +478,10 @@ function removeGoneFrontends(
 function writePlans(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): number {
   for (const plan of plans.values()) {
     for (const be of plan?.backends ?? []) {
-      if (!dp.be.upsert(be.id, be.addr, be.port, be.proto, be.state, be.flags)) mapFull('backend');
+      const m = mapsOf(dp, be.v6).be;
+      if (!m.upsert(be.id, be.addr, be.port, be.proto, be.state, be.flags)) mapFull('backend');
     }
-    for (const f of plan?.frontends ?? []) dp.revnat.upsert(f.revNat, f.vip, f.port);
+    for (const f of plan?.frontends ?? []) mapsOf(dp, f.v6).revnat.upsert(f.revNat, f.vip, f.port);
   }
   let written = 0;
   for (const [spn, plan] of plans) {
@@ -422,24 +498,26 @@ function writePlans(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | n
 
 /** Steps 4-5: reference counts of wildcards and backends; what nobody uses any more goes. */
 function updateRefs(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): void {
-  const deadVips = new Set<number>();
-  const deadBes = new Map<string, number>();
+  const deadVips = new Map<string, PlanVip>();
+  const deadBes = new Map<string, PlanBackend>();
   for (const [spn, plan] of plans) {
     const old = st.ports.get(spn);
-    for (const v of old?.vips ?? []) if (decRef(st.vipRefs, v)) deadVips.add(v);
-    for (const b of old?.backends ?? []) if (decRef(st.beRefs, b.key)) deadBes.set(b.key, b.id);
+    for (const v of old?.vips ?? []) if (decRef(st.vipRefs, v.key)) deadVips.set(v.key, v);
+    for (const b of old?.backends ?? []) if (decRef(st.beRefs, b.key)) deadBes.set(b.key, b);
     for (const v of plan?.vips ?? []) {
-      if (incRef(st.vipRefs, v) === 1) deadVips.delete(v);
-      if (!dp.svc.upsertMaster(v, 0, 0, 0, 0, SVC_F_WILDCARD, SCHED_RANDOM, 0)) mapFull('service');
+      if (incRef(st.vipRefs, v.key) === 1) deadVips.delete(v.key);
+      const svc = mapsOf(dp, v.v6).svc;
+      if (!svc.upsertMaster(v.addr, 0, 0, 0, 0, SVC_F_WILDCARD, SCHED_RANDOM, 0))
+        mapFull('service');
     }
     for (const b of plan?.backends ?? []) if (incRef(st.beRefs, b.key) === 1) deadBes.delete(b.key);
     if (plan) st.ports.set(spn, plan);
     else st.ports.delete(spn);
   }
-  for (const v of deadVips) dp.svc.delete(v, 0, 0, 0);
-  for (const [key, id] of deadBes) {
-    dp.be.delete(id);
-    st.backendIds.release(key, id);
+  for (const v of deadVips.values()) mapsOf(dp, v.v6).svc.delete(v.addr, 0, 0, 0);
+  for (const [key, b] of deadBes) {
+    mapsOf(dp, b.v6).be.delete(b.id);
+    st.backendIds.release(key, b.id);
   }
 }
 
@@ -448,18 +526,21 @@ function updateRefs(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | n
  * (kube-proxy: the SEP chain and its `recent` list go with the endpoint).
  */
 function forgetStaleAffinity(dp: Datapath, st: LoadState): void {
-  dp.aff.retain((rn, id) => {
+  const keep = (rn: number, id: number) => {
     const f = st.feByRevNat.get(rn);
     if (!f || f.affinityTimeout === 0) return false;
     const k = f.backends.findIndex((b) => b.id === id);
     return k >= 0 && f.weights[k] > 0;
-  });
+  };
+  dp.aff.retain(keep);
+  dp.aff6.retain(keep);
 }
 
 function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend, oldCount: number): void {
+  const svc = mapsOf(dp, f.v6).svc;
   const n = f.backends.length;
   for (let s = 1; s <= n; s++) {
-    if (!dp.svc.upsertSlot(f.vip, f.port, f.proto, s, f.backends[s - 1].id)) mapFull('service');
+    if (!svc.upsertSlot(f.vip, f.port, f.proto, s, f.backends[s - 1].id)) mapFull('service');
   }
   // The scheduler table before the master: a reader that sees the new count also finds the
   // candidates it may pick. `random` needs none (it draws a slot): no per-service typed arrays,
@@ -469,16 +550,10 @@ function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend, oldCount: n
     dp.sched.set(
       f.revNat,
       f.sched,
-      f.backends.map((b, k) => ({
-        id: b.id,
-        weight: f.weights[k],
-        addr: b.addr,
-        port: b.port,
-        proto: b.proto,
-      })),
+      f.backends.map((b, k) => schedBackend(b, f.weights[k])),
     );
   st.affTimeout[f.revNat] = f.affinityTimeout;
-  const ok = dp.svc.upsertMaster(
+  const ok = svc.upsertMaster(
     f.vip,
     f.port,
     f.proto,
@@ -489,7 +564,14 @@ function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend, oldCount: n
     f.affinityTimeout,
   );
   if (!ok) mapFull('service');
-  for (let s = n + 1; s <= oldCount; s++) dp.svc.delete(f.vip, f.port, f.proto, s);
+  for (let s = n + 1; s <= oldCount; s++) svc.delete(f.vip, f.port, f.proto, s);
+}
+
+/** A backend as the scheduler table takes it (an IPv6 one named for Maglev by its text). */
+function schedBackend(b: PlanBackend, weight: number) {
+  const name = b.v6 ? maglevBackendName6(b.text, b.port, b.proto) : undefined;
+  const addr = b.v6 ? undefined : (b.addr as number);
+  return { id: b.id, weight, name, addr, port: b.port, proto: b.proto };
 }
 
 function incRef<K>(m: Map<K, number>, k: K): number {
@@ -582,6 +664,14 @@ function describe(rsp: ResolvedServicePort): string {
 function parseAddr(ip: string, where: string): number {
   try {
     return ipv4ToU32(ip);
+  } catch (e) {
+    throw new Error(`${where}: ${(e as Error).message}`);
+  }
+}
+
+function parseAddr6(ip: string, where: string): Int32Array {
+  try {
+    return ipv6ToWords(ip);
   } catch (e) {
     throw new Error(`${where}: ${(e as Error).message}`);
   }

@@ -12,6 +12,11 @@
 //
 // Incremental like load.ts: changed service ports are rewritten, deleted ones removed, the rest
 // untouched. Validation (addresses, CIDRs) happens before any map write.
+//
+// Per family (family.ts's units, as load.ts): the IPv4 frontends (NodePort on nodeIp, IPv4
+// externalIPs and LB IPs, IPv4 source ranges) derive from the IPv4 ClusterIP in the IPv4 maps,
+// the IPv6 ones (NodePort on nodeIp6, IPv6 external and LB IPs, IPv6 source ranges) from the
+// IPv6 ClusterIP in dp.svc6 — kube-proxy's two proxiers, each seeing its family's addresses.
 import {
   SVC_F_AFFINITY,
   SVC_F_ETP_LOCAL,
@@ -20,15 +25,22 @@ import {
   SVC_F_NODEPORT,
   SVC_F_SOURCE_RANGE,
 } from '../maps/services.ts';
-import type { ResolvedServicePort } from '../model.ts';
-import { ipv4ToU32, parseCidr } from '../wire/addr.ts';
+import type { MapAddr } from '../maps/hashtab.ts';
+import { familyOfIP, type IPFamily, type ResolvedServicePort } from '../model.ts';
+import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
+import { type Cidr6Words, ipv6ToWords, parseCidr6Words, wordsToIpv6 } from '../wire/addr6.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import type { NatState } from '../datapath/state/nat-state.ts';
 import { SVC_SCOPE_LOCAL } from '../maps/services.ts';
+import { FAMILIES, unitOf } from './family.ts';
 import { DP_PROTO_NUM } from './protocols.ts';
 
 export interface ExtFrontend {
-  addr: number;
+  /** a u32 (IPv4) or four int32 words (IPv6) */
+  addr: MapAddr;
+  /** the address as the frontend's key has it (IPv4: the u32's decimal; IPv6: "[text]") */
+  text: string;
+  v6: boolean;
   port: number;
   proto: number;
   flags: number;
@@ -40,9 +52,13 @@ export interface ExtFrontend {
 interface ExtPlan {
   frontends: ExtFrontend[];
   revNat: number;
+  v6: boolean;
+  /** loadBalancerSourceRanges of an IPv4 plan, [net, mask] u32 */
   ranges: [number, number][];
+  /** loadBalancerSourceRanges of an IPv6 plan */
+  ranges6: Cidr6Words[];
   /** the ClusterIP frontend the backends come from */
-  vip: number;
+  vip: MapAddr;
   vport: number;
   /** backend ids of the local endpoints (src/endpoints/select.ts), for the scoped key */
   local: readonly number[];
@@ -84,7 +100,7 @@ export class ExternalWriter {
   update(
     changed: readonly ResolvedServicePort[],
     deleted: readonly string[],
-    backends: (spn: string) => ExtBackends = () => NO_BACKENDS,
+    backends: (unit: string) => ExtBackends = () => NO_BACKENDS,
   ): void {
     updateExternal(this.dp, this.ports, changed, deleted, backends);
   }
@@ -95,25 +111,32 @@ function updateExternal(
   ports: Map<string, ExtPlan>,
   changed: readonly ResolvedServicePort[],
   deleted: readonly string[],
-  backends: (spn: string) => ExtBackends,
+  backends: (unit: string) => ExtBackends,
 ): void {
   const st = { ports };
   const plans = new Map<string, ExtPlan | null>();
-  for (const spn of deleted) plans.set(spn, null);
+  for (const spn of deleted) for (const f of FAMILIES) plans.set(unitOf(spn, f), null);
   for (const rsp of changed) {
-    plans.set(rsp.servicePortName, planExternal(dp, rsp, backends(rsp.servicePortName)));
+    for (const f of FAMILIES) {
+      const unit = unitOf(rsp.servicePortName, f);
+      plans.set(unit, planExternal(dp, rsp, backends(unit), f));
+    }
   }
-  for (const [spn, plan] of plans) {
+  for (const [unit, plan] of plans) {
     const keep = new Set(plan?.frontends.map(feKey));
-    const old = new Map(st.ports.get(spn)?.frontends.map((f) => [feKey(f), f]));
+    const old = new Map(st.ports.get(unit)?.frontends.map((f) => [feKey(f), f]));
     for (const f of plan?.frontends ?? []) writeFrontend(dp, plan!, f, old.get(feKey(f)));
     for (const [k, f] of old) if (!keep.has(k)) removeFrontend(dp, f);
-    if (plan && plan.frontends.length > 0) st.ports.set(spn, plan);
-    else st.ports.delete(spn);
+    if (plan && plan.frontends.length > 0) st.ports.set(unit, plan);
+    else st.ports.delete(unit);
   }
   const ranges = new Map<number, [number, number][]>();
-  for (const p of st.ports.values()) if (p.ranges.length > 0) ranges.set(p.revNat, p.ranges);
-  nat4SetSourceRanges(dp.nat, ranges);
+  const ranges6 = new Map<number, Cidr6Words[]>();
+  for (const p of st.ports.values()) {
+    if (p.ranges.length > 0) ranges.set(p.revNat, p.ranges);
+    if (p.ranges6.length > 0) ranges6.set(p.revNat, p.ranges6);
+  }
+  natSetSourceRanges(dp.nat, ranges, ranges6);
 }
 
 /** Validation only (no map access): throws on a bad external address or source range. */
@@ -122,76 +145,91 @@ export function checkExternal(changed: readonly ResolvedServicePort[]): void {
     const svc = rsp.service;
     const where = `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;
     svc.externalIPs.forEach((ip, k) => {
-      if (!ip.includes(':')) addr(ip, `${where}: spec.externalIPs[${k}]`);
+      addr(ip, `${where}: spec.externalIPs[${k}]`);
     });
     svc.loadBalancerIPs.forEach((ip, k) => {
-      if (!ip.includes(':')) addr(ip, `${where}: status.loadBalancer.ingress[${k}].ip`);
+      addr(ip, `${where}: status.loadBalancer.ingress[${k}].ip`);
     });
     svc.loadBalancerSourceRanges.forEach((c, k) => {
-      if (!c.includes(':')) cidr(c, `${where}: spec.loadBalancerSourceRanges[${k}]`);
+      if (c.includes(':')) cidr6(c, `${where}: spec.loadBalancerSourceRanges[${k}]`);
+      else cidr(c, `${where}: spec.loadBalancerSourceRanges[${k}]`);
     });
   }
 }
 
 function feKey(f: ExtFrontend): string {
-  return `${f.addr}:${f.port}:${f.proto}`;
+  return `${f.text}:${f.port}:${f.proto}`;
 }
 
 function planExternal(
   dp: Datapath,
   rsp: ResolvedServicePort,
   { local, cluster }: ExtBackends,
+  family: IPFamily,
 ): ExtPlan | null {
   const svc = rsp.service;
   const proto = DP_PROTO_NUM[rsp.port.protocol];
-  const vip = svc.clusterIPs.find((ip) => !ip.includes(':'));
-  if (proto === undefined || vip === undefined) return null;
+  const vipText = svc.clusterIPs.find((ip) => familyOfIP(ip) === family);
+  if (proto === undefined || vipText === undefined) return null;
+  const v6 = family === 'IPv6';
+  const mine = (ip: string) => familyOfIP(ip) === family;
   const where = `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;
-  const addrs: [number, number][] = []; // [addr, flag]
+  const addrs: [MapAddr, number][] = []; // [addr, flag]
   const isLb = svc.type === 'LoadBalancer';
-  if ((svc.type === 'NodePort' || isLb) && rsp.port.nodePort > 0 && dp.nat.nodeIp !== 0) {
+  const nodePort = (svc.type === 'NodePort' || isLb) && rsp.port.nodePort > 0;
+  if (nodePort && !v6 && dp.nat.nodeIp !== 0) {
     addrs.push([dp.nat.nodeIp >>> 0, SVC_F_NODEPORT]); // u32, as the slow world's maps take it
   }
+  if (nodePort && v6 && dp.nat.hasNode6 === 1) addrs.push([dp.nat.nodeIp6, SVC_F_NODEPORT]);
   svc.externalIPs.forEach((ip, k) => {
-    if (!ip.includes(':'))
-      addrs.push([addr(ip, `${where}: spec.externalIPs[${k}]`), SVC_F_EXTERNAL_IP]);
+    if (mine(ip)) addrs.push([addr(ip, `${where}: spec.externalIPs[${k}]`), SVC_F_EXTERNAL_IP]);
   });
   const ranges: [number, number][] = [];
+  const ranges6: Cidr6Words[] = [];
   if (isLb) {
     svc.loadBalancerIPs.forEach((ip, k) => {
-      if (ip.includes(':')) return;
+      if (!mine(ip)) return;
       addrs.push([addr(ip, `${where}: status.loadBalancer.ingress[${k}].ip`), SVC_F_LOADBALANCER]);
     });
     svc.loadBalancerSourceRanges.forEach((c, k) => {
-      if (c.includes(':')) return;
-      const r = cidr(c, `${where}: spec.loadBalancerSourceRanges[${k}]`);
-      ranges.push([r.addr >>> 0, r.mask >>> 0]);
+      const field = `${where}: spec.loadBalancerSourceRanges[${k}]`;
+      if (c.includes(':')) {
+        if (v6) ranges6.push(cidr6(c, field));
+      } else if (!v6) {
+        const r = cidr(c, field);
+        ranges.push([r.addr >>> 0, r.mask >>> 0]);
+      }
     });
   }
-  const v = ipv4ToU32(vip);
-  const m = dp.svc.lookup(v, rsp.port.port, proto, 0);
+  const vip = addr(vipText, `${where}: spec.clusterIPs`);
+  const map = v6 ? dp.svc6 : dp.svc;
+  const m = map.lookupAny(vip, rsp.port.port, proto, 0);
   if (m < 0 || addrs.length === 0) return null;
   const etp = svc.externalTrafficPolicy === 'Local' ? SVC_F_ETP_LOCAL : 0;
-  const base = (dp.svc.flags(m) & SVC_F_AFFINITY) | etp;
+  const base = (map.flags(m) & SVC_F_AFFINITY) | etp;
+  const hasRanges = ranges.length + ranges6.length > 0;
   const frontends = addrs.map(([a, flag]): ExtFrontend => {
     let flags = base | flag;
-    if (flag === SVC_F_LOADBALANCER && ranges.length > 0) flags |= SVC_F_SOURCE_RANGE;
+    if (flag === SVC_F_LOADBALANCER && hasRanges) flags |= SVC_F_SOURCE_RANGE;
     const port = flag === SVC_F_NODEPORT ? rsp.port.nodePort : rsp.port.port;
-    return { addr: a, port, proto, flags, count: 0, localCount: etp ? 0 : -1 };
+    const text = typeof a === 'number' ? String(a) : `[${wordsToIpv6(a)}]`;
+    return { addr: a, text, v6, port, proto, flags, count: 0, localCount: etp ? 0 : -1 };
   });
   const vport = rsp.port.port;
-  return { frontends, revNat: dp.svc.revNat(m), ranges, vip: v, vport, local, cluster };
+  const revNat = map.revNat(m);
+  return { frontends, revNat, v6, ranges, ranges6, vip, vport, local, cluster };
 }
 
-function addr(ip: string, where: string): number {
+/** An address of either family as the maps take it; throws naming `where`. */
+function addr(ip: string, where: string): MapAddr {
   try {
-    return ipv4ToU32(ip);
+    return ip.includes(':') ? ipv6ToWords(ip) : ipv4ToU32(ip);
   } catch (e) {
     throw new Error(`${where}: ${(e as Error).message}`);
   }
 }
 
-function cidr(s: string, where: string) {
+function cidr(s: string, where: string): Cidr {
   try {
     return parseCidr(s);
   } catch (e) {
@@ -199,13 +237,21 @@ function cidr(s: string, where: string) {
   }
 }
 
+function cidr6(s: string, where: string): Cidr6Words {
+  try {
+    return parseCidr6Words(s);
+  } catch (e) {
+    throw new Error(`${where}: ${(e as Error).message}`);
+  }
+}
+
 /** Backend ids in the slots of the ClusterIP frontend the plan derives from. */
 function clusterIds(dp: Datapath, p: ExtPlan, proto: number): number[] {
-  const svc = dp.svc;
-  const m = svc.lookup(p.vip, p.vport, proto, 0);
+  const svc = p.v6 ? dp.svc6 : dp.svc;
+  const m = svc.lookupAny(p.vip, p.vport, proto, 0);
   const ids: number[] = [];
   for (let s = 1; m >= 0 && s <= svc.count(m); s++) {
-    const e = svc.lookup(p.vip, p.vport, proto, s);
+    const e = svc.lookupAny(p.vip, p.vport, proto, s);
     if (e >= 0) ids.push(svc.backendId(e));
   }
   return ids;
@@ -221,7 +267,7 @@ function writeKey(
   m: number,
   ownSched = false,
 ): void {
-  const svc = dp.svc;
+  const svc = f.v6 ? dp.svc6 : dp.svc;
   for (let s = 1; s <= ids.length; s++) {
     if (!svc.upsertSlot(f.addr, f.port, proto, s, ids[s - 1]!)) mapFull();
   }
@@ -234,7 +280,8 @@ function writeKey(
 
 function writeFrontend(dp: Datapath, p: ExtPlan, f: ExtFrontend, old?: ExtFrontend): void {
   const ids = p.cluster ?? clusterIds(dp, p, f.proto);
-  const m = dp.svc.lookup(p.vip, p.vport, f.proto, 0);
+  const svc = p.v6 ? dp.svc6 : dp.svc;
+  const m = svc.lookupAny(p.vip, p.vport, f.proto, 0);
   writeKey(dp, f, f.proto, ids, old?.count ?? 0, m, p.cluster !== undefined);
   f.count = ids.length;
   const scoped = f.proto | SVC_SCOPE_LOCAL;
@@ -243,13 +290,13 @@ function writeFrontend(dp: Datapath, p: ExtPlan, f: ExtFrontend, old?: ExtFronte
     writeKey(dp, f, scoped, local, Math.max(old?.localCount ?? 0, 0), m);
     f.localCount = local.length;
   } else if (old && old.localCount >= 0) {
-    dp.svc.delete(f.addr, f.port, scoped, 0);
-    for (let s = 1; s <= old.localCount; s++) dp.svc.delete(f.addr, f.port, scoped, s);
+    svc.delete(f.addr, f.port, scoped, 0);
+    for (let s = 1; s <= old.localCount; s++) svc.delete(f.addr, f.port, scoped, s);
   }
 }
 
 function removeFrontend(dp: Datapath, f: ExtFrontend): void {
-  const svc = dp.svc;
+  const svc = f.v6 ? dp.svc6 : dp.svc;
   svc.delete(f.addr, f.port, f.proto, 0);
   for (let s = 1; s <= f.count; s++) svc.delete(f.addr, f.port, f.proto, s);
   if (f.localCount >= 0) {
@@ -263,12 +310,24 @@ function mapFull(): never {
   throw new Error('dpUpdateExternal: service map full while applying (state partially applied)');
 }
 
-/** Install loadBalancerSourceRanges (slow world): revNat id -> list of [net, mask]. */
-export function nat4SetSourceRanges(nat: NatState, ranges: Map<number, [number, number][]>): void {
+/**
+ * Install loadBalancerSourceRanges (slow world): revNat id -> list of [net, mask] (IPv4 ids)
+ * or of IPv6 CIDRs (IPv6 ids). One start/count per id indexes its family's arrays (an id is
+ * one family's).
+ */
+export function natSetSourceRanges(
+  nat: NatState,
+  ranges: Map<number, [number, number][]>,
+  ranges6: Map<number, Cidr6Words[]> = new Map(),
+): void {
   let total = 0;
   for (const list of ranges.values()) total += list.length;
+  let total6 = 0;
+  for (const list of ranges6.values()) total6 += list.length;
   const net = new Int32Array(total);
   const mask = new Int32Array(total);
+  const net6 = new Int32Array(total6 * 4);
+  const mask6 = new Int32Array(total6 * 4);
   const start = new Uint32Array(nat.rangeStart.length);
   const count = new Uint16Array(nat.rangeCount.length);
   let k = 0;
@@ -281,9 +340,21 @@ export function nat4SetSourceRanges(nat: NatState, ranges: Map<number, [number, 
       k++;
     }
   }
+  k = 0;
+  for (const [r, list] of ranges6) {
+    start[r] = k;
+    count[r] = list.length;
+    for (const c of list) {
+      net6.set(c.net, 4 * k);
+      mask6.set(c.mask, 4 * k);
+      k++;
+    }
+  }
   // Swap whole arrays: a packet in between sees either the old or the new set.
   nat.rangeNet = net;
   nat.rangeMask = mask;
+  nat.rangeNet6 = net6;
+  nat.rangeMask6 = mask6;
   nat.rangeStart = start;
   nat.rangeCount = count;
 }

@@ -37,7 +37,7 @@ export function resolveServicePorts(
     const merged = buildEndpoints(slices, opts.nodeName, family);
     for (const port of service.ports) {
       const spn = servicePortName(service, port);
-      const endpoints = merged.get(endpointsKey(spn, port.protocol))?.endpoints ?? [];
+      const endpoints = merged.get(endpointsKey(spn, port.protocol, family))?.endpoints ?? [];
       out.push({ service, port, servicePortName: spn, endpoints });
     }
   }

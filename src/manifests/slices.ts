@@ -15,9 +15,12 @@ export interface EndpointsEntry {
   key: string;
 }
 
-/** Endpoints are keyed like kube-proxy's ServicePortName: name and protocol. */
-export function endpointsKey(spn: string, protocol: Protocol): string {
-  return `${spn}|${protocol}`;
+/**
+ * Endpoints are keyed like kube-proxy's ServicePortName: name and protocol; an IPv6 entry (a
+ * map holding both families: the change tracker's) also by its family.
+ */
+export function endpointsKey(spn: string, protocol: Protocol, family: IPFamily = 'IPv4'): string {
+  return family === 'IPv4' ? `${spn}|${protocol}` : `${spn}|${protocol}|${family}`;
 }
 
 /** kube-proxy's endpoint String(): net.JoinHostPort, so an IPv6 address is bracketed. */
@@ -51,7 +54,7 @@ export function buildEndpoints(
       const spn = p.name
         ? `${s.namespace}/${s.serviceName}:${p.name}`
         : `${s.namespace}/${s.serviceName}`;
-      const key = endpointsKey(spn, p.protocol);
+      const key = endpointsKey(spn, p.protocol, family);
       let set = sets.get(key);
       if (!set) {
         set = { spn, protocol: p.protocol, eps: new Map() };

@@ -165,7 +165,7 @@ export class ServiceMap {
   }
 
   /** Entry of a key whose VIP is a writer's MapAddr (either family; slow world). */
-  private lookupAny(vip: MapAddr, port: number, proto: number, slot: number): number {
+  lookupAny(vip: MapAddr, port: number, proto: number, slot: number): number {
     return typeof vip === 'number'
       ? this.lookup(vip, port, proto, slot)
       : this.lookup6(vip, 0, port, proto, slot);

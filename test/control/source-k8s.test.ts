@@ -118,9 +118,11 @@ describe('KubernetesSource with @kubernetes/client-node informers', () => {
       ipFamilyPolicy: 'PreferDualStack',
     });
     expect(tracker.pendingEndpointSlice('default/dns-v6')?.current?.addressType).toBe('IPv6');
-    expect(tracker.ignoredIPv6).toEqual({ services: 1, slices: 1 });
     tracker.checkout();
     expect(endpoints(tracker, 'default/dns:dns')).toEqual(['10.244.1.5:53']);
+    // the IPv6 half passes through to the data plane, not only the IPv4 one
+    const v6 = tracker.resolve('default/dns:dns')?.endpoints6 ?? [];
+    expect(v6.map((e) => `${e.ip}:${e.port}`)).toEqual(['fd00:10:244:1::5:53']);
   });
 
   it('re-lists after 410 Gone and turns objects deleted meanwhile into deletes', async () => {

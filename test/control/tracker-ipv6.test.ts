@@ -1,52 +1,61 @@
-// The IPv6 half of dual-stack Services reaches the control plane and is left out of the IPv4
-// data plane on purpose (issue 19 point 2 adds it): counted per event, said once in the log,
-// and the IPv4 half of the same Service is programmed as before.
+// The IPv6 half of dual-stack Services reaches the data plane (issue 19 point 2): the tracker
+// resolves each service port's IPv6 EndpointSlices into `endpoints6` beside the IPv4 ones, an
+// IPv6-only Service has its service ports, and a change to either family's ClusterIP or slices
+// re-syncs the port. (Before, the IPv6 half was counted, said once in the log and dropped: an
+// IPv6-only Service had no service port and `endpoints6` did not exist.)
 import { describe, expect, it } from 'vitest';
-import { ignoredIPv6Notice } from '../../src/control/control-plane.ts';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { ep, slice, svc } from './fixtures.ts';
 
-const dual = () =>
+const dual = (v6 = 'fd00:10:96::20') =>
   svc('web', {
-    clusterIPs: ['10.96.0.20', 'fd00:10:96::20'],
+    clusterIPs: ['10.96.0.20', v6],
     ipFamilies: ['IPv4', 'IPv6'],
     ipFamilyPolicy: 'RequireDualStack',
   });
-const v6slice = () => ({
-  ...slice('web-v6', 'web', [ep('fd00:10:244:1::5')]),
+const v6slice = (ip = 'fd00:10:244:1::5') => ({
+  ...slice('web-v6', 'web', [ep(ip)]),
   addressType: 'IPv6' as const,
 });
 
-describe('ChangeTracker.ignoredIPv6', () => {
-  it('counts Services with an IPv6 ClusterIP and IPv6 slices as events arrive and leave', () => {
+describe('ChangeTracker, IPv6', () => {
+  it('resolves a dual-stack port with its IPv4 and IPv6 endpoints apart', () => {
     const t = new ChangeTracker();
-    expect(t.ignoredIPv6).toEqual({ services: 0, slices: 0 });
     t.services.update(null, dual());
     t.endpointSlices.update(null, v6slice());
     t.endpointSlices.update(null, slice('web-v4', 'web', [ep('10.244.1.5')]));
-    t.services.update(null, svc('v4only'));
-    expect(t.ignoredIPv6).toEqual({ services: 1, slices: 1 });
     t.checkout();
-    // the IPv4 half is programmed: its ClusterIP's endpoints are the IPv4 slice's only
     const r = t.resolve('default/web:dns');
-    expect(r?.endpoints.map((e) => e.ip)).toEqual(['10.244.1.5']);
-    // an update dropping the IPv6 ClusterIP, then deletes, bring the counts back to zero
-    t.services.update(dual(), svc('web', { clusterIPs: ['10.96.0.20'] }));
-    expect(t.ignoredIPv6.services).toBe(0);
-    t.endpointSlices.update(v6slice(), null);
-    expect(t.ignoredIPv6).toEqual({ services: 0, slices: 0 });
+    expect(r?.endpoints.map((e) => `${e.ip}:${e.port}`)).toEqual(['10.244.1.5:5353']);
+    expect(r?.endpoints6?.map((e) => `${e.ip}:${e.port}`)).toEqual(['fd00:10:244:1::5:5353']);
   });
-});
 
-describe('ignoredIPv6Notice', () => {
-  it('logs once, the first time there is IPv6 to leave out, with the counts', () => {
-    const lines: [object, string][] = [];
-    const n = ignoredIPv6Notice({ info: (o, m) => lines.push([o, m ?? '']), error: () => {} });
-    expect(n.check({ services: 0, slices: 0 })).toBe(false);
-    expect(n.check({ services: 2, slices: 1 })).toBe(true);
-    expect(n.check({ services: 3, slices: 1 })).toBe(false);
-    expect(lines).toHaveLength(1);
-    expect(lines[0][0]).toEqual({ ipv6Services: 2, ipv6EndpointSlices: 1 });
-    expect(lines[0][1]).toMatch(/not programmed: this data plane serves IPv4 only/);
+  it('gives an IPv6-only Service its service ports', () => {
+    const t = new ChangeTracker();
+    t.services.update(
+      null,
+      svc('v6only', { clusterIPs: ['fd00:10:96::30'], ipFamilies: ['IPv6'] }),
+    );
+    t.endpointSlices.update(null, { ...v6slice(), serviceName: 'v6only' });
+    const ch = t.checkout();
+    expect(ch.changedServicePorts).toEqual(['default/v6only:dns']);
+    expect(t.resolveAll().map((r) => r.servicePortName)).toEqual(['default/v6only:dns']);
+    expect(t.resolve('default/v6only:dns')?.endpoints6?.map((e) => e.ip)).toEqual([
+      'fd00:10:244:1::5',
+    ]);
+  });
+
+  it('re-syncs a port when only its IPv6 ClusterIP or IPv6 slice changes', () => {
+    const t = new ChangeTracker();
+    t.services.update(null, dual());
+    t.endpointSlices.update(null, v6slice());
+    t.checkout();
+    t.services.update(dual(), dual('fd00:10:96::21'));
+    expect(t.checkout().changedServicePorts).toEqual(['default/web:dns']);
+    t.endpointSlices.update(v6slice(), v6slice('fd00:10:244:1::6'));
+    expect(t.checkout().changedServicePorts).toEqual(['default/web:dns']);
+    expect(t.resolve('default/web:dns')?.endpoints6?.map((e) => e.ip)).toEqual([
+      'fd00:10:244:1::6',
+    ]);
   });
 });

@@ -313,7 +313,11 @@ describe('ChangeTracker agrees with resolveServicePorts (src/manifests)', () => 
     ];
     const state = {
       services: [
-        svc('dns', { ports: [port('dns', 'UDP', 53)] }),
+        svc('dns', {
+          clusterIPs: ['10.96.0.10', 'fd00:10:96::a'],
+          ipFamilies: ['IPv4', 'IPv6'],
+          ports: [port('dns', 'UDP', 53)],
+        }),
         svc('web', { clusterIPs: ['10.96.0.20'], ports: [port('', 'TCP', 80)] }),
         svc('headless', { clusterIPs: [] }),
       ],
@@ -332,6 +336,10 @@ describe('ChangeTracker agrees with resolveServicePorts (src/manifests)', () => 
           [{ name: '', protocol: 'TCP', port: 8080 }],
         ),
         slice('headless-1', 'headless', [ep('10.244.3.1')]),
+        {
+          ...slice('dns-v6', 'dns', [ep('fd00:10:244:1::5', { nodeName: 'n1' })], udpTcp),
+          addressType: 'IPv6' as const,
+        },
       ],
     };
     const t = new ChangeTracker({ nodeName: 'n1' });
@@ -339,10 +347,14 @@ describe('ChangeTracker agrees with resolveServicePorts (src/manifests)', () => 
     for (const s of state.slices) t.endpointSlices.update(null, s);
     t.checkout();
     const ours = t.resolveAll();
-    const theirs = resolveServicePorts(state, { nodeName: 'n1' }).sort((a, b) =>
-      a.servicePortName < b.servicePortName ? -1 : 1,
-    );
-    expect(ours).toEqual(theirs);
+    const byName = (a: { servicePortName: string }, b: { servicePortName: string }) =>
+      a.servicePortName < b.servicePortName ? -1 : 1;
+    const theirs = resolveServicePorts(state, { nodeName: 'n1' }).sort(byName);
+    // the IPv4 resolution is kube-proxy's IPv4 proxier's; endpoints6 its IPv6 proxier's
+    expect(ours.map(({ endpoints6: _, ...r }) => r)).toEqual(theirs);
+    const theirs6 = resolveServicePorts(state, { nodeName: 'n1', family: 'IPv6' }).sort(byName);
+    expect(theirs6.map((r) => r.servicePortName)).toEqual(['default/dns:dns']);
+    expect(ours[0].endpoints6).toEqual(theirs6[0].endpoints);
     expect(ours[0].endpoints.map((e) => [e.ip, e.port, e.nodeName, e.ready])).toEqual([
       ['10.244.1.5', 5353, 'n1', true],
       ['10.244.1.6', 5353, undefined, true],
