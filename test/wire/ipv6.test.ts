@@ -27,6 +27,7 @@ import {
 } from '../../src/wire/icmpv6.ts';
 import {
   IPV6_ERR_EXT,
+  IPV6_ERR_EXT_CHAIN,
   IPV6_ERR_PAYLEN,
   IPV6_ERR_TRUNCATED,
   IPV6_ERR_VERSION,
@@ -200,6 +201,21 @@ describe('ipv6 check', () => {
     expect(ipv6Check(hdr(44, [17, 0, 0, 0]), 0, 44)).toBe(IPV6_ERR_EXT);
     // HBH, then No Next Header: fine
     expect(ipv6Check(hdr(0, [59, 0, 1, 4, 0, 0, 0, 0]), 0, 48)).toBe(IPV6_OK);
+    // nine Destination Options headers: a chain longer than any real packet's
+    const opts = (n: number) =>
+      Array.from({ length: n }, (_, i) => [i === n - 1 ? 59 : 60, 0, 1, 4, 0, 0, 0, 0]).flat();
+    expect(ipv6Check(hdr(60, opts(8)), 0, 40 + 64)).toBe(IPV6_OK);
+    expect(ipv6Check(hdr(60, opts(9)), 0, 40 + 72)).toBe(IPV6_ERR_EXT_CHAIN);
+  });
+
+  it('stops at a later fragment: what follows its Fragment header is data, not a header', () => {
+    // offset 100, Next Header 60 (Destination Options) and data that is no valid header
+    const p = hdr(
+      44,
+      [60, 0, 0x03, 0x20, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+    );
+    expect(ipv6Check(p, 0, p.length)).toBe(IPV6_OK);
+    expect([ipv6L4Off(p, 0), ipv6L4Proto(p, 0), ipv6FragHdrOff(p, 0)]).toEqual([48, 60, 40]);
   });
 });
 
