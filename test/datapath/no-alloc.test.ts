@@ -11,6 +11,9 @@
 // Both for addresses below 2^31 (LOW_ADDRS) and for the usual ones (HIGH_ADDRS: 172.30/16,
 // 192.0.2/24), which as u32 values would be heap numbers wherever they crossed a call V8 did
 // not inline: the fast path carries addresses as int32 (src/datapath/README.md, "Allocation").
+// And for IPv6 (mixed-traffic6.ts): the same conversations over dual-stack Services — NAT66,
+// the IPv6 SNAT table, ICMPv6 errors and rejects, Fragment headers, ND — alone, against a
+// full IPv6 conntrack table, and interleaved with IPv4 on one datapath.
 
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
@@ -34,6 +37,7 @@ import {
   mixedDatapath,
   OFF,
 } from './mixed-traffic.ts';
+import { dualDatapath, MixedTraffic6 } from './mixed-traffic6.ts';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -136,6 +140,58 @@ describe('dpProcess allocates nothing per packet', () => {
     const g = await measure(dp, HIGH_ADDRS, 100_000, 400_000);
     expect(g.minorGcs).toBe(0);
     expect(g.retained).toBeLessThan(MB);
+  }, 120_000);
+});
+
+describe('dpProcess allocates nothing per IPv6 packet', () => {
+  /** IPv6 packets k0..k1 through dp; with `v4`, IPv4 ones between them (every other packet). */
+  function drive6(
+    dp: Datapath,
+    t6: MixedTraffic6,
+    t4: MixedTraffic | null,
+    k0: number,
+    k1: number,
+  ) {
+    for (let k = k0; k < k1; k++) {
+      if (t4 !== null && (k & 1) === 1) {
+        const n = t4.next(k >> 1);
+        t4.after(dpProcess(dp, t4.buf, OFF, n, clockMs(k)));
+        continue;
+      }
+      const j = t4 === null ? k : k >> 1;
+      const n = t6.next(j);
+      t6.after(dpProcess(dp, t6.buf, OFF, n, clockMs(k)));
+    }
+  }
+
+  it('1M mixed IPv6 packets on dual-stack services: no GC at all, heap growth < 1 MB', async () => {
+    const dp = dualDatapath(6, 2048);
+    const t = new MixedTraffic6();
+    const g = await measureRun((k0, k1) => drive6(dp, t, null, k0, k1), 200_000, 1_000_000);
+    expect(g.minorGcs).toBe(0);
+    expect(g.retained).toBeLessThan(MB);
+    expect(total(dp)).toBe(1_200_000);
+    expect(dp.ct6.size).toBeGreaterThan(0); // the IPv6 table did the work
+  }, 120_000);
+
+  it('400k IPv6 packets against a full IPv6 conntrack table: no GC at all', async () => {
+    const dp = dualDatapath(7, 256);
+    const t = new MixedTraffic6();
+    const g = await measureRun((k0, k1) => drive6(dp, t, null, k0, k1), 100_000, 400_000);
+    expect(g.minorGcs).toBe(0);
+    expect(g.retained).toBeLessThan(MB);
+    expect(dp.ct6Gc.insertFailures).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('1M packets, IPv4 and IPv6 interleaved on one datapath: no GC at all', async () => {
+    const dp = dualDatapath(8, 2048);
+    const t6 = new MixedTraffic6();
+    const t4 = new MixedTraffic(HIGH_ADDRS);
+    const g = await measureRun((k0, k1) => drive6(dp, t6, t4, k0, k1), 200_000, 1_000_000);
+    expect(g.minorGcs).toBe(0);
+    expect(g.retained).toBeLessThan(MB);
+    expect(dp.ct.size).toBeGreaterThan(0);
+    expect(dp.ct6.size).toBeGreaterThan(0);
   }, 120_000);
 });
 
