@@ -12,13 +12,16 @@
 // too (kube-proxy before 1.32 did so; the reconciler leaves them to time out). TCP flows are never
 // touched: TCP notices a dead peer by itself (RST) and deleting its entries would break live
 // connections. The kernel modes of the lab run the same rule with `conntrack -D`
-// (src/lab/kube-proxy-conntrack.ts).
+// (src/lab/kube-proxy-conntrack.ts). Both families, as kube-proxy's two proxiers do: the IPv4
+// table against the IPv4 addresses and endpoints, the IPv6 table (reconcileUdpConntrack6)
+// against the IPv6 ones (`endpoints6`), addresses compared as canonical text.
 
 import type { ChangeTracker, SyncChanges } from './tracker.ts';
 import { serviceIPs } from './tracker.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
+import { canonIpv6, wordsToIpv6 } from '../wire/addr6.ts';
 import { IPPROTO_UDP } from '../wire/proto.ts';
-import type { ResolvedServicePort } from '../model.ts';
+import { familyOfIP, type IPFamily, type ResolvedServicePort } from '../model.ts';
 
 /** The part of ConntrackMap (src/maps/conntrack.ts) the reconciler uses. */
 export interface ConntrackView {
@@ -43,16 +46,25 @@ export interface UdpFrontends {
   byNodePort: Map<number, Set<string>>;
 }
 
-/** The frontends to reconcile: UDP service ports with at least one serving endpoint. */
-export function udpFrontends(ports: readonly ResolvedServicePort[]): UdpFrontends {
+/**
+ * The frontends to reconcile: UDP service ports with at least one serving endpoint, of one
+ * family (IPv6 addresses as canonical text, which the IPv6 table's flows are rendered in).
+ */
+export function udpFrontends(
+  ports: readonly ResolvedServicePort[],
+  family: IPFamily = 'IPv4',
+): UdpFrontends {
   const byAddr = new Map<string, Set<string>>();
   const byNodePort = new Map<number, Set<string>>();
+  const text = family === 'IPv4' ? (ip: string) => ip : (ip: string) => canonIpv6(ip) ?? ip;
   for (const p of ports) {
     if (p.port.protocol !== 'UDP') continue;
-    const serving = new Set(p.endpoints.filter((e) => e.serving).map((e) => e.ip));
+    const eps = family === 'IPv4' ? p.endpoints : (p.endpoints6 ?? []);
+    const serving = new Set(eps.filter((e) => e.serving).map((e) => text(e.ip)));
     // "a Service without endpoints does not require to clean the conntrack entries associated"
     if (serving.size === 0) continue;
-    for (const ip of serviceIPs(p.service)) byAddr.set(`${ip}:${p.port.port}`, serving);
+    for (const ip of serviceIPs(p.service, family))
+      byAddr.set(`${text(ip)}:${p.port.port}`, serving);
     if (p.port.nodePort !== 0) byNodePort.set(p.port.nodePort, serving);
   }
   return { byAddr, byNodePort };
@@ -79,7 +91,9 @@ export function reconcileUdpConntrack(
 ): number {
   const frontends = udpFrontends(tracker.resolveAll());
   const staleAddrs = new Set(
-    changes.udpStaleServiceAddrs.map((a) => addrPort(ipv4ToU32(a.ip), a.port)),
+    changes.udpStaleServiceAddrs
+      .filter((a) => familyOfIP(a.ip) === 'IPv4')
+      .map((a) => addrPort(ipv4ToU32(a.ip), a.port)),
   );
   const staleNodePorts = new Set(changes.udpStaleNodePorts);
   let deleted = 0;
@@ -91,6 +105,51 @@ export function reconcileUdpConntrack(
     const stale = live
       ? staleUdpFlow(frontends, dst, ct.dport(i), u32ToIpv4(ct.baddr(i)))
       : staleAddrs.has(addrPort(ct.daddr(i), ct.dport(i))) || staleNodePorts.has(ct.dport(i));
+    if (!stale) continue;
+    ct.delete(i);
+    deleted++;
+  }
+  return deleted;
+}
+
+/** The part of an IPv6 ConntrackMap (`{ ipv6: true }`) the reconciler uses. */
+export interface ConntrackView6 {
+  next(from: number): number;
+  proto(i: number): number;
+  daddrWord(i: number, k: number): number;
+  dport(i: number): number;
+  baddrWord(i: number, k: number): number;
+  delete(i: number): void;
+}
+
+/** reconcileUdpConntrack for the IPv6 table: the same rule over the IPv6 half. */
+export function reconcileUdpConntrack6(
+  ct: ConntrackView6,
+  tracker: ChangeTracker,
+  changes: SyncChanges,
+): number {
+  const frontends = udpFrontends(tracker.resolveAll(), 'IPv6');
+  const staleAddrs = new Set(
+    changes.udpStaleServiceAddrs
+      .filter((a) => familyOfIP(a.ip) === 'IPv6')
+      .map((a) => `${canonIpv6(a.ip)}:${a.port}`),
+  );
+  const staleNodePorts = new Set(changes.udpStaleNodePorts);
+  const words = (f: (k: number) => number) => wordsToIpv6([f(0), f(1), f(2), f(3)]);
+  let deleted = 0;
+  for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {
+    if (ct.proto(i) !== IPPROTO_UDP) continue;
+    const dst = words((k) => ct.daddrWord(i, k));
+    const dport = ct.dport(i);
+    const live = frontends.byAddr.has(`${dst}:${dport}`) || frontends.byNodePort.has(dport);
+    const stale = live
+      ? staleUdpFlow(
+          frontends,
+          dst,
+          dport,
+          words((k) => ct.baddrWord(i, k)),
+        )
+      : staleAddrs.has(`${dst}:${dport}`) || staleNodePorts.has(dport);
     if (!stale) continue;
     ct.delete(i);
     deleted++;

@@ -14,7 +14,7 @@ import type { Datapath } from '../datapath/state/datapath.ts';
 import { type DpLoadOptions, DpLoader } from '../loader/load.ts';
 import { countersToRecord } from '../datapath/state/reasons.ts';
 import type { ResolvedServicePort } from '../model.ts';
-import { reconcileUdpConntrack } from './conntrack-reconcile.ts';
+import { reconcileUdpConntrack, reconcileUdpConntrack6 } from './conntrack-reconcile.ts';
 import type { DatapathStats } from './metrics.ts';
 import type { ProxierOptions } from './proxier.ts';
 
@@ -69,7 +69,9 @@ export function datapathSync(
       }
       return write(changed, [...deleted]);
     },
-    cleanupConntrack: (changes, tracker) => reconcileUdpConntrack(dp.ct, tracker, changes),
+    cleanupConntrack: (changes, tracker) =>
+      reconcileUdpConntrack(dp.ct, tracker, changes) +
+      reconcileUdpConntrack6(dp.ct6, tracker, changes),
     stats: () => ({
       packets: countersToRecord(dp.counters),
       conntrackEntries: dp.ct.size,

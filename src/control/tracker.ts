@@ -9,7 +9,13 @@
 // every pending change and says what the sync has to do: which service ports to reprogram and
 // which UDP conntrack entries have gone stale.
 
-import type { EndpointSlice, ResolvedServicePort, Service, ServicePort } from '../model.ts';
+import type {
+  EndpointSlice,
+  IPFamily,
+  ResolvedServicePort,
+  Service,
+  ServicePort,
+} from '../model.ts';
 import { servicePortName } from '../model.ts';
 import { proxiedByKubeProxy } from '../manifests/proxied.ts';
 import {
@@ -42,11 +48,12 @@ export function isProxiedService(svc: Service): boolean {
 }
 
 /**
- * Every IPv4 address a service port answers on (cluster, external and load-balancer IPs): the
- * stale-UDP cleanup's (conntrack-reconcile.ts), which reconciles the IPv4 conntrack table.
+ * Every address of `family` a service port answers on (cluster, external and load-balancer
+ * IPs), or of both families: the stale-UDP cleanup's (conntrack-reconcile.ts).
  */
-export function serviceIPs(svc: Service): string[] {
-  return [...svc.clusterIPs, ...svc.externalIPs, ...svc.loadBalancerIPs].filter(isIPv4);
+export function serviceIPs(svc: Service, family?: IPFamily): string[] {
+  const all = [...svc.clusterIPs, ...svc.externalIPs, ...svc.loadBalancerIPs];
+  return family === undefined ? all : all.filter((ip) => isIPv4(ip) === (family === 'IPv4'));
 }
 
 /**

@@ -6,10 +6,14 @@
 //   client ──UDP──▶ 10.96.0.99:53 ─▶ 10.244.3.3:53                     (service deleted: deleted)
 //   client ──UDP──▶ 10.96.0.77:53 ─▶ 10.244.4.4:53                     (unknown to the sync: kept)
 import { describe, expect, it } from 'vitest';
-import { reconcileUdpConntrack } from '../../src/control/conntrack-reconcile.ts';
+import {
+  reconcileUdpConntrack,
+  reconcileUdpConntrack6,
+} from '../../src/control/conntrack-reconcile.ts';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { ConntrackMap } from '../../src/maps/conntrack.ts';
 import { ipv4ToU32 as ip } from '../../src/wire/addr.ts';
+import { ipv6ToWords } from '../../src/wire/addr6.ts';
 import { ep, port, slice, svc } from './fixtures.ts';
 
 const dnsPort = [{ name: 'dns', protocol: 'UDP' as const, port: 53 }];
@@ -170,5 +174,52 @@ describe('reconcileUdpConntrack', () => {
     );
     expect(reconcileUdpConntrack(ct, t, t.checkout())).toBe(0);
     expect(ct.isLive(same)).toBe(true);
+  });
+});
+
+describe('reconcileUdpConntrack6 (the IPv6 table, the IPv6 half of the same rule)', () => {
+  //   client fd00:10:244:9::9 ──UDP──▶ [fd00:10:96::a]:53 ─▶ fd00:10:244:1::5 (serving: kept)
+  //                                                        └▶ fd00:10:244:2::7 (gone: deleted)
+  //   the same through the Service's IPv4 ClusterIP, in the IPv4 table: left to the IPv4 pass
+  it('deletes IPv6 UDP flows to endpoints that stopped serving, addresses compared canonically', () => {
+    const t = new ChangeTracker();
+    const dual = svc('dns', {
+      clusterIPs: ['10.96.0.10', 'fd00:10:96::a'],
+      ipFamilies: ['IPv4', 'IPv6'],
+      ports: [port('dns', 'UDP', 53)],
+    });
+    t.services.update(null, dual);
+    const v6 = (ips: string[]) => ({
+      ...slice(
+        'dns-v6',
+        'dns',
+        ips.map((a) => ep(a)),
+        dnsPort,
+      ),
+      addressType: 'IPv6' as const,
+    });
+    // the slice spells an address the long way: compared as canonical text all the same
+    t.endpointSlices.update(null, v6(['fd00:10:244:1:0:0:0:5', 'fd00:10:244:2::7']));
+    t.checkout();
+    const ct = new ConntrackMap(64, { ipv6: true });
+    const a = new Int32Array(12);
+    a.set(ipv6ToWords('fd00:10:244:9::9'), 0);
+    a.set(ipv6ToWords('fd00:10:96::a'), 4);
+    const flow6 = (sport: number, backend: string) => {
+      a.set(ipv6ToWords(backend), 8);
+      return ct.create6(17, a, 0, 4, sport, 53, 8, 53, 1, 1, 1000);
+    };
+    const keep = flow6(1001, 'fd00:10:244:1::5');
+    const gone = flow6(1002, 'fd00:10:244:2::7');
+    t.endpointSlices.update(
+      v6(['fd00:10:244:1:0:0:0:5', 'fd00:10:244:2::7']),
+      v6(['fd00:10:244:1::5']),
+    );
+    const ch = t.checkout();
+    expect(ch.udpConntrackCleanup).toBe(true);
+    expect(reconcileUdpConntrack6(ct, t, ch)).toBe(1);
+    expect([ct.isLive(keep), ct.isLive(gone)]).toEqual([true, false]);
+    // the IPv4 pass over an IPv4 table is not disturbed by IPv6 addresses in the changes
+    expect(reconcileUdpConntrack(new ConntrackMap(16), t, ch)).toBe(0);
   });
 });
