@@ -167,6 +167,17 @@ export interface SctpOpts extends IpOpts {
 
 /** An SCTP packet (RFC 9260 section 3) with its CRC32c, stored least significant byte first. */
 export function buildSctp(o: SctpOpts): Uint8Array {
+  return buildIpv4(o, SCTP, sctpPacket(o));
+}
+
+/** The SCTP common header and chunks of `o` with their CRC32c (either IP family carries it). */
+export function sctpPacket(o: {
+  sport: number;
+  dport: number;
+  vtag: number;
+  chunks: SctpChunk[];
+  badCrc?: boolean;
+}): Uint8Array {
   const len = o.chunks.reduce((n, [, , v]) => n + ((4 + v.length + 3) & ~3), 12);
   const s = new Uint8Array(len);
   put16(s, 0, o.sport);
@@ -182,7 +193,7 @@ export function buildSctp(o: SctpOpts): Uint8Array {
   }
   putCrc(s, 0);
   if (o.badCrc) s[8] ^= 0x5a;
-  return buildIpv4(o, SCTP, s);
+  return s;
 }
 
 function putCrc(s: Uint8Array, at: number): void {

@@ -5,7 +5,7 @@
 
 import type { ResolvedEndpoint, ResolvedServicePort, Service } from '../../src/model.ts';
 import { makeDefaultService, makeReadyEndpoint } from '../fixtures/model.ts';
-import { put16, put32, refCrc32c, refSum, TCP, UDP } from './harness.ts';
+import { put16, put32, refSum, type SctpChunk, sctpPacket, TCP, UDP } from './harness.ts';
 
 export const ICMPV6 = 58;
 export const SCTP = 132;
@@ -94,8 +94,8 @@ export function buildIpv6(o: Ip6Opts, proto: number, payload: Uint8Array): Uint8
   return b;
 }
 
-/** Offset of the upper-layer header of a packet this harness built (walks its own chain). */
-export function l4Of(p: Uint8Array): number {
+/** [offset, protocol] of the upper layer of a packet this harness built (its own walk). */
+function upper(p: Uint8Array): [number, number] {
   let nh = p[6];
   let at = 40;
   while (nh === HOPOPTS || nh === DSTOPTS || nh === FRAG || nh === 43) {
@@ -103,18 +103,16 @@ export function l4Of(p: Uint8Array): number {
     nh = p[at];
     at += len;
   }
-  return at;
+  return [at, nh];
+}
+
+/** Offset of the upper-layer header of a packet this harness built. */
+export function l4Of(p: Uint8Array): number {
+  return upper(p)[0];
 }
 
 function l4Proto(p: Uint8Array): number {
-  let nh = p[6];
-  let at = 40;
-  while (nh === HOPOPTS || nh === DSTOPTS || nh === FRAG || nh === 43) {
-    const len = nh === FRAG ? 8 : (p[at + 1] + 1) * 8;
-    nh = p[at];
-    at += len;
-  }
-  return nh;
+  return upper(p)[1];
 }
 
 /** The upper-layer checksum over the pseudo-header, as it should be stored (UDP: 0 -> ffff). */
@@ -202,24 +200,9 @@ export function buildIcmp6(
 
 /** An SCTP packet over IPv6 with its CRC32c (no pseudo-header: RFC 9260). */
 export function buildSctp6(
-  o: Ip6Opts & { sport: number; dport: number; vtag: number; chunks: [number, number, number[]][] },
+  o: Ip6Opts & { sport: number; dport: number; vtag: number; chunks: SctpChunk[] },
 ): Uint8Array {
-  const len = o.chunks.reduce((n, [, , v]) => n + ((4 + v.length + 3) & ~3), 12);
-  const s = new Uint8Array(len);
-  put16(s, 0, o.sport);
-  put16(s, 2, o.dport);
-  put32(s, 4, o.vtag);
-  let at = 12;
-  for (const [type, flags, v] of o.chunks) {
-    s[at] = type;
-    s[at + 1] = flags;
-    put16(s, at + 2, 4 + v.length);
-    s.set(v, at + 4);
-    at += (4 + v.length + 3) & ~3;
-  }
-  const c = refCrc32c(s, 0, s.length);
-  s.set([c & 0xff, (c >>> 8) & 0xff, (c >>> 16) & 0xff, c >>> 24], 8);
-  return buildIpv6(o, SCTP, s);
+  return buildIpv6(o, SCTP, sctpPacket(o));
 }
 
 /** "[src]:sport > [dst]:dport" of a TCP/UDP packet, for readable assertions. */

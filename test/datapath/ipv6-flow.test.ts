@@ -11,13 +11,13 @@
 // bytes from test/fixtures/ipv6-linux-6.18.pcap), time exceeded for hop limit <= 1, echo and
 // other ICMPv6 to a VIP, martian sources, Neighbor Discovery and MLD, malformed packets.
 
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import { ctTcpState } from '../../src/datapath/state/ct-state.ts';
 import { V_DROP, V_PASS, V_REPLY, V_TX } from '../../src/datapath/state/verdict.ts';
 import { ctStateName } from '../../src/inspect/ct-state.ts';
 import { ipv6ToWords } from '../../src/wire/addr6.ts';
+import { ipv6LinuxCapture } from '../fixtures/ipv6-capture.ts';
 import { ACK, FIN, loaderOf, put16, refCrc32c, run, SYN, TCP, UDP } from './harness.ts';
 import {
   buildIcmp6,
@@ -253,22 +253,8 @@ describe('IPv6 backend selection', () => {
   });
 });
 
-/** Linux's own IPv6 packets (test/wire/ipv6.test.ts reads the same capture). */
-function capture(): Uint8Array[] {
-  const f = new Uint8Array(
-    readFileSync(new URL('../fixtures/ipv6-linux-6.18.pcap', import.meta.url)),
-  );
-  const le32 = (at: number) =>
-    (f[at] | (f[at + 1] << 8) | (f[at + 2] << 16) | (f[at + 3] << 24)) >>> 0;
-  const out: Uint8Array[] = [];
-  for (let at = 24; at < f.length; ) {
-    const n = le32(at + 8);
-    out.push(f.slice(at + 16 + 14, at + 16 + n));
-    at += 16 + n;
-  }
-  return out;
-}
-const [, MLD, ECHO, , UDP_5353, UNREACH_FROM_LINUX] = capture();
+/** Linux's own IPv6 packets (test/wire/ipv6.test.ts says what each one is). */
+const [, MLD, ECHO, , UDP_5353, UNREACH_FROM_LINUX] = ipv6LinuxCapture();
 
 describe('ICMPv6 rejects', () => {
   it('answers a UDP port without endpoints as Linux answers a closed port: its bytes', () => {

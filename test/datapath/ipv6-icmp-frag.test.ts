@@ -11,10 +11,10 @@
 // Fragments go by the Fragment header: Linux's own fragmented datagram from
 // test/fixtures/ipv6-linux-6.18.pcap through a VIP.
 
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import { V_TX } from '../../src/datapath/state/verdict.ts';
+import { ipv6LinuxCapture } from '../fixtures/ipv6-capture.ts';
 import { ACK, loaderOf, put16, run, SYN, UDP } from './harness.ts';
 import {
   buildIcmp6,
@@ -97,21 +97,7 @@ describe('ICMPv6 errors about a DNATed flow', () => {
 });
 
 /** Linux's own IPv6 packets: [8] is a 1500-byte UDP datagram's first fragment, [9] the rest. */
-function capture(): Uint8Array[] {
-  const f = new Uint8Array(
-    readFileSync(new URL('../fixtures/ipv6-linux-6.18.pcap', import.meta.url)),
-  );
-  const le32 = (at: number) =>
-    (f[at] | (f[at + 1] << 8) | (f[at + 2] << 16) | (f[at + 3] << 24)) >>> 0;
-  const out: Uint8Array[] = [];
-  for (let at = 24; at < f.length; ) {
-    const n = le32(at + 8);
-    out.push(f.slice(at + 16 + 14, at + 16 + n));
-    at += 16 + n;
-  }
-  return out;
-}
-const P = capture();
+const P = ipv6LinuxCapture();
 const FRAG1 = P[8];
 const FRAG2 = P[9];
 const LVIP = 'fd00:10::2'; // the capture's destination, a VIP here; port 5354

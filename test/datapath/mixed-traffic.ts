@@ -219,29 +219,13 @@ function writeEcho(b: Uint8Array, off: number, src: number, dst: number, ident: 
   return 36;
 }
 
-/** The stream: next(k) writes packet k into buf at OFF and returns its length. */
-export class MixedTraffic {
+/**
+ * The conversations of 8 packets both streams play (this file's header): next(k) writes packet
+ * k into buf at OFF and returns its length; a stream says how each kind of packet is written.
+ */
+export abstract class Conversations {
   readonly buf = new Uint8Array(2048);
-  private readonly scratch = new Uint8Array(128);
-  // the current conversation: the client's tuple, and the translated one after packet 0
-  private csrc = 0;
-  private cdst = 0;
-  private csport = 0;
-  private cdport = 0;
-  private tsrc = 0;
-  private tdst = 0;
-  private tsport = 0;
-  private tdport = 0;
-  private phase = 0;
-  private readonly node: number;
-  private readonly extNet: number;
-  private readonly lb: number;
-
-  constructor(addrs: ExtAddrs) {
-    this.node = ip(addrs.node);
-    this.extNet = ip(addrs.extNet);
-    this.lb = ip(addrs.lb);
-  }
+  protected phase = 0;
 
   /** Write packet k; returns its length (at OFF). */
   next(k: number): number {
@@ -269,6 +253,40 @@ export class MixedTraffic {
   }
 
   /** Call with dpProcess's verdict: packet 0's translation is what the backend answers. */
+  abstract after(verdict: number): void;
+  protected abstract startConversation(conv: number): void;
+  /** client -> frontend */
+  protected abstract orig(flags: number): number;
+  /** backend -> client, as translated by packet 0 */
+  protected abstract reply(flags: number): number;
+  /** an ICMP error from the backend about the client's translated packet */
+  protected abstract related(): number;
+  protected abstract other(conv: number): number;
+}
+
+/** The IPv4 stream. */
+export class MixedTraffic extends Conversations {
+  private readonly scratch = new Uint8Array(128);
+  // the current conversation: the client's tuple, and the translated one after packet 0
+  private csrc = 0;
+  private cdst = 0;
+  private csport = 0;
+  private cdport = 0;
+  private tsrc = 0;
+  private tdst = 0;
+  private tsport = 0;
+  private tdport = 0;
+  private readonly node: number;
+  private readonly extNet: number;
+  private readonly lb: number;
+
+  constructor(addrs: ExtAddrs) {
+    super();
+    this.node = ip(addrs.node);
+    this.extNet = ip(addrs.extNet);
+    this.lb = ip(addrs.lb);
+  }
+
   after(verdict: number): void {
     if (this.phase !== 0) return;
     if (verdict !== V_TX) {
@@ -282,7 +300,7 @@ export class MixedTraffic {
     this.tdport = get16(b, OFF + 22);
   }
 
-  private startConversation(conv: number): void {
+  protected startConversation(conv: number): void {
     const host = 2 + (conv % 200);
     const kind = conv % 5;
     this.csport = 1024 + ((conv * 7) % 60000);
@@ -298,23 +316,23 @@ export class MixedTraffic {
     }
   }
 
-  private orig(flags: number): number {
+  protected orig(flags: number): number {
     return writeTcp(this.buf, OFF, this.csrc, this.cdst, this.csport, this.cdport, flags);
   }
 
-  private reply(flags: number): number {
+  protected reply(flags: number): number {
     return writeTcp(this.buf, OFF, this.tdst, this.tsrc, this.tdport, this.tsport, flags);
   }
 
   /** The backend's ICMP frag-needed about the client's (translated) packet. */
-  private related(): number {
+  protected related(): number {
     const q = this.scratch;
     const n = writeTcp(q, 0, this.tsrc, this.tdst, this.tsport, this.tdport, ACK);
     const b = this.buf;
     return icmpBuildFragNeeded(b, OFF, b.length - OFF, q, 0, n, 1400, this.tdst, 64);
   }
 
-  private other(conv: number): number {
+  protected other(conv: number): number {
     const b = this.buf;
     const src = (POD_CLIENTS + 2 + (conv % 200)) >>> 0;
     const sport = 1024 + (conv % 50000);

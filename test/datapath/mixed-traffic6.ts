@@ -20,9 +20,9 @@ import { ipv6ToWords } from '../../src/wire/addr6.ts';
 import { l4v6FillCsum } from '../../src/wire/checksum6.ts';
 import { icmpv6BuildError } from '../../src/wire/icmpv6.ts';
 import { makeReadyEndpoint } from '../fixtures/model.ts';
-import { ACK, FIN, loaderOf, put16, put32, RST, SYN, service, TCP, UDP } from './harness.ts';
+import { ACK, loaderOf, put16, put32, RST, SYN, service, TCP, UDP } from './harness.ts';
 import { ICMPV6 } from './harness6.ts';
-import { OFF } from './mixed-traffic.ts';
+import { Conversations, OFF } from './mixed-traffic.ts';
 
 const VIP4 = (n: number) => `10.96.0.${n}`;
 const VIP6 = (n: number) => `fd00:10:96::${n.toString(16)}`;
@@ -125,18 +125,17 @@ export function dualDatapath(seed: number, ctCapacity: number): Datapath {
   return dp;
 }
 
-/** The IPv6 stream: next(k) writes packet k into buf at OFF and returns its length. */
-export class MixedTraffic6 {
-  readonly buf = new Uint8Array(2048);
+/** The IPv6 stream (Conversations: next(k) writes packet k into buf at OFF). */
+export class MixedTraffic6 extends Conversations {
   private readonly scratch = new Uint8Array(256);
   private readonly a = new Int32Array(A_WORDS);
   private csport = 0;
   private cdport = 0;
   private tsport = 0;
   private tdport = 0;
-  private phase = 0;
 
   constructor() {
+    super();
     const a = this.a;
     a.set(W(VIP6(0x10)), A_WEB);
     a.set(W(VIP6(0x11)), A_STICKY);
@@ -146,30 +145,6 @@ export class MixedTraffic6 {
     a.set(W(NODE6), A_NODE);
     a.set(W(LB6), A_LB);
     a.set(W('fd00:10:244:2::9'), A_NOT_SERVICE);
-  }
-
-  next(k: number): number {
-    const conv = Math.floor(k / 8);
-    this.phase = k % 8;
-    if (this.phase === 0) this.startConversation(conv);
-    switch (this.phase) {
-      case 0:
-        return this.orig(SYN);
-      case 1:
-        return this.reply(SYN | ACK);
-      case 2:
-        return this.orig(ACK);
-      case 3:
-        return this.related();
-      case 4:
-        return this.orig(FIN | ACK);
-      case 5:
-        return this.reply(FIN | ACK);
-      case 6:
-        return this.orig(ACK);
-      default:
-        return this.other(conv);
-    }
   }
 
   /** dpProcess's verdict for the packet just written: packet 0's translation is remembered. */
@@ -190,7 +165,7 @@ export class MixedTraffic6 {
     this.tdport = (b[OFF + 42] << 8) | b[OFF + 43];
   }
 
-  private startConversation(conv: number): void {
+  protected startConversation(conv: number): void {
     const a = this.a;
     const host = 2 + (conv % 200);
     const kind = conv % 5;
@@ -207,23 +182,23 @@ export class MixedTraffic6 {
     }
   }
 
-  private orig(flags: number): number {
+  protected orig(flags: number): number {
     return writeTcp6(this.buf, OFF, this.a, A_C_SRC, A_C_DST, this.csport, this.cdport, flags);
   }
 
-  private reply(flags: number): number {
+  protected reply(flags: number): number {
     return writeTcp6(this.buf, OFF, this.a, A_T_DST, A_T_SRC, this.tdport, this.tsport, flags);
   }
 
   /** The backend's Packet Too Big about the client's (translated) packet. */
-  private related(): number {
+  protected related(): number {
     const q = this.scratch;
     const n = writeTcp6(q, 0, this.a, A_T_SRC, A_T_DST, this.tsport, this.tdport, ACK);
     const b = this.buf;
     return icmpv6BuildError(b, OFF, b.length - OFF, q, 0, n, 2, 0, 1400, this.a, A_T_DST, 64);
   }
 
-  private other(conv: number): number {
+  protected other(conv: number): number {
     const b = this.buf;
     const a = this.a;
     setAddr(a, A_X, 0xfd000010, 0x02440001, 0, 2 + (conv % 200));

@@ -8,7 +8,6 @@
 // sender fragmented (Fragment header) with the port unreachable for the reassembled datagram.
 // tcpdump called every checksum in it correct.
 
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { l4v6ChecksumFull, l4v6ChecksumValid, l4v6FillCsum } from '../../src/wire/checksum6.ts';
 import {
@@ -60,25 +59,10 @@ import {
   l6RewriteDstPort,
   l6RewriteSrcPort,
 } from '../../src/wire/rewrite6.ts';
+import { ipv6LinuxCapture } from '../fixtures/ipv6-capture.ts';
 import { guardsIntact, mulberry32, oddView } from './helpers.ts';
 
-/** The IPv6 packets of the capture (Ethernet header cut), in order. */
-function capture(): Uint8Array[] {
-  const f = new Uint8Array(
-    readFileSync(new URL('../fixtures/ipv6-linux-6.18.pcap', import.meta.url)),
-  );
-  const le32 = (at: number) =>
-    (f[at] | (f[at + 1] << 8) | (f[at + 2] << 16) | (f[at + 3] << 24)) >>> 0;
-  expect(le32(0)).toBe(0xa1b2c3d4); // little-endian, microseconds
-  const out: Uint8Array[] = [];
-  for (let at = 24; at < f.length; ) {
-    const n = le32(at + 8);
-    out.push(f.slice(at + 16 + 14, at + 16 + n));
-    at += 16 + n;
-  }
-  return out;
-}
-const P = capture();
+const P = ipv6LinuxCapture();
 const [MLD, ECHO, ECHO_REPLY, UDP, UNREACH, SYN, RST, FRAG1, FRAG2, UNREACH_BIG] = P.slice(1);
 const L4 = 40;
 

@@ -97,26 +97,35 @@ export function ct4LookupOrig(
   tcpFlags: number,
   nowSec: number,
 ): number {
-  return ctOrigHit(ct, ct.lookupOrig(proto, saddr, daddr, sport, dport), proto, tcpFlags, nowSec);
+  const i = ct.lookupOrig(proto, saddr, daddr, sport, dport);
+  return ctHit(ct, i, CT_DIR_ORIG, proto, tcpFlags, nowSec);
 }
 
 /** ct4LookupOrig for an IPv6 packet: its addresses at dp.a6[A6_SRC], dp.a6[A6_DST]. */
 export function ct6LookupOrig(dp: Datapath): number {
   const { ct6: ct, proto } = dp;
   const i = ct.lookupOrig6(proto, dp.a6, A6_SRC, A6_DST, dp.sport, dp.dport);
-  return ctOrigHit(ct, i, proto, dp.tcpFlags, dp.nowSec);
+  return ctHit(ct, i, CT_DIR_ORIG, proto, dp.tcpFlags, dp.nowSec);
 }
 
-/** The rule of an original-direction hit, both families: entry i, or -1 (deleted). */
-function ctOrigHit(
+/**
+ * The rule of a hit in direction `dir`, both families: entry i, or -1 when there is none or it
+ * is deleted — expired, or (orig) reopened by a pure SYN, or (reply) a SYN-ACK to a closed flow.
+ */
+function ctHit(
   ct: ConntrackMap,
   i: number,
+  dir: number,
   proto: number,
   tcpFlags: number,
   nowSec: number,
 ): number {
   if (i < 0) return -1;
-  if (ctExpired(ct, i, nowSec) || ct4Reopens(ct, i, proto, tcpFlags)) {
+  const gone =
+    dir === CT_DIR_ORIG
+      ? ct4Reopens(ct, i, proto, tcpFlags)
+      : ct4AnswersAnother(ct, i, proto, tcpFlags);
+  if (gone || ctExpired(ct, i, nowSec)) {
     ct.delete(i);
     return -1;
   }
@@ -141,30 +150,15 @@ export function ct4LookupReply(
   tcpFlags: number,
   nowSec: number,
 ): number {
-  return ctReplyHit(ct, ct.lookupReply(proto, saddr, daddr, sport, dport), proto, tcpFlags, nowSec);
+  const i = ct.lookupReply(proto, saddr, daddr, sport, dport);
+  return ctHit(ct, i, CT_DIR_REPLY, proto, tcpFlags, nowSec);
 }
 
 /** ct4LookupReply for an IPv6 packet. */
 export function ct6LookupReply(dp: Datapath): number {
   const { ct6: ct, proto } = dp;
   const i = ct.lookupReply6(proto, dp.a6, A6_SRC, A6_DST, dp.sport, dp.dport);
-  return ctReplyHit(ct, i, proto, dp.tcpFlags, dp.nowSec);
-}
-
-/** The rule of a reply-direction hit, both families: entry i, or -1 (deleted). */
-function ctReplyHit(
-  ct: ConntrackMap,
-  i: number,
-  proto: number,
-  tcpFlags: number,
-  nowSec: number,
-): number {
-  if (i < 0) return -1;
-  if (ctExpired(ct, i, nowSec) || ct4AnswersAnother(ct, i, proto, tcpFlags)) {
-    ct.delete(i);
-    return -1;
-  }
-  return i;
+  return ctHit(ct, i, CT_DIR_REPLY, proto, dp.tcpFlags, dp.nowSec);
 }
 
 /** A SYN-ACK to a TIME_WAIT/CLOSE flow: the backend answering a new connection (above). */

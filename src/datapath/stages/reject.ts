@@ -34,7 +34,7 @@ import {
 
 /** Answer the packet at dp.ipOff with ICMP port unreachable; `reason` names why. */
 export function lb4Reject(dp: Datapath, buf: Uint8Array, reason: number): number {
-  return icmp4Answer(dp, buf, reason, ICMP_DEST_UNREACH, ICMP_PORT_UNREACH);
+  return icmpAnswer(dp, buf, reason, ICMP_DEST_UNREACH, ICMP_PORT_UNREACH);
 }
 
 /**
@@ -43,37 +43,7 @@ export function lb4Reject(dp: Datapath, buf: Uint8Array, reason: number): number
  * packet here is untranslated, so quoting it as it is gives the same bytes.
  */
 export function lb4TtlExceeded(dp: Datapath, buf: Uint8Array): number {
-  return icmp4Answer(dp, buf, REPLY_TTL_EXCEEDED, ICMP_TIME_EXCEEDED, ICMP_EXC_TTL);
-}
-
-function icmp4Answer(
-  dp: Datapath,
-  buf: Uint8Array,
-  reason: number,
-  type: number,
-  code: number,
-): number {
-  const len = dp.ipEnd - dp.ipOff;
-  if (!icmpErrorAllowed(buf, dp.ipOff, len)) return DROP_REJECT_SUPPRESSED;
-  if (!icmpTakeToken(dp)) return DROP_ICMP_RATELIMIT;
-  const src = dp.cfg.icmpErrorSrc !== 0 ? dp.cfg.icmpErrorSrc | 0 : dp.daddr;
-  const out = dp.out;
-  const n = icmpBuildError(
-    out,
-    0,
-    out.length,
-    buf,
-    dp.ipOff,
-    len,
-    type,
-    code,
-    0,
-    src,
-    dp.cfg.icmpTtl,
-  );
-  if (n === 0) return DROP_REJECT_FAILED;
-  dp.outLen = n;
-  return reason;
+  return icmpAnswer(dp, buf, REPLY_TTL_EXCEEDED, ICMP_TIME_EXCEEDED, ICMP_EXC_TTL);
 }
 
 /**
@@ -81,15 +51,19 @@ function icmp4Answer(
  * the address the client tried (the VIP; icmpErrorSrc is IPv4's); RFC 4443 2.4(e) suppression.
  */
 export function lb6Reject(dp: Datapath, buf: Uint8Array, reason: number): number {
-  return icmp6Answer(dp, buf, reason, ICMPV6_DEST_UNREACH, ICMPV6_PORT_UNREACH);
+  return icmpAnswer(dp, buf, reason, ICMPV6_DEST_UNREACH, ICMPV6_PORT_UNREACH);
 }
 
 /** IPv6: hop limit <= 1 toward a service: ICMPv6 time exceeded (code 0), as lb4TtlExceeded. */
 export function lb6TimeExceeded(dp: Datapath, buf: Uint8Array): number {
-  return icmp6Answer(dp, buf, REPLY_TTL_EXCEEDED, ICMPV6_TIME_EXCEEDED, ICMPV6_EXC_HOPLIMIT);
+  return icmpAnswer(dp, buf, REPLY_TTL_EXCEEDED, ICMPV6_TIME_EXCEEDED, ICMPV6_EXC_HOPLIMIT);
 }
 
-function icmp6Answer(
+/**
+ * The generated error, either family (dp.ipv6): suppressed where the RFC forbids it, under the
+ * token bucket, built into dp.out (ICMP or ICMPv6 `type`/`code`).
+ */
+function icmpAnswer(
   dp: Datapath,
   buf: Uint8Array,
   reason: number,
@@ -97,27 +71,25 @@ function icmp6Answer(
   code: number,
 ): number {
   const len = dp.ipEnd - dp.ipOff;
-  if (!icmpv6ErrorAllowed(buf, dp.ipOff, len)) return DROP_REJECT_SUPPRESSED;
+  const v6 = dp.ipv6 === 1;
+  const allowed = v6
+    ? icmpv6ErrorAllowed(buf, dp.ipOff, len)
+    : icmpErrorAllowed(buf, dp.ipOff, len);
+  if (!allowed) return DROP_REJECT_SUPPRESSED;
   if (!icmpTakeToken(dp)) return DROP_ICMP_RATELIMIT;
   const out = dp.out;
   const ttl = dp.cfg.icmpTtl;
-  const n = icmpv6BuildError(
-    out,
-    0,
-    out.length,
-    buf,
-    dp.ipOff,
-    len,
-    type,
-    code,
-    0,
-    dp.a6,
-    A6_DST,
-    ttl,
-  );
+  const n = v6
+    ? icmpv6BuildError(out, 0, out.length, buf, dp.ipOff, len, type, code, 0, dp.a6, A6_DST, ttl)
+    : icmpBuildError(out, 0, out.length, buf, dp.ipOff, len, type, code, 0, icmp4Src(dp), ttl);
   if (n === 0) return DROP_REJECT_FAILED;
   dp.outLen = n;
   return reason;
+}
+
+/** The source of an IPv4 error: the configured one, else the address the client tried. */
+function icmp4Src(dp: Datapath): number {
+  return dp.cfg.icmpErrorSrc !== 0 ? dp.cfg.icmpErrorSrc | 0 : dp.daddr;
 }
 
 /**
