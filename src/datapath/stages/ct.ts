@@ -98,34 +98,45 @@ export function ct4LookupOrig(
   nowSec: number,
 ): number {
   const i = ct.lookupOrig(proto, saddr, daddr, sport, dport);
-  return ctHit(ct, i, CT_DIR_ORIG, proto, tcpFlags, nowSec);
+  return ctOrigHit(ct, i, proto, tcpFlags, nowSec);
 }
 
 /** ct4LookupOrig for an IPv6 packet: its addresses at dp.a6[A6_SRC], dp.a6[A6_DST]. */
 export function ct6LookupOrig(dp: Datapath): number {
   const { ct6: ct, proto } = dp;
   const i = ct.lookupOrig6(proto, dp.a6, A6_SRC, A6_DST, dp.sport, dp.dport);
-  return ctHit(ct, i, CT_DIR_ORIG, proto, dp.tcpFlags, dp.nowSec);
+  return ctOrigHit(ct, i, proto, dp.tcpFlags, dp.nowSec);
 }
 
-/**
- * The rule of a hit in direction `dir`, both families: entry i, or -1 when there is none or it
- * is deleted — expired, or (orig) reopened by a pure SYN, or (reply) a SYN-ACK to a closed flow.
- */
-function ctHit(
+// The rules of a hit, both families: the entry, or -1 when there is none or it is deleted —
+// expired, or (orig) reopened by a pure SYN, or (reply) a SYN-ACK to a closed flow. Two
+// functions, not one taking the direction: each lookup inlines only the check it needs (the
+// hot path's inlining budget, src/datapath/tune.ts).
+
+function ctOrigHit(
   ct: ConntrackMap,
   i: number,
-  dir: number,
   proto: number,
   tcpFlags: number,
   nowSec: number,
 ): number {
   if (i < 0) return -1;
-  const gone =
-    dir === CT_DIR_ORIG
-      ? ct4Reopens(ct, i, proto, tcpFlags)
-      : ct4AnswersAnother(ct, i, proto, tcpFlags);
-  if (gone || ctExpired(ct, i, nowSec)) {
+  if (ctExpired(ct, i, nowSec) || ct4Reopens(ct, i, proto, tcpFlags)) {
+    ct.delete(i);
+    return -1;
+  }
+  return i;
+}
+
+function ctReplyHit(
+  ct: ConntrackMap,
+  i: number,
+  proto: number,
+  tcpFlags: number,
+  nowSec: number,
+): number {
+  if (i < 0) return -1;
+  if (ctExpired(ct, i, nowSec) || ct4AnswersAnother(ct, i, proto, tcpFlags)) {
     ct.delete(i);
     return -1;
   }
@@ -151,14 +162,14 @@ export function ct4LookupReply(
   nowSec: number,
 ): number {
   const i = ct.lookupReply(proto, saddr, daddr, sport, dport);
-  return ctHit(ct, i, CT_DIR_REPLY, proto, tcpFlags, nowSec);
+  return ctReplyHit(ct, i, proto, tcpFlags, nowSec);
 }
 
 /** ct4LookupReply for an IPv6 packet. */
 export function ct6LookupReply(dp: Datapath): number {
   const { ct6: ct, proto } = dp;
   const i = ct.lookupReply6(proto, dp.a6, A6_SRC, A6_DST, dp.sport, dp.dport);
-  return ctHit(ct, i, CT_DIR_REPLY, proto, dp.tcpFlags, dp.nowSec);
+  return ctReplyHit(ct, i, proto, dp.tcpFlags, dp.nowSec);
 }
 
 /** A SYN-ACK to a TIME_WAIT/CLOSE flow: the backend answering a new connection (above). */

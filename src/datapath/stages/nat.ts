@@ -117,8 +117,17 @@ export function nat4Masq(
   const nat = dp.nat;
   const flags = dp.svc.flags(m);
   const saddr = dp.saddr;
-  const pod = fromPod(nat, saddr);
-  const masq = natWantsMasq(flags, nat.hasCluster, pod, fromNode(nat, saddr), baddr === saddr);
+  // each source test only where the rule reads it (natWantsMasq: pods for ClusterIPs, the
+  // node for external frontends)
+  const ext = (flags & SVC_F_EXTERNAL) !== 0;
+  const pod = !ext && fromPod(nat, saddr);
+  const masq = natWantsMasq(
+    flags,
+    nat.hasCluster,
+    pod,
+    ext && fromNode(nat, saddr),
+    baddr === saddr,
+  );
   if (!masq || nat.nodeIp === 0) {
     nat4ForgetStale(dp, baddr, bport);
     return R_CONTINUE;

@@ -129,8 +129,9 @@ export function nat6Masq(
   const nat = dp.nat;
   const a6 = dp.a6;
   const flags = dp.svc6.flags(m);
-  const pod = fromPod6(nat, a6, A6_SRC);
-  const node = fromNode6(nat, a6, A6_SRC);
+  const ext = (flags & SVC_F_EXTERNAL) !== 0;
+  const pod = !ext && fromPod6(nat, a6, A6_SRC);
+  const node = ext && fromNode6(nat, a6, A6_SRC);
   const masq = natWantsMasq(flags, nat.hasCluster6, pod, node, addr6Same(a6, A6_BE, A6_SRC));
   if (!masq || nat.hasNode6 === 0) {
     nat6ForgetStale(dp, bport);
