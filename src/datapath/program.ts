@@ -19,8 +19,7 @@
 
 import { ICMP_ECHO, ICMP_OK, icmpCheck, icmpIsError, icmpType } from '../wire/icmp.ts';
 import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
-import { ct4LookupOrig, ct4LookupReply, ctInvalid, ctTcpMayStart } from './stages/ct.ts';
-import { ctSctpMayStart } from './stages/ct-sctp.ts';
+import { ct4LookupOrig, ct4LookupReply, ctInvalid } from './stages/ct.ts';
 import { CT_DIR_ORIG, CT_DIR_REPLY } from './state/ct-state.ts';
 import type { Datapath } from './state/datapath.ts';
 import { frag4Later, frag4Remember } from './stages/frag.ts';
