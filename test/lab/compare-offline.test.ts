@@ -81,6 +81,36 @@ describe('compare: a retransmission makes a scenario run again', () => {
   });
 });
 
+describe('compare: an endpoint closing in one packet or two', () => {
+  const close = (split: boolean) => {
+    const hs = handshake(40001, 1000, 5000, 10, 64240);
+    const c = '10.244.2.3';
+    const v = '10.96.0.10';
+    const req = tcp(c, v, 40001, 80, 'P.', 1001, 5001, { len: 10 });
+    const resp = tcp(v, c, 80, 40001, 'P.', 5001, 1011, { len: 20 });
+    const fin = tcp(c, v, 40001, 80, 'F.', 1011, 5021);
+    const ackFin = tcp(v, c, 80, 40001, '.', 5021, 1012);
+    const srvFin = tcp(v, c, 80, 40001, 'F.', 5021, 1012);
+    const last = tcp(c, v, 40001, 80, '.', 1012, 5022);
+    return [...hs, req, resp, fin, ...(split ? [ackFin] : []), srvFin, last];
+  };
+
+  it('counts an ACK of the FIN followed by the FIN as the FIN alone', () => {
+    const a = normaliseRun([{ name: 'veth', packets: close(true) }]);
+    const b = normaliseRun([{ name: 'veth', packets: close(false) }]);
+    expect(diffRuns(a, b).every((d) => d.same)).toBe(true);
+    expect(a[0]!.packets).toHaveLength(8);
+  });
+
+  it('keeps a pure ACK that a FIN with other numbers follows, and every other packet', () => {
+    const pkts = close(true);
+    pkts[7] = { ...pkts[7]!, ack: 1011 }; // the server's FIN no longer acks the client's FIN
+    expect(normaliseRun([{ name: 'veth', packets: pkts }])[0]!.packets).toHaveLength(9);
+    const b = normaliseRun([{ name: 'veth', packets: close(false) }]);
+    expect(diffRuns(normaliseRun([{ name: 'veth', packets: pkts }]), b)[0]!.same).toBe(false);
+  });
+});
+
 describe('compare: normalise and diff', () => {
   it('decodes an IPv4/TCP SYN with its options', () => {
     const b = new Uint8Array([

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CONSOLE_DIR,
+  inNsArgs,
   loadSshConfig,
   run,
   runShown,
@@ -14,6 +15,7 @@ import {
   timing,
   vagrant,
   virsh,
+  SSH_CONFIG,
   vmHost,
 } from './vms.ts';
 import { mkdirSync } from 'node:fs';
@@ -149,6 +151,24 @@ describe('the lab on libvirt VMs', () => {
       expect(Number(restarts)).toBeGreaterThanOrEqual(1);
       const answers = curlFromPod('node1', 'pod-a', `http://${WEB}/`, 10);
       expect(answers.filter((l) => l === 'FAIL')).toEqual([]);
+    });
+  });
+
+  it('lab compare across the VMs: ClusterIP TCP and UDP are the same as kube-proxy (iptables) in the VMs', async () => {
+    await timed('lab compare --vms (clusterip-tcp, udp; kubetun and iptables)', () => {
+      const r = run(
+        'bash',
+        inNsArgs([
+          ...[process.execPath, 'bin/kubetun.mjs', 'lab', 'compare', '--vms', SSH_CONFIG],
+          ...['--kernel', 'iptables', 'clusterip-tcp', 'udp'],
+        ]),
+        3_600_000,
+      );
+      process.stdout.write(r.out);
+      expect(r.status, `${r.out}\n${r.err}`).toBe(0);
+      expect(r.out).toMatch(/^clusterip-tcp: SAME/m);
+      expect(r.out).toMatch(/^udp: SAME/m);
+      expect(r.out).toMatch(/^2 same, 0 different, 0 expected \(documented\) differences$/m);
     });
   });
 

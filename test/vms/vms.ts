@@ -67,14 +67,16 @@ export const inNsArgs = (cmd: string[]) => ['scripts/vm-host.sh', 'exec', ...cmd
 export const vagrant = (args: string[], timeoutMs = 600_000) =>
   run('bash', inNsArgs(['vagrant', ...args]), timeoutMs);
 
+/** `vagrant ssh-config` of every machine: ssh() and `lab compare --vms` read it. */
+export const SSH_CONFIG = join(STATE, 'ssh-config');
 let sshConfig: string | undefined;
 
-/** Writes `vagrant ssh-config` for every machine to a file, for ssh(). */
+/** Writes `vagrant ssh-config` for every machine to SSH_CONFIG, for ssh(). */
 export function loadSshConfig(): void {
   const r = vagrant(['ssh-config'], 180_000);
   if (r.status !== 0) throw new Error(`vagrant ssh-config: ${r.err || r.out}`);
   mkdirSync(STATE, { recursive: true });
-  sshConfig = join(STATE, 'ssh-config');
+  sshConfig = SSH_CONFIG;
   writeFileSync(sshConfig, r.out);
 }
 

@@ -13,6 +13,7 @@ export const NORMALISATIONS: readonly string[] = [
   'TCP sequence and acknowledgement numbers are relative to each direction’s ISN (its first packet at that capture point)',
   'TCP timestamp values are dropped (the option’s presence and position are kept)',
   'TCP window values are dropped (the kernels’ socket buffers, not the data plane, choose them)',
+  'a pure ACK directly followed, in the same direction, by a FIN with the same sequence and acknowledgement numbers counts as that FIN: an endpoint acknowledges a FIN and sends its own in one packet or two depending on whether its application closed before its delayed ACK left (timing, not the data plane)',
 ];
 
 /** One packet after normalisation: the text compared, and the parts a ladder diagram draws. */
@@ -155,9 +156,22 @@ export function normaliseRun(
   const n = new Normaliser();
   const runs = points.map((cp) => {
     n.startPoint();
-    return { name: cp.name, packets: cp.packets.map((p) => n.packet(p)) };
+    return { name: cp.name, packets: foldAckBeforeFin(cp.packets).map((p) => n.packet(p)) };
   });
   return runs.map((cp) => ({ name: cp.name, packets: groupByFlow(cp.packets) }));
+}
+
+/**
+ * Drops a pure ACK whose next packet in the same direction is a FIN with the same seq and ack
+ * (NORMALISATIONS: the endpoint's split or combined close).
+ */
+export function foldAckBeforeFin(pkts: readonly Pkt[]): Pkt[] {
+  const dir = (p: Pkt) => `${p.src}:${p.sport}>${p.dst}:${p.dport}`;
+  return pkts.filter((p, i) => {
+    if (p.proto !== 'tcp' || p.flags !== '.' || p.len !== 0) return true;
+    const next = pkts.slice(i + 1).find((q) => q.proto === 'tcp' && dir(q) === dir(p));
+    return !(next?.flags?.includes('F') && next.seq === p.seq && next.ack === p.ack);
+  });
 }
 
 /** Stable: flows in order of their first packet, each flow's packets in capture order. */
