@@ -43,6 +43,11 @@ export interface ControlPlaneOptions {
         parse?: ParseOptions;
         /** parse in the manifest worker, off this thread (the agent: its packet loop is here) */
         worker?: boolean;
+        /**
+         * the first load all or nothing, and awaited: a refused object fails the start with
+         * its ManifestError (file, object, field) — the agent's start-up check
+         */
+        strictStart?: boolean;
       }
     | { kubeConfig: KubeConfig };
   program: ProxierOptions['program'];
@@ -152,8 +157,12 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
       );
       if (cp.healthServer) servers.push(cp.healthServer);
     }
-    if (source instanceof ManifestDirSource) source.start();
-    else await source.start();
+    if (source instanceof ManifestDirSource) {
+      const first = source.start();
+      if ('dir' in o.source && o.source.strictStart && !(await first)) {
+        throw source.lastError ?? new Error(`${o.source.dir}: manifests not loaded`);
+      }
+    } else await source.start();
   } catch (err) {
     await cp.stop();
     throw err;
@@ -190,6 +199,7 @@ async function makeSource(
       debounceMs: o.source.debounceMs,
       parse: o.source.parse,
       worker: o.source.worker,
+      strictStart: o.source.strictStart,
       onChange: () => proxier.queue(),
       onSynced: () => {
         proxier.onServicesSynced();

@@ -5,16 +5,35 @@
 //
 // A reload refuses object by object (loadManifestsPartial): a refused object keeps its last good
 // version, the rest moves on. Before the first complete read, a file that could not be read at
-// all is like an informer that has not synced: nothing is applied. The diff compares each
-// object's JSON with its last good version, so an untouched object is no event at all.
+// all is like an informer that has not synced: nothing is applied. A `strict` reload (the
+// agent's start) is all or nothing instead (loadManifests): the first refusal, nothing applied.
+//
+// The state is each object's JSON, not the object (issue 18: about a quarter of the heap, and
+// the worker that computes a reload hands it back and exits): the diff compares an object's JSON
+// with its last good one, so an untouched object is no event at all; the previous objects a
+// tolerant load falls back to are parsed back from it when a reload needs them.
 import { ManifestFileError } from '../manifests/errors.ts';
-import { loadManifestsPartial } from '../manifests/load.ts';
+import { loadManifests, loadManifestsPartial } from '../manifests/load.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
 import type { ClusterState, EndpointSlice, Service } from '../model.ts';
 import { namespacedName } from './tracker.ts';
 
 /** One object's change: its namespaced name and its new version (null: it went away). */
 export type Change<T> = [name: string, cur: T | null];
+
+/** The last good state: each object's JSON by namespaced name (DirState, the manifest worker). */
+export interface CompactState {
+  services: Map<string, string>;
+  slices: Map<string, string>;
+  /** a complete read has been applied */
+  loaded: boolean;
+}
+
+/** The new JSON of each change, in the order of DirDelta's services and slices (null: gone). */
+export interface DeltaJson {
+  services: (string | null)[];
+  slices: (string | null)[];
+}
 
 export interface DirDelta {
   services: Change<Service>[];
@@ -28,21 +47,26 @@ export interface DirDelta {
   applied: boolean;
   /** objects in force after this reload */
   counts: { services: number; slices: number };
+  /** the JSON of each change above, for a state kept elsewhere (the manifest worker's owner) */
+  json: DeltaJson;
 }
 
 export class DirState {
-  services = new Map<string, Service>();
-  slices = new Map<string, EndpointSlice>();
-  loaded = false;
+  readonly state: CompactState;
 
   constructor(
     private readonly dir: string,
     private readonly parse: ParseOptions | undefined,
     /** all-or-nothing replacement for the tolerant load (tests) */
     private readonly load?: (dir: string) => ClusterState,
-  ) {}
+    state?: CompactState,
+  ) {
+    this.state = state ?? { services: new Map(), slices: new Map(), loaded: false };
+  }
 
-  reload(): DirDelta {
+  /** `strict`: all or nothing (loadManifests), the first refusal fatal — the agent's start. */
+  reload(strict = false): DirDelta {
+    const st = this.state;
     const delta: DirDelta = {
       services: [],
       slices: [],
@@ -50,15 +74,17 @@ export class DirState {
       fatal: false,
       ignored: [],
       applied: false,
-      counts: { services: this.services.size, slices: this.slices.size },
+      counts: { services: st.services.size, slices: st.slices.size },
+      json: { services: [], slices: [] },
     };
     let state: ClusterState;
     try {
       if (this.load) state = this.load(this.dir);
+      else if (strict) state = loadManifests(this.dir, this.parse);
       else {
         const previous = {
-          services: [...this.services.values()],
-          slices: [...this.slices.values()],
+          services: parsed<Service>(st.services),
+          slices: parsed<EndpointSlice>(st.slices),
         };
         const r = loadManifestsPartial(this.dir, this.parse, previous);
         state = r.state;
@@ -70,14 +96,31 @@ export class DirState {
       delta.fatal = true;
       return delta;
     }
-    if (!this.loaded && delta.errors.some(unreadable)) return delta;
-    this.loaded = true;
+    if (!st.loaded && delta.errors.some(unreadable)) return delta;
+    st.loaded = true;
     delta.applied = true;
-    this.services = diff(this.services, state.services, delta.services);
-    this.slices = diff(this.slices, state.slices, delta.slices);
-    delta.counts = { services: this.services.size, slices: this.slices.size };
+    st.services = diff(st.services, state.services, delta.services, delta.json.services);
+    st.slices = diff(st.slices, state.slices, delta.slices, delta.json.slices);
+    delta.counts = { services: st.services.size, slices: st.slices.size };
     return delta;
   }
+}
+
+/** Applies one slice of a delta (changes and their JSON) to a compact state kept elsewhere. */
+export function applyToState<T>(
+  state: Map<string, string>,
+  changes: readonly Change<T>[],
+  json: readonly (string | null)[],
+): void {
+  changes.forEach(([name], i) => {
+    const j = json[i];
+    if (j === null || j === undefined) state.delete(name);
+    else state.set(name, j);
+  });
+}
+
+function parsed<T>(m: Map<string, string>): T[] {
+  return [...m.values()].map((j) => JSON.parse(j) as T);
 }
 
 /** The file as a whole could not be read or parsed (as opposed to one object refused). */
@@ -85,18 +128,26 @@ function unreadable(e: Error): boolean {
   return e instanceof ManifestFileError;
 }
 
-/** The new objects by name; every name whose JSON differs (or that went away) into `out`. */
+/** The new state by name; every name whose JSON differs (or that went away) into `out`. */
 function diff<T extends { namespace: string; name: string }>(
-  before: Map<string, T>,
+  before: Map<string, string>,
   objs: T[],
   out: Change<T>[],
-): Map<string, T> {
-  const after = new Map(objs.map((o) => [namespacedName(o), o]));
-  for (const [name, cur] of after) {
-    const prev = before.get(name);
-    if (prev !== undefined && JSON.stringify(prev) === JSON.stringify(cur)) continue;
-    out.push([name, cur]);
+  outJson: (string | null)[],
+): Map<string, string> {
+  const after = new Map<string, string>();
+  for (const o of objs) {
+    const name = namespacedName(o);
+    const json = JSON.stringify(o);
+    after.set(name, json);
+    if (before.get(name) === json) continue;
+    out.push([name, o]);
+    outJson.push(json);
   }
-  for (const name of before.keys()) if (!after.has(name)) out.push([name, null]);
+  for (const name of before.keys()) {
+    if (after.has(name)) continue;
+    out.push([name, null]);
+    outJson.push(null);
+  }
   return after;
 }

@@ -1,17 +1,25 @@
-// The manifest worker's thread (started by manifest-worker.ts): reads, parses, validates and
-// diffs the manifests directory (DirState) off the packet thread, then hands the changes over
-// in slices, one per request, so the main thread decodes and applies at most CHUNK objects
-// between two TUN batches. No import.meta here: this file is loaded through tsx's CommonJS hook.
+// The manifest worker's thread (started by manifest-worker.ts for one reload): reads, parses,
+// validates and diffs the manifests directory (DirState, seeded with the last good state the
+// main thread keeps) off the packet thread, then hands the changes over in slices, one per
+// request, so the main thread decodes and applies at most CHUNK objects between two TUN
+// batches; each slice carries its objects' JSON for that state. The thread is then ended: its
+// heap (the parsed files, their garbage) is not kept between reloads.
+// No import.meta here: this file is loaded through tsx's CommonJS hook.
 import { parentPort, workerData } from 'node:worker_threads';
 import { ManifestError, ManifestFileError } from '../manifests/errors.ts';
-import { loadManifests } from '../manifests/load.ts';
-import { type Change, type DirDelta, DirState } from './dir-state.ts';
+import {
+  type Change,
+  type CompactState,
+  type DeltaJson,
+  type DirDelta,
+  DirState,
+} from './dir-state.ts';
 import type { EndpointSlice, Service } from '../model.ts';
 
 /** Objects per slice handed to the main thread. */
 const CHUNK = 200;
 
-export type WorkerRequest = { type: 'load' } | { type: 'next' };
+export type WorkerRequest = { type: 'load'; strict: boolean } | { type: 'next' };
 export type WireError =
   | { kind: 'other'; message: string }
   | {
@@ -24,31 +32,30 @@ export type WireError =
       reason: string;
     };
 export type WorkerReply =
-  | { type: 'chunk'; services: Change<Service>[]; slices: Change<EndpointSlice>[] }
-  | ({ type: 'done'; errors: WireError[] } & Omit<DirDelta, 'services' | 'slices' | 'errors'>)
-  | { type: 'checked'; error?: WireError };
+  | {
+      type: 'chunk';
+      services: Change<Service>[];
+      slices: Change<EndpointSlice>[];
+      json: DeltaJson;
+    }
+  | ({ type: 'done'; errors: WireError[] } & Omit<
+      DirDelta,
+      'services' | 'slices' | 'errors' | 'json'
+    >);
 
-const port = parentPort;
-const data = workerData as {
+export interface WorkerData {
   dir: string;
   parse: ConstructorParameters<typeof DirState>[1];
-  check?: boolean;
-};
-if (port && data.check) {
-  // the agent's start: every object valid, all or nothing (loadManifests), then this exits
-  let error: WireError | undefined;
-  try {
-    loadManifests(data.dir, data.parse);
-  } catch (e) {
-    error = wireError(e instanceof Error ? e : new Error(String(e)));
-  }
-  port.postMessage({ type: 'checked', error } satisfies WorkerReply);
-} else if (port) {
-  const { dir, parse } = data;
-  const state = new DirState(dir, parse);
+  state: CompactState;
+}
+
+const port = parentPort;
+if (port) {
+  const { dir, parse, state } = workerData as WorkerData;
+  const dirState = new DirState(dir, parse, undefined, state);
   let queue: WorkerReply[] = [];
   port.on('message', (m: WorkerRequest) => {
-    if (m.type === 'load') queue = slices(state.reload());
+    if (m.type === 'load') queue = slices(dirState.reload(m.strict));
     const next = queue.shift();
     if (next) port.postMessage(next);
   });
@@ -57,18 +64,30 @@ if (port && data.check) {
 /** Deletions first (a ClusterIP given up by one object may be taken by another in a later slice). */
 function slices(d: DirDelta): WorkerReply[] {
   const out: WorkerReply[] = [];
-  const svcs = [
-    ...d.services.filter((c) => c[1] === null),
-    ...d.services.filter((c) => c[1] !== null),
-  ];
-  const sl = [...d.slices.filter((c) => c[1] === null), ...d.slices.filter((c) => c[1] !== null)];
-  for (let i = 0; i < svcs.length; i += CHUNK)
-    out.push({ type: 'chunk', services: svcs.slice(i, i + CHUNK), slices: [] });
-  for (let i = 0; i < sl.length; i += CHUNK)
-    out.push({ type: 'chunk', services: [], slices: sl.slice(i, i + CHUNK) });
-  const { services: _s, slices: _l, errors, ...rest } = d;
+  const svcs = deletionsFirst(d.services, d.json.services);
+  const sl = deletionsFirst(d.slices, d.json.slices);
+  for (let i = 0; i < svcs.changes.length; i += CHUNK) {
+    const json = { services: svcs.json.slice(i, i + CHUNK), slices: [] };
+    out.push({ type: 'chunk', services: svcs.changes.slice(i, i + CHUNK), slices: [], json });
+  }
+  for (let i = 0; i < sl.changes.length; i += CHUNK) {
+    const json = { services: [], slices: sl.json.slice(i, i + CHUNK) };
+    out.push({ type: 'chunk', services: [], slices: sl.changes.slice(i, i + CHUNK), json });
+  }
+  const { services: _s, slices: _l, errors, json: _j, ...rest } = d;
   out.push({ type: 'done', ...rest, errors: errors.map(wireError) });
   return out;
+}
+
+function deletionsFirst<T>(
+  changes: Change<T>[],
+  json: (string | null)[],
+): { changes: Change<T>[]; json: (string | null)[] } {
+  const order = [...changes.keys()];
+  const gone = order.filter((i) => changes[i][1] === null);
+  const kept = order.filter((i) => changes[i][1] !== null);
+  const all = [...gone, ...kept];
+  return { changes: all.map((i) => changes[i]), json: all.map((i) => json[i]) };
 }
 
 /** An error as a plain object; `kind` keeps its class (a file error, an object's, another). */

@@ -56,6 +56,11 @@ export interface DirSourceOptions {
    * thread); reload() then returns a Promise. Ignored with a custom `load`.
    */
   worker?: boolean;
+  /**
+   * the first load is all or nothing (loadManifests): a refusal applies nothing and is the
+   * load's one error (the agent's start: a bad manifest stops it before it touches the node)
+   */
+  strictStart?: boolean;
 }
 
 export class ManifestDirSource {
@@ -118,7 +123,7 @@ export class ManifestDirSource {
   reload(): boolean | Promise<boolean> {
     this.signature = this.currentSignature();
     if (this.worker) return this.reloadInWorker(this.worker);
-    const d = this.state.reload();
+    const d = this.state.reload(this.strictNow());
     this.applyChanges(d.services, d.slices);
     return this.finish(d);
   }
@@ -136,12 +141,16 @@ export class ManifestDirSource {
     const onChunk = (svcs: Change<Service>[], slices: Change<EndpointSlice>[]) => {
       if (!this.stopped) this.applyChanges(svcs, slices);
     };
-    const run = w.reload(onChunk).then((d) => {
+    const run = w.reload(onChunk, this.strictNow()).then((d) => {
       this.running = undefined;
       return this.finish(d);
     });
     this.running = run;
     return run;
+  }
+
+  private strictNow(): boolean {
+    return this.o.strictStart === true && !this.loaded;
   }
 
   private applyChanges(svcs: Change<Service>[], slices: Change<EndpointSlice>[]): void {

@@ -29,7 +29,6 @@ import { createDatapath, type Datapath } from '../datapath/state/datapath.ts';
 import { Housekeeping } from '../housekeeping/housekeeping.ts';
 import { type DpLoadOptions, DpLoader } from '../loader/load.ts';
 import { dpTuneV8 } from '../datapath/tune.ts';
-import { checkManifestsOffThread } from '../control/manifest-worker.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { TunDevice, tunKernelStats } from '../tun/tun.ts';
 import { CtlServer, ctlAlive } from './ctl.ts';
@@ -80,13 +79,13 @@ async function startControl(
     const { loadKubeConfig } = await import('./cluster-config.ts');
     source = { kubeConfig: loadKubeConfig(opts.kubeconfig) };
   } else {
-    // A bad manifest at startup stops us before we touch the node; later ones are refused one
-    // object at a time (each keeps its last good version). The networks let the readers play
-    // the API server's part: ClusterIPs from the service CIDR, no external IP over a Pod's.
-    // Both run in workers: when taking over, the packet loop already runs on this thread.
+    // A bad manifest at startup stops us before we touch the node (the first load is all or
+    // nothing, and startControlPlane throws its refusal); later ones are refused one object at
+    // a time (each keeps its last good version). The networks let the readers play the API
+    // server's part: ClusterIPs from the service CIDR, no external IP over a Pod's. The reading
+    // runs in the manifest worker: when taking over, the packet loop already runs on this thread.
     const parse = { serviceCidr: opts.serviceCidr, clusterCidr: opts.clusterCidr };
-    await checkManifestsOffThread(opts.manifests, parse);
-    source = { dir: opts.manifests, pollIntervalMs: 1000, parse, worker: true };
+    source = { dir: opts.manifests, pollIntervalMs: 1000, parse, worker: true, strictStart: true };
   }
   const cp = await startControlPlane({
     source,

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { checkManifestsOffThread } from '../../src/control/manifest-worker.ts';
+import { startControlPlane } from '../../src/control/control-plane.ts';
 import { ManifestDirSource } from '../../src/control/source-dir.ts';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { ManifestError } from '../../src/manifests/errors.ts';
@@ -161,17 +161,49 @@ describe('ManifestDirSource in the manifest worker', () => {
   });
 });
 
-describe('checkManifestsOffThread (the agent start-up check)', () => {
-  it('resolves for a valid directory and throws the first refusal, file, object and field', async () => {
+describe('the strict first load (the agent start-up check)', () => {
+  it('loads a valid directory; a refused object fails the start naming file, object and field, nothing applied', async () => {
     writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
-    await expect(checkManifestsOffThread(dir, parse)).resolves.toBeUndefined();
+    const programmed: string[][] = [];
+    const start = () =>
+      startControlPlane({
+        source: { dir, parse, worker: true, strictStart: true, pollIntervalMs: 0 },
+        program: ({ changes }) => {
+          programmed.push(changes.changedServicePorts);
+          return true;
+        },
+        metricsBind: null,
+        healthzBind: null,
+      });
+    const cp = await start();
+    await cp.firstSync;
+    await cp.stop();
+    expect(programmed).toEqual([['bench/a:http']]);
     writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11', 70000));
-    const err = await checkManifestsOffThread(dir, parse).catch((e: unknown) => e);
+    programmed.length = 0;
+    const err = await start().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ManifestError);
     expect(err).toMatchObject({
       file: join(dir, 'b.yaml'),
       object: 'Service bench/b',
       field: 'spec.ports[0].port',
     });
+    expect(programmed).toEqual([]); // all or nothing: not even a.yaml
+  });
+
+  it('a tolerant source refuses the same object alone and applies the rest', async () => {
+    writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
+    writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11', 70000));
+    const t = new ChangeTracker();
+    source = new ManifestDirSource({
+      dir,
+      sink: t,
+      parse,
+      worker: true,
+      watch: false,
+      pollIntervalMs: 0,
+    });
+    expect(await source.start()).toBe(false);
+    expect(t.checkout().changedServicePorts).toEqual(['bench/a:http']);
   });
 });
