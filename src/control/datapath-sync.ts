@@ -9,6 +9,14 @@
 // then a Promise the runner waits for. Each slice is one DpLoader.update, validated before it
 // writes, so a reader sees every service port either before or after its change. Up to `slice`
 // ports the sync stays synchronous (the fake-clock tests, and nearly every real change).
+//
+// A write the loader refuses (one bad service port: an unknown kubetun.io/scheduler, a frontend
+// another port holds, a full map) is retried port by port, in the order one write sorts them:
+// every other port is written, the refused one keeps what the maps held before (or stays out),
+// and the sync then fails naming it, so the runner retries it as a full sync (kube-proxy's
+// model) until it is fixed. A failed sync thus leaves each service port at its new version or,
+// refused, at its last good one — the state a fresh full load of those versions makes
+// (test/control/datapath-sync.test.ts) — never the first slices of a sync without the rest.
 
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { type DpLoadOptions, DpLoader } from '../loader/load.ts';
@@ -25,7 +33,7 @@ export interface DatapathSync {
   /** the Datapath's one map writer (housekeeping reads its affinity timeouts) */
   loader: DpLoader;
   /** what the last program call did (logs, tests, benchmarks) */
-  last: { full: boolean; written: number; deleted: number };
+  last: { full: boolean; written: number; deleted: number; refused: string[] };
 }
 
 /** Service ports written per slice, between two turns of the event loop. */
@@ -37,15 +45,17 @@ export function datapathSync(
   loader = new DpLoader(dp),
   slice = SYNC_SLICE,
 ): DatapathSync {
-  const last = { full: false, written: 0, deleted: 0 };
+  const last = { full: false, written: 0, deleted: 0, refused: [] as string[] };
   const write = (changed: ResolvedServicePort[], deleted: string[]) => {
     last.written = changed.length;
     last.deleted = deleted.length;
+    last.refused = [];
     if (changed.length + deleted.length <= slice) {
-      if (changed.length > 0 || deleted.length > 0) loader.update(changed, deleted, opts);
-      return true;
+      if (changed.length > 0 || deleted.length > 0)
+        writeSlice(loader, changed, deleted, opts, last.refused);
+      return refusedFails(last.refused);
     }
-    return writeSliced(loader, changed, deleted, opts, slice);
+    return writeSliced(loader, changed, deleted, opts, slice, last.refused);
   };
   return {
     loader,
@@ -91,20 +101,60 @@ async function writeSliced(
   deleted: string[],
   opts: DpLoadOptions,
   slice: number,
+  refused: string[],
 ): Promise<boolean> {
   for (let i = 0; i < deleted.length; i += slice) {
     loader.update([], deleted.slice(i, i + slice), opts);
     await nextTurn();
   }
-  // in the order one DpLoader.update sorts them, so ids chosen after a hash collision are the
-  // same as a single write would choose (a restarted agent finds the same ids)
-  const key = (p: ResolvedServicePort) => `${p.servicePortName}:${p.port.protocol}`;
-  const sorted = [...changed].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+  const sorted = sortedAsOneWrite(changed);
   for (let i = 0; i < sorted.length; i += slice) {
-    loader.update(sorted.slice(i, i + slice), [], opts);
+    writeSlice(loader, sorted.slice(i, i + slice), [], opts, refused);
     await nextTurn();
   }
-  return true;
+  return refusedFails(refused);
+}
+
+/** One validated write; refused as a whole, it is retried port by port (see the header). */
+function writeSlice(
+  loader: DpLoader,
+  changed: ResolvedServicePort[],
+  deleted: string[],
+  opts: DpLoadOptions,
+  refused: string[],
+): void {
+  try {
+    loader.update(changed, deleted, opts);
+    return;
+  } catch {
+    // nothing of it was written (the loader plans and checks before it writes)
+  }
+  if (deleted.length > 0) loader.update([], deleted, opts);
+  for (const rsp of sortedAsOneWrite(changed)) {
+    try {
+      loader.update([rsp], [], opts);
+    } catch (err) {
+      refused.push(`${rsp.servicePortName}: ${(err as Error).message}`);
+    }
+  }
+}
+
+/**
+ * In the order one DpLoader.update sorts them, so ids chosen after a hash collision are the
+ * same as a single write would choose (a restarted agent finds the same ids).
+ */
+function sortedAsOneWrite(changed: readonly ResolvedServicePort[]): ResolvedServicePort[] {
+  const key = (p: ResolvedServicePort) => `${p.servicePortName}:${p.port.protocol}`;
+  return [...changed].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+}
+
+/** true, or the sync's failure naming the refused service ports (the runner retries it full). */
+function refusedFails(refused: string[]): true {
+  if (refused.length === 0) return true;
+  const more = refused.length > 3 ? ` (and ${refused.length - 3} more)` : '';
+  throw new Error(
+    `${refused.length} service port(s) refused, the rest written: ${refused.slice(0, 3).join('; ')}${more}`,
+  );
 }
 
 function nextTurn(): Promise<void> {

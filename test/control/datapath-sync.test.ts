@@ -51,7 +51,7 @@ describe('datapathSync', () => {
     t.services.update(svc('s9', { clusterIPs: [vip(9)], ports: [port('dns', 'UDP', 53)] }), null);
     const ch = t.checkout();
     sync.program({ full: false, changes: ch, tracker: t });
-    expect(sync.last).toEqual({ full: false, written: 2, deleted: 1 });
+    expect(sync.last).toEqual({ full: false, written: 2, deleted: 1, refused: [] });
     const m = dp.svc.lookup(ipv4ToU32(vip(42)), 53, 17, 0);
     expect(dp.svc.count(m)).toBe(2);
     const m7 = dp.svc.lookup(ipv4ToU32(vip(7)), 53, 17, 0);
@@ -69,7 +69,7 @@ describe('datapathSync', () => {
     cluster(t, 3);
     sync.program({ full: true, changes: t.checkout(), tracker: t });
     sync.program({ full: false, changes: t.checkout(), tracker: t });
-    expect(sync.last).toEqual({ full: false, written: 0, deleted: 0 });
+    expect(sync.last).toEqual({ full: false, written: 0, deleted: 0, refused: [] });
   });
 
   it('a sync of many service ports writes them in slices, the event loop turning between (issue 18)', async () => {
@@ -108,5 +108,80 @@ describe('datapathSync', () => {
     const fresh2 = createDatapath();
     loaderOf(fresh2).load(t.resolveAll());
     expect(snapshot(dp)).toEqual(snapshot(fresh2));
+  });
+
+  // Issue 18: a sliced sync used to stop at the slice the loader refused, leaving the slices
+  // before it written and those after it not, and every full retry stopped at the same place.
+  it('a port refused mid-sync keeps its last good version, every other port is written, the sync fails naming it; fixed, the retry converges to a fresh full load', async () => {
+    const t = new ChangeTracker({ now: () => 1000 });
+    const dp = createDatapath();
+    const sync = datapathSync(dp, {}, undefined, 64);
+    cluster(t, 250);
+    expect(await sync.program({ full: true, changes: t.checkout(), tracker: t })).toBe(true);
+    const before = new Map(t.resolveAll().map((p) => [p.servicePortName, p]));
+    // every Service gets a second endpoint; s120 (in the third of four slices) also a scheduler
+    // the loader refuses
+    const dns = { clusterIPs: [] as string[], ports: [port('dns', 'UDP', 53)] };
+    for (let k = 0; k < 250; k++) {
+      const old = slice(`s${k}-a`, `s${k}`, [ep(`10.244.1.${(k % 200) + 1}`)]);
+      t.endpointSlices.update(
+        old,
+        slice(`s${k}-a`, `s${k}`, [
+          ep(`10.244.1.${(k % 200) + 1}`),
+          ep(`10.244.2.${(k % 200) + 1}`),
+        ]),
+      );
+    }
+    const s120 = svc('s120', { ...dns, clusterIPs: [vip(120)] });
+    const bad = { ...s120, annotations: { 'kubetun.io/scheduler': 'fastest' } };
+    t.services.update(s120, bad);
+    const failed = await Promise.resolve(
+      sync.program({ full: true, changes: t.checkout(), tracker: t }),
+    ).catch((e: Error) => e);
+    const now = t.resolveAll();
+    const expected = createDatapath();
+    loaderOf(expected).load(
+      now.map((p) =>
+        p.servicePortName === 'default/s120:dns' ? before.get(p.servicePortName)! : p,
+      ),
+    );
+    expect(snapshot(dp)).toEqual(snapshot(expected));
+    expect(failed).toBeInstanceOf(Error);
+    expect((failed as Error).message).toMatch(
+      /1 service port\(s\) refused.*default\/s120:dns.*fastest/,
+    );
+    expect(sync.last.refused).toHaveLength(1);
+    // the runner's retry, still bad: the same state (nothing half-written, nothing lost)
+    await Promise.resolve(sync.program({ full: true, changes: t.checkout(), tracker: t })).catch(
+      () => {},
+    );
+    expect(snapshot(dp)).toEqual(snapshot(expected));
+    // fixed: the retry succeeds and the maps are exactly a fresh full load
+    t.services.update(bad, { ...s120, annotations: { 'kubetun.io/scheduler': 'rr' } });
+    expect(await sync.program({ full: true, changes: t.checkout(), tracker: t })).toBe(true);
+    const fresh = createDatapath();
+    loaderOf(fresh).load(t.resolveAll());
+    expect(snapshot(dp)).toEqual(snapshot(fresh));
+    expect(dp.svc.scheduler(dp.svc.lookup(ipv4ToU32(vip(120)), 53, 17, 0))).toBe(SCHED_RR);
+  });
+
+  it('a small (one-write) sync with a refused port writes the others too', () => {
+    const t = new ChangeTracker({ now: () => 1000 });
+    const dp = createDatapath();
+    const sync = datapathSync(dp);
+    cluster(t, 3);
+    sync.program({ full: true, changes: t.checkout(), tracker: t });
+    const s1 = svc('s1', { clusterIPs: [vip(1)], ports: [port('dns', 'UDP', 53)] });
+    t.services.update(s1, { ...s1, annotations: { 'kubetun.io/scheduler': 'fastest' } });
+    t.services.update(null, svc('s9', { clusterIPs: [vip(9)], ports: [port('dns', 'UDP', 53)] }));
+    let err: unknown;
+    try {
+      sync.program({ full: false, changes: t.checkout(), tracker: t });
+    } catch (e) {
+      err = e;
+    }
+    expect(dp.svc.lookup(ipv4ToU32(vip(9)), 53, 17, 0)).toBeGreaterThanOrEqual(0);
+    expect(dp.svc.scheduler(dp.svc.lookup(ipv4ToU32(vip(1)), 53, 17, 0))).toBe(0); // random, as before
+    expect(String(err)).toMatch(/default\/s1:dns/);
   });
 });
