@@ -25,6 +25,7 @@ import type { ResolvedServicePort } from '../model.ts';
 import { reconcileUdpConntrack, reconcileUdpConntrack6 } from './conntrack-reconcile.ts';
 import type { DatapathStats } from './metrics.ts';
 import type { ProxierOptions } from './proxier.ts';
+import { nextTurn } from './turns.ts';
 
 export interface DatapathSync {
   program: ProxierOptions['program'];
@@ -36,8 +37,13 @@ export interface DatapathSync {
   last: { full: boolean; written: number; deleted: number; refused: string[] };
 }
 
-/** Service ports written per slice, between two turns of the event loop. */
-export const SYNC_SLICE = 256;
+/**
+ * Service ports written per slice, between two turns of the event loop: ~2 ms of DpLoader work
+ * on this machine idle (bench:sync, 10k ports in ~360 ms), which a load of 10+ on two cores
+ * stretches by up to ~20x; the 100 ms a ping through the agent may wait (test/node/stall.test.ts)
+ * was not kept with 256 (~9 ms: replies 100-290 ms late at load ~10) and barely with 128.
+ */
+export const SYNC_SLICE = 64;
 
 export function datapathSync(
   dp: Datapath,
@@ -144,8 +150,10 @@ function writeSlice(
  * same as a single write would choose (a restarted agent finds the same ids).
  */
 function sortedAsOneWrite(changed: readonly ResolvedServicePort[]): ResolvedServicePort[] {
-  const key = (p: ResolvedServicePort) => `${p.servicePortName}:${p.port.protocol}`;
-  return [...changed].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+  // keys made once, not per comparison (10k ports: ~140k comparisons)
+  const keyed = changed.map((p) => ({ p, k: `${p.servicePortName}:${p.port.protocol}` }));
+  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0));
+  return keyed.map((x) => x.p);
 }
 
 /** true, or the sync's failure naming the refused service ports (the runner retries it full). */
@@ -155,8 +163,4 @@ function refusedFails(refused: string[]): true {
   throw new Error(
     `${refused.length} service port(s) refused, the rest written: ${refused.slice(0, 3).join('; ')}${more}`,
   );
-}
-
-function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
 }

@@ -5,6 +5,8 @@
 // batches; each slice carries its objects' JSON for that state. The thread is then ended: its
 // heap (the parsed files, their garbage) is not kept between reloads.
 // No import.meta here: this file is loaded through tsx's CommonJS hook.
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { ManifestError, ManifestFileError } from '../manifests/errors.ts';
 import {
@@ -49,8 +51,22 @@ export interface WorkerData {
   state: CompactState;
 }
 
+/**
+ * This thread yields the CPU to the packet loop's: nice 19 for it alone (Linux schedules threads
+ * one by one; /proc/thread-self names this one). On a loaded two-core node the parse otherwise
+ * takes the core the packet loop waits for (test/node/stall.test.ts). Best effort.
+ */
+function yieldToPacketLoop(): void {
+  try {
+    setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), 19);
+  } catch {
+    // not Linux, or not allowed: the worker runs at the process's priority
+  }
+}
+
 const port = parentPort;
 if (port) {
+  yieldToPacketLoop();
   const { dir, parse, state } = workerData as WorkerData;
   const dirState = new DirState(dir, parse, undefined, state);
   let queue: WorkerReply[] = [];

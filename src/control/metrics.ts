@@ -373,9 +373,12 @@ export function countNoLocalEndpoints(
   let internal = 0;
   let external = 0;
   for (const p of ports) {
+    // the policy first: it is cheap, and most ports have no Local policy at all (selecting the
+    // endpoints of every port after every sync held the packet loop ~30 ms at 5k, issue 18)
+    const policy = portPolicy(p, nodeName);
+    if (!policy.internalLocal && !policy.externalLocal) continue;
     const c = selectPortEndpoints(p, { nodeName });
     if (!c.hasAny || c.local.length > 0) continue;
-    const policy = portPolicy(p, nodeName);
     if (policy.internalLocal) internal++;
     if (policy.externalLocal) external++;
   }

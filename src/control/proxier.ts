@@ -11,6 +11,7 @@ import type { ProxyHealth } from './health.ts';
 import { countNoLocalEndpoints, type ProxyMetrics } from './metrics.ts';
 import { type RunnerOptions, type SyncRequest, SyncRunner } from './runner.ts';
 import { ChangeTracker, type SyncChanges } from './tracker.ts';
+import { CHECKOUT_STEP, nextTurn } from './turns.ts';
 
 export interface ProgramRequest {
   full: boolean;
@@ -87,10 +88,21 @@ export class Proxier {
     this.runner.stop();
   }
 
-  /** Synchronous when `program` is, so fake-clock tests need no microtask flushing. */
+  /**
+   * Synchronous when `program` is and the checkout is small, so fake-clock tests need no
+   * microtask flushing; a checkout of more than CHECKOUT_STEP objects runs in steps (turns.ts).
+   */
   private sync(req: SyncRequest): boolean | Promise<boolean> {
     const t0 = performance.now();
-    const changes = this.tracker.checkout();
+    if (this.tracker.pendingChanges() > CHECKOUT_STEP) {
+      return this.tracker
+        .checkoutSliced(CHECKOUT_STEP, nextTurn)
+        .then((changes) => this.program(req, changes, t0));
+    }
+    return this.program(req, this.tracker.checkout(), t0);
+  }
+
+  private program(req: SyncRequest, changes: SyncChanges, t0: number): boolean | Promise<boolean> {
     const done = (ok: boolean): boolean => {
       this.afterProgram(ok, req.full, changes, (performance.now() - t0) / 1000);
       return ok;

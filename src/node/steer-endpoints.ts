@@ -200,13 +200,36 @@ export class EndpointSteer {
     const next = new Map<string, string[]>();
     if (full) {
       for (const rsp of tracker.resolveAll()) next.set(rsp.servicePortName, endpointKeys(rsp));
-      for (const spn of this.bySpn.keys()) if (!next.has(spn)) next.set(spn, []);
     } else {
       for (const spn of [...changes.changedServicePorts, ...changes.deletedServicePorts]) {
         const rsp = tracker.resolve(spn);
         next.set(spn, rsp ? endpointKeys(rsp) : []);
       }
     }
+    this.apply(next, full);
+  }
+
+  /**
+   * sync() of a full sync, its recount `step` service ports at a time with `turn()` awaited
+   * between two: every port of a 10k-Service node at once held the packet loop (issue 18).
+   */
+  async syncSliced(
+    { tracker }: ProgramRequest,
+    step: number,
+    turn: () => Promise<void>,
+  ): Promise<void> {
+    const next = new Map<string, string[]>();
+    const all = tracker.resolveAll();
+    for (let i = 0; i < all.length; i += step) {
+      for (const rsp of all.slice(i, i + step)) next.set(rsp.servicePortName, endpointKeys(rsp));
+      await turn();
+    }
+    this.apply(next, true);
+  }
+
+  /** The counts and tables after `next` (a full one: every port absent from it is gone). */
+  private apply(next: Map<string, string[]>, full: boolean): void {
+    if (full) for (const spn of this.bySpn.keys()) if (!next.has(spn)) next.set(spn, []);
     const add: string[] = [];
     const del: string[] = [];
     for (const [spn, keys] of next) {

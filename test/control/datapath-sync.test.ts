@@ -37,12 +37,12 @@ function snapshot(dp: Datapath): string[] {
 }
 
 describe('datapathSync', () => {
-  it('a partial sync writes the one changed service port; the maps equal a full load', () => {
+  it('a partial sync writes the one changed service port; the maps equal a full load', async () => {
     const t = new ChangeTracker({ now: () => 1000 });
     const dp = createDatapath();
     const sync = datapathSync(dp);
     cluster(t, 100);
-    sync.program({ full: true, changes: t.checkout(), tracker: t });
+    await sync.program({ full: true, changes: t.checkout(), tracker: t }); // 100 ports: sliced
     expect(sync.last).toMatchObject({ full: true, written: 100 });
     const prev = slice('s42-a', 's42', [ep('10.244.1.43')]);
     t.endpointSlices.update(prev, slice('s42-a', 's42', [ep('10.244.1.43'), ep('10.244.9.9')]));

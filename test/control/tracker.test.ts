@@ -361,3 +361,77 @@ describe('ChangeTracker agrees with resolveServicePorts (src/manifests)', () => 
     ]);
   });
 });
+
+// Issue 18: a checkout of thousands of objects is cut into steps (the packet loop's thread).
+describe('ChangeTracker: checkoutSliced', () => {
+  const vip = (k: number) => `10.96.${k >> 8}.${(k & 255) + 1}`;
+  const feed = (t: ChangeTracker, n: number, gen: number) => {
+    for (let k = 0; k < n; k++) {
+      t.services.update(
+        null,
+        svc(`s${k}`, { clusterIPs: [vip(k)], ports: [port('dns', 'UDP', 53)] }),
+      );
+      t.endpointSlices.update(
+        null,
+        slice(`s${k}-a`, `s${k}`, [ep(`10.244.${gen}.${(k % 200) + 1}`)]),
+      );
+    }
+  };
+  const turnCount = () => {
+    const c = {
+      turns: 0,
+      turn: () => new Promise<void>((r) => setImmediate(r)).then(() => void c.turns++),
+    };
+    return c;
+  };
+
+  it('reports and applies exactly what checkout() does, in steps', async () => {
+    const a = new ChangeTracker({ now: () => 1000 });
+    const b = new ChangeTracker({ now: () => 1000 });
+    for (const t of [a, b]) {
+      feed(t, 300, 1);
+      t.checkout();
+      feed(t, 300, 2); // every slice changes, UDP endpoints go stale
+      for (let k = 250; k < 300; k++) t.services.update(svc(`s${k}`), null);
+    }
+    const whole = a.checkout();
+    const c = turnCount();
+    const sliced = await b.checkoutSliced(40, c.turn);
+    expect(c.turns).toBeGreaterThanOrEqual(Math.floor((50 + 300 + 300) / 40));
+    expect(sliced).toEqual(whole);
+    expect(b.resolveAll()).toEqual(a.resolveAll());
+    expect(b.pendingChanges()).toBe(0);
+  });
+
+  it('a change that comes in during the steps is taken if its object was not reached, else left for the next sync', async () => {
+    for (const first of [true, false]) {
+      const t = new ChangeTracker({ now: () => 1000 });
+      feed(t, 100, 1);
+      t.checkout();
+      const v1 = svc('s7', { clusterIPs: [vip(7)], ports: [port('dns', 'UDP', 53)] });
+      const v2 = { ...v1, ports: [port('dns', 'UDP', 54)] };
+      // s7 pending first or last among 100 changed Services
+      if (first) t.services.update(v1, v2);
+      for (let k = 0; k < 100; k++) {
+        if (k === 7) continue;
+        const s = svc(`s${k}`, { clusterIPs: [vip(k)], ports: [port('dns', 'UDP', 53)] });
+        t.services.update(s, { ...s, annotations: { 'kubetun.io/scheduler': 'rr' } });
+      }
+      if (!first) t.services.update(v1, v2);
+      let reverted = false;
+      await t.checkoutSliced(10, async () => {
+        await new Promise<void>((r) => setImmediate(r));
+        if (!reverted) {
+          reverted = true;
+          t.services.update(v2, v1); // back to v1 after the first step
+        }
+      });
+      t.checkout();
+      expect(t.appliedService('default/s7')?.ports[0].port, `s7 ${first ? 'first' : 'last'}`).toBe(
+        53,
+      );
+      expect(t.resolve('default/s7:dns')?.port.port).toBe(53);
+      expect(t.pendingChanges()).toBe(0);
+    }
+  });
+});

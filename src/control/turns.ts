@@ -1,0 +1,15 @@
+// The packet loop shares the agent's main thread (issue 18): control-plane work that could take
+// more than a few ms at once — a checkout of thousands of changed objects, a sync writing
+// thousands of service ports — is cut into steps with a turn of the event loop between two.
+// setImmediate runs after the poll phase, so the TUN's pending batches go first.
+
+/** Resolves on the next turn of the event loop, after pending I/O (the TUN's batches). */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Objects a checkout applies per step (ChangeTracker.checkoutSliced; each ~10-20 µs on this
+ * machine idle, so a step is a few ms); a checkout of no more than this runs in one go.
+ */
+export const CHECKOUT_STEP = 256;
