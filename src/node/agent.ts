@@ -21,8 +21,9 @@ import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { type ControlPlane, startControlPlane } from '../control/control-plane.ts';
-import { datapathSync } from '../control/datapath-sync.ts';
+// types only: the control plane (prom-client, the manifests reader) is loaded by startControl,
+// after a restarted agent's packet loop already forwards (~400 ms of imports under tsx)
+import type { ControlPlane, ControlPlaneOptions } from '../control/control-plane.ts';
 import { UserError } from '../errors.ts';
 import type { DatapathConfig } from '../datapath/state/config.ts';
 import { createDatapath, type Datapath } from '../datapath/state/datapath.ts';
@@ -73,8 +74,13 @@ async function startControl(
   monitor: MonitorHub,
   steer: EndpointSteer,
 ) {
+  const [{ startControlPlane }, { datapathSync, SYNC_SLICE }, { nextTurn }] = await Promise.all([
+    import('../control/control-plane.ts'),
+    import('../control/datapath-sync.ts'),
+    import('../control/turns.ts'),
+  ]);
   const sync = datapathSync(dp, loadOptions(opts, net), loader);
-  let source: Parameters<typeof startControlPlane>[0]['source'];
+  let source: ControlPlaneOptions['source'];
   if (opts.kubeconfig || opts.inCluster) {
     const { loadKubeConfig } = await import('./cluster-config.ts');
     source = { kubeConfig: loadKubeConfig(opts.kubeconfig) };
@@ -92,6 +98,10 @@ async function startControl(
     // the endpoint steering follows first: a new endpoint's replies are steered before the
     // maps send it anything (steer-endpoints.ts)
     program: (req) => {
+      // a full sync of many ports recounts them in steps too (the packet loop's thread)
+      if (req.full && req.tracker.resolveAll().length > SYNC_SLICE) {
+        return steer.syncSliced(req, SYNC_SLICE, nextTurn).then(() => sync.program(req));
+      }
       steer.sync(req);
       return sync.program(req);
     },
@@ -300,6 +310,10 @@ export class NodeAgent {
   readonly monitor: MonitorHub;
   /** ms from start() to the packet loop reading the TUN */
   readyToForwardMs = 0;
+  /** ms from start() to the first batch of packets read (0: none yet) */
+  firstBatchMs = 0;
+  /** performance.now() when start() began (set by start) */
+  startedAt = performance.now();
   /** what the takeover's sweep deleted (adopt.ts), if it ran */
   sweep: SweepReport | undefined;
   /** the dead run this one took over, if any */
@@ -321,17 +335,33 @@ export class NodeAgent {
     this.loop = createPacketLoop(dp, tun, net.serviceCidr, opts.batch, () => this.nowMs(), {
       vnet: tun.vnetHdr,
     });
-    tun.onBatch(this.loop.handle);
+    // the first batch read is timed (restart: the packets queued while no agent read come first)
+    const handle = this.loop.handle;
+    let first = true;
+    tun.onBatch((buf, offs, lens, n) => {
+      if (first) {
+        first = false;
+        this.firstBatchMs = performance.now() - this.startedAt;
+      }
+      handle(buf, offs, lens, n);
+    });
     tun.onError((err) => log.error({ err: err.message }, 'TUN read failed; no more packets'));
     const grace = graceMs(opts);
     const lease = grace > 0 ? leasePathFor(this.statePath) : '';
     if (lease) createLease(lease);
     this.watchdog = opts.watchdog ? Watchdog.start(lease, grace) : undefined;
     const pin = grace > 0 ? pinPathFor(opts.ctlSocket) : undefined;
-    this.undo.onAdd((argv) => {
-      this.watchdog?.add(argv);
+    // Each step goes to the watchdog at once and into the state file: once for the steps this
+    // constructor adds (a takeover adopts the dead run's ~20 steps: a write each cost ~5-70 ms
+    // of a restart's ready-to-forward at load ~10), then once per step.
+    let batching = true;
+    const save = () => {
       const s = { pid: process.pid, watchdogPid: this.watchdog?.pid ?? 0, tun: tun.name };
       writeState(this.statePath, { ...s, undo: this.undo.steps, lease, pin });
+    };
+    this.undo.onAdd((argv) => {
+      this.watchdog?.add(argv);
+      if (!batching) save();
     });
     this.undo.add(['rm', '-f', this.statePath]); // first in, so the last thing any undo does
     if (grace > 0) {
@@ -346,6 +376,8 @@ export class NodeAgent {
       if (argv[0] === 'ip' && argv[1] === 'link' && argv[2] === 'delete') continue;
       this.undo.add(argv);
     }
+    batching = false;
+    save();
     const { uplink, nodeIp, podCidr, serviceCidr, procSysNet } = opts;
     const snatPorts = { min: dp.cfg.snatPortMin, max: dp.cfg.snatPortMax };
     const cfg = { tun: tun.name, uplink, nodeIp, podCidr, serviceCidr, snatPorts, procSysNet };
@@ -364,9 +396,11 @@ export class NodeAgent {
       throw new Error(`an agent already answers on ${opts.ctlSocket}; not starting a second one`);
     }
     ensurePrivateDir(dirname(statePathFor(opts.ctlSocket))); // root-only whatever the umask
+    const checked = performance.now();
     const handover = findHandover(opts, cfg, log);
     if (handover && claimLease(handover.state.lease!)) {
-      return NodeAgent.takeOver(opts, handover, log, t0);
+      const marks = { checks: checked - t0, attach: performance.now() - checked };
+      return NodeAgent.takeOver(opts, handover, log, t0, marks);
     }
     await cleanupPrevious(opts, log);
     const pinned = graceMs(opts) > 0 ? createPinned(pinPathFor(opts.ctlSocket), cfg) : undefined;
@@ -389,6 +423,7 @@ export class NodeAgent {
       void cp.firstSync.then(() => {
         agent.synced = true;
       });
+      agent.startedAt = t0;
       agent.readyToForwardMs = performance.now() - t0;
     } catch (err) {
       tun.close();
@@ -421,15 +456,33 @@ export class NodeAgent {
     { state: handover, dp }: { state: SavedState; dp: Datapath },
     log: Logger,
     t0: number,
+    marks: { checks: number; attach: number },
   ): Promise<NodeAgent> {
+    let at = performance.now();
+    const lap = () => Math.round((performance.now() - at + Number.EPSILON) * 10) / 10;
     const tun = openTun(opts, handover.tun, log);
+    const tunMs = lap();
+    at = performance.now();
     // rr/lc/maglev services pick from their first packet on, not from the first sync (adopt.ts)
     const schedulers = schedulersFromMaps(dp, Math.floor(Date.now() / 1000));
+    const schedMs = lap();
+    at = performance.now();
     const agent = new NodeAgent(opts, opts.net, log, dp, tun, handover);
+    agent.startedAt = t0;
     agent.readyToForwardMs = performance.now() - t0;
+    const round = (x: number) => Math.round(x * 10) / 10;
     log.info(
       {
-        readyToForwardMs: Math.round(agent.readyToForwardMs * 10) / 10,
+        readyToForwardMs: round(agent.readyToForwardMs),
+        // where the time went: socket and directory checks, state file + pinned-map attach,
+        // TUN attach, scheduler tables, the agent (watchdog, state file, undo log, loop)
+        phasesMs: {
+          checks: round(marks.checks),
+          attach: round(marks.attach),
+          tun: tunMs,
+          schedulers: schedMs,
+          agent: lap(),
+        },
         sinceProcessStartMs: Math.round(performance.now()),
         prevPid: handover.pid,
         flows: dp.ct.size,
@@ -497,6 +550,7 @@ export class NodeAgent {
       monitorStreams: this.monitor.open,
       readyToForwardMs: Math.round(this.readyToForwardMs * 10) / 10,
       synced: this.synced,
+      firstBatchMs: Math.round(this.firstBatchMs * 10) / 10,
       tookOverPid: this.tookOver?.pid ?? 0,
       swept: this.sweep,
     };
@@ -602,12 +656,22 @@ export class NodeAgent {
     return this.stopping;
   }
 
-  /** externalIPs / LoadBalancer IPs steered, health-check node ports served (nodeport.ts). */
+  /** the sync (runner.syncs) the external addresses last followed */
+  private externalFor = -1;
+
+  /**
+   * externalIPs / LoadBalancer IPs steered, health-check node ports served (nodeport.ts), once
+   * per sync: the timer asks every second, and reading every service port each time
+   * held the packet loop for tens of ms at 10k Services on a loaded machine (issue 18).
+   */
   async syncExternal(): Promise<void> {
+    const synced = this.cp.proxier.runner.syncs;
+    if (synced === this.externalFor) return;
     try {
       const ports = this.ports();
       this.steering.setExternalAddrs(externalAddrs(ports));
       await this.health.sync(healthServices(ports, this.opts.nodeName));
+      this.externalFor = synced;
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'external addresses not synced');
     }
