@@ -2,7 +2,7 @@
 // the agent in the VMs (provision.ts systemdUnits). A crashed agent (killed by a signal, or any
 // exit status but 0 and 2 — 2 is a user mistake, which a restart would only repeat: systemd's
 // RestartPreventExitStatus) is started again after a backoff, 0.5 s doubling to 4 s: the first
-// restart lands well inside the restart grace window (node/failure.ts, 5 s), so the new agent
+// restart lands well inside the restart grace window (node/failure.ts, 15 s), so the new agent
 // takes over the pinned maps and the TUN and every flow continues. More than MAX_RESTARTS
 // restarts within WINDOW_S seconds and it gives up (systemd's StartLimitBurst): the node fails
 // open when the grace window ends, as with no supervisor.

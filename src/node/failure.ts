@@ -18,7 +18,7 @@
 //   afresh: installation is idempotent and a restart always starts from a clean node. Its undo
 //   commands run as root, so the file is trusted only if it is ours and nobody else could have
 //   written it or its directory (private-dir.ts); otherwise nothing in it runs.
-// - A restart within the grace window (--restart-grace, default 5 s) loses nothing: the maps are
+// - A restart within the grace window (--restart-grace, default 15 s) loses nothing: the maps are
 //   pinned in a file (pin.ts) and the TUN is persistent (TUNSETPERSIST), so while no agent runs
 //   the redirects stay and their packets are dropped on their way into the TUN nobody reads
 //   (routed ones counted in its tx_dropped, tc-redirected ones at the redirect; TCP
@@ -61,8 +61,15 @@ done
 exit 0
 `;
 
-/** How long steering stays after the agent died, waiting for a restarted agent (ms). */
-export const DEFAULT_RESTART_GRACE_MS = 5000;
+/**
+ * How long steering stays after the agent died, waiting for a restarted agent (ms). 15 s, not
+ * the 5 s it was: a cold start of the agent (node + tsx) took up to 8.8 s from the kill on this
+ * shared two-core machine at load 9-18 (npm run soak), 2.1-2.7 s in the lab at load ~6
+ * (test/lab/supervisor.test.ts), and kubelet's first CrashLoopBackOff delay for a DaemonSet
+ * agent that crashes again is 10 s. The price: an agent that never comes back leaves Service
+ * traffic (and endpoints' replies) dark 15 s before the node fails open.
+ */
+export const DEFAULT_RESTART_GRACE_MS = 15_000;
 
 export class Watchdog {
   readonly pid: number;

@@ -115,7 +115,7 @@ describe('kubetun run option schema', () => {
       uplink: 'eth0',
       batch: 64,
       podRescanMs: 2000,
-      restartGrace: 5000,
+      restartGrace: 15_000,
       offload: true,
       watchdog: true,
       vipEcho: false,
