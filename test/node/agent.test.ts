@@ -261,7 +261,8 @@ describe('kubetun run failure mode: fail open', () => {
   const direct = () => t.curl('client', 'http://10.244.1.11:8080/', 2);
 
   it('when the agent is killed, its watchdog removes the steering: pods still talk, VIPs do not', async () => {
-    agent = await t.startAgent();
+    // a short grace window: the watchdog's undo is the subject here, not the window's default
+    agent = await t.startAgent(['--restart-grace', '1000']);
     const { watchdogPid } = await status();
     expect(viaVip().out).toMatch(/^be[12]$/);
     agent.kill('SIGKILL');
