@@ -52,13 +52,18 @@ export interface WorkerData {
 }
 
 /**
- * This thread yields the CPU to the packet loop's: nice 19 for it alone (Linux schedules threads
- * one by one; /proc/thread-self names this one). On a loaded two-core node the parse otherwise
- * takes the core the packet loop waits for (test/node/stall.test.ts). Best effort.
+ * This thread's nice: it yields the CPU to the packet loop's thread (Linux schedules threads one
+ * by one), which on a loaded two-core node otherwise waits while the parse runs
+ * (test/node/stall.test.ts). Not 19: one run at load 15 with the worker at nice 19 spent 54 s on
+ * 5,000 Services (8.6 s in another at load 17) — too near starving it behind every other
+ * process; 10 weighs it at a tenth of a nice-0 thread.
  */
+const WORKER_NICE = 10;
+
+/** WORKER_NICE for this thread alone (/proc/thread-self names it). Best effort. */
 function yieldToPacketLoop(): void {
   try {
-    setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), 19);
+    setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), WORKER_NICE);
   } catch {
     // not Linux, or not allowed: the worker runs at the process's priority
   }
