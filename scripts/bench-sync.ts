@@ -143,8 +143,10 @@ let allPorts: ResolvedServicePort[] = [];
   // one write per sync (no slices, no turns of the event loop): the cost of the writes alone
   const sync = datapathSync(dp, {}, undefined, Number.POSITIVE_INFINITY);
   let programMs = 0;
+  let synced = () => {};
   const p = new Proxier({
     clock,
+    onSync: () => synced(),
     program: (req) => {
       const c0 = performance.now();
       const r = sync.program(req);
@@ -159,7 +161,12 @@ let allPorts: ResolvedServicePort[] = [];
   p.onEndpointSlicesSynced();
   const feedMs = performance.now() - t0;
   t0 = performance.now();
+  // a checkout of this size runs in steps (turns.ts): the sync ends on a later turn
+  const first = new Promise<void>((r) => {
+    synced = r;
+  });
   clock.advance(0);
+  await first;
   process.stdout.write(
     `kubetun: initial sync via Proxier: events ${feedMs.toFixed(1)} ms, sync ${(performance.now() - t0).toFixed(1)} ms (program ${programMs.toFixed(1)} ms)\n`,
   );

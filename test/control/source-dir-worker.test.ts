@@ -49,6 +49,11 @@ afterEach(() => {
 
 const parse = { serviceCidr: '10.96.0.0/12' };
 
+/** The source as the agent runs it (the worker), without watch or poll: reloads are the test's. */
+function workerSource(sink: ChangeTracker): ManifestDirSource {
+  return new ManifestDirSource({ dir, sink, parse, worker: true, watch: false, pollIntervalMs: 0 });
+}
+
 describe('ManifestDirSource in the manifest worker', () => {
   it('feeds the trackers as in-process and refuses an object naming file, object and field', async () => {
     writeFileSync(
@@ -126,14 +131,7 @@ describe('ManifestDirSource in the manifest worker', () => {
     }
     writeFileSync(join(dir, 'big.yaml'), docs.join('---\n'));
     const t = new ChangeTracker();
-    source = new ManifestDirSource({
-      dir,
-      sink: t,
-      parse,
-      worker: true,
-      watch: false,
-      pollIntervalMs: 0,
-    });
+    source = workerSource(t);
     // A stand-in for the packet loop: a task every turn of the event loop, its longest wait kept.
     let turns = 0;
     let maxGap = 0;
@@ -195,14 +193,7 @@ describe('the strict first load (the agent start-up check)', () => {
     writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
     writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11', 70000));
     const t = new ChangeTracker();
-    source = new ManifestDirSource({
-      dir,
-      sink: t,
-      parse,
-      worker: true,
-      watch: false,
-      pollIntervalMs: 0,
-    });
+    source = workerSource(t);
     expect(await source.start()).toBe(false);
     expect(t.checkout().changedServicePorts).toEqual(['bench/a:http']);
   });
