@@ -167,6 +167,7 @@ let allPorts: ResolvedServicePort[] = [];
   });
   clock.advance(0);
   await first;
+  await new Promise((r) => setImmediate(r)); // the runner marks the sync done after onSync
   process.stdout.write(
     `kubetun: initial sync via Proxier: events ${feedMs.toFixed(1)} ms, sync ${(performance.now() - t0).toFixed(1)} ms (program ${programMs.toFixed(1)} ms)\n`,
   );
