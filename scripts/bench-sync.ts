@@ -283,10 +283,10 @@ async function dirChild(dir: string): Promise<never> {
   await cp.firstSync;
   const ms = performance.now() - t0;
   const c = process.cpuUsage(c0);
+  globalThis.gc?.();
+  const rss = process.memoryUsage().rss; // as the agent holds it (a worker, if it kept one)
   await cp.stop();
   clearInterval(alive);
-  globalThis.gc?.();
-  const rss = process.memoryUsage().rss;
   const cpuMs = (c.user + c.system) / 1000;
   process.stdout.write(`${JSON.stringify({ ms, cpuMs, rss, services: dp.svc.size })}\n`);
   process.exit(0);
