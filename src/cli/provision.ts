@@ -3,14 +3,12 @@
 // the same code `lab up` runs for each node namespace (src/lab/provision.ts).
 import { requireRoot, UsageError } from '../errors.ts';
 import type { Command } from 'commander';
+import { AGENT_ACTIONS, type AgentAction, nodeAgent } from '../lab/node-agent.ts';
 import {
-  AGENT_ACTIONS,
-  type AgentAction,
   findNode,
   findUplink,
   firstNodes,
   installSystemd,
-  nodeAgent,
   provisionNode,
   systemdUnits,
   unprovisionNode,
@@ -27,6 +25,8 @@ interface Flags {
   networkOnly?: boolean;
   down?: boolean;
   agent?: string;
+  clear?: boolean;
+  json?: boolean;
   dataPlane: 'kubetun' | 'none';
 }
 
@@ -51,16 +51,23 @@ export function register(program: Command): void {
     .option('--down', 'remove what an earlier provision-node made here')
     .option(
       '--agent <action>',
-      "start, stop or status: only this node's kubetun, however it runs here (systemd or not); prints running or stopped",
+      "only this node's kubetun, however it runs here (systemd or not): start, stop, status, crash (SIGKILL; it stays down) or restart [-- FLAGS] (extra kubetun run flags, kept; none: keep); prints running or stopped",
     )
-    .action((f: Flags) => provision(f));
+    .option('--clear', '--agent restart: with no extra flags')
+    .option('--json', '--agent: print its flags, provisioning time and view too, as JSON')
+    .argument('[flags...]', '--agent restart: kubetun run flags (after --)')
+    .action((flags: string[], f: Flags) => provision(f, flags));
 }
 
-async function provision(f: Flags): Promise<void> {
+async function provision(f: Flags, flags: string[] = []): Promise<void> {
   if (f.dataPlane !== 'kubetun' && f.dataPlane !== 'none')
     throw new UsageError(`--data-plane: "${f.dataPlane}" is not kubetun or none`);
   if (f.agent !== undefined && !(AGENT_ACTIONS as readonly string[]).includes(f.agent))
     throw new UsageError(`--agent: "${f.agent}" is not one of ${AGENT_ACTIONS.join(', ')}`);
+  if ((flags.length > 0 || f.clear) && f.agent !== 'restart')
+    throw new UsageError('kubetun run flags (and --clear) go with --agent restart only', {
+      hint: 'kubetun lab provision-node … --agent restart -- --vip-echo',
+    });
   requireRoot('lab provision-node');
   const all = loadTopology(f.topology);
   const t = f.nodes === undefined ? all : firstNodes(all, Number(f.nodes));
@@ -77,8 +84,9 @@ async function provision(f: Flags): Promise<void> {
         '(Vagrant puts it on the private network, eth1; the wrong VM, or --node?)',
     );
   if (f.agent) {
-    const running = await nodeAgent(t, n, uplink, f.agent as AgentAction, say);
-    process.stdout.write(`${running ? 'running' : 'stopped'}\n`);
+    const keep = f.clear ? [] : flags.length > 0 ? flags : undefined;
+    const r = await nodeAgent(t, n, uplink, f.agent as AgentAction, say, keep);
+    process.stdout.write(f.json ? `${JSON.stringify(r)}\n` : `${r.agent}\n`);
     return;
   }
   const at = { uplink };

@@ -9,15 +9,7 @@
 //   Vagrantfile ─▶ lab/provision/node.sh <node> ─▶ kubetun lab provision-node --systemd
 //   lab up      ─▶ provisionNetwork / startPodServers / startAgent with NodeTarget.ns set
 import { spawn } from 'node:child_process';
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT } from '../runtime.ts';
@@ -182,12 +174,12 @@ export function forgetAgentFiles(ctlSocket: string): void {
 }
 
 /** Waits out a fail-open watchdog (0: none) for at most the restart grace window and then some. */
-async function waitGone(dog: number): Promise<void> {
+export async function waitGone(dog: number): Promise<void> {
   const deadline = Date.now() + DEFAULT_RESTART_GRACE_MS + 10_000;
   while (dog > 0 && procStartTime(dog) !== undefined && Date.now() < deadline) await sleep(50);
 }
 
-function watchdogOf(statePath: string): number {
+export function watchdogOf(statePath: string): number {
   try {
     return (
       (JSON.parse(readFileSync(statePath, 'utf8')) as { watchdogPid?: number }).watchdogPid ?? 0
@@ -270,7 +262,7 @@ export function nodeRecordFile(node: string): string {
   return join(LAB_DIR, `node-${node}.json`);
 }
 
-function readRecord(node: string): NodeRecord | undefined {
+export function readRecord(node: string): NodeRecord | undefined {
   try {
     return JSON.parse(readFileSync(nodeRecordFile(node), 'utf8')) as NodeRecord;
   } catch {
@@ -278,7 +270,7 @@ function readRecord(node: string): NodeRecord | undefined {
   }
 }
 
-function writeRecord(r: NodeRecord): void {
+export function writeRecord(r: NodeRecord): void {
   mkdirSync(LAB_DIR, { recursive: true });
   writeFileSync(nodeRecordFile(r.node), `${JSON.stringify(r, null, 2)}\n`);
 }
@@ -303,12 +295,14 @@ export async function provisionNode(
 ): Promise<NodeRecord> {
   await unprovisionNode(t, n, o.at, o.say);
   provisionNetwork(t, n, o.at, o.say);
+  markProvisioned(n.name);
   // No control plane runs beside a VM node (yet): the view its kubetun reads is what the
   // topology's Pods and the manifests give, computed here by the same store and controllers.
   await renderStaticView(t, VIEW_DIR);
   o.say(`view of the cluster in ${VIEW_DIR}`);
   const rec: NodeRecord = { version: 1, node: n.name, topologyFile: t.file, processes: [] };
   if (o.networkOnly) return rec;
+  clearAgentOverrides(n.name);
   const remember = (p: LabProcess) => {
     rec.processes.push(p);
     writeRecord(rec);
@@ -387,7 +381,7 @@ export interface Unit {
 
 const NET_UNIT = 'kubetun-node.service';
 export const AGENT_UNIT = 'kubetun.service';
-const SYSTEMD_DIR = '/etc/systemd/system';
+export const SYSTEMD_DIR = '/etc/systemd/system';
 
 export function systemdUnits(t: Topology, n: LabNode, uplink: string, c: UnitContext): Unit[] {
   const node = c.node ?? process.execPath;
@@ -472,6 +466,8 @@ export async function installSystemd(units: Unit[], n: LabNode, say: Say, dir = 
   // tens of seconds and the agent's first start minutes; active() still ends the wait early.
   shTry(['systemctl', 'stop', ...[...names].reverse()], 120_000);
   for (const u of units) writeFileSync(join(dir, u.name), u.text);
+  // kubetun as provisioned: no flags or crash hold of `--agent` left (the reload takes it in)
+  clearAgentOverrides(n.name);
   say(`systemd units in ${dir}: ${names.join(', ')}`);
   sh(['systemctl', 'daemon-reload'], { timeoutMs: 120_000 });
   sh(['systemctl', 'enable', ...names], { timeoutMs: 120_000 });
@@ -479,9 +475,9 @@ export async function installSystemd(units: Unit[], n: LabNode, say: Say, dir = 
   await waitUnitAgent(n, say);
 }
 
-const unitActive = () => shTry(['systemctl', 'is-active', '--quiet', AGENT_UNIT]).ok;
+export const unitActive = () => shTry(['systemctl', 'is-active', '--quiet', AGENT_UNIT]).ok;
 
-async function waitUnitAgent(n: LabNode, say: Say): Promise<void> {
+export async function waitUnitAgent(n: LabNode, say: Say): Promise<void> {
   const sock = ctlSocketFor(n);
   try {
     // until its first sync: an agent whose sync outlived its wait steers traffic into empty
@@ -495,71 +491,48 @@ async function waitUnitAgent(n: LabNode, say: Say): Promise<void> {
   say(`kubetun on ${n.name} answers on ${sock}`);
 }
 
-export type AgentAction = 'start' | 'stop' | 'status';
-export const AGENT_ACTIONS: readonly AgentAction[] = ['start', 'stop', 'status'];
+// What `provision-node --agent` changes about this node's kubetun beyond its provisioning, kept
+// until the next provisioning: extra `kubetun run` flags (`lab agent restart NODE -- FLAGS`) and,
+// under systemd, a drop-in that carries them and, after `--agent crash`, keeps the unit from
+// restarting (node-agent.ts). Each provisioning stamps the node, so a rebuild is visible.
 
-/**
- * This node's kubetun alone, however provisioning runs it here — the systemd unit (--systemd, a
- * VM) or the background process of the node record (a stand-in) — started and answering on its
- * control socket, stopped, or reported; returns whether it runs. A stop is a clean one
- * (SIGTERM: the agent undoes its own steering, its watchdog exits; a systemd stop alone would
- * hand over, keeping the steering for the restart grace window). How `lab compare --vms` turns a
- * node from kubetun to the kernel's rules and back, knowing nothing of how the node runs it.
- */
-export async function nodeAgent(
-  t: Topology,
-  n: LabNode,
-  uplink: string,
-  action: AgentAction,
-  say: Say,
-): Promise<boolean> {
-  const rec = readRecord(n.name);
-  if (rec) return recordAgent(t, n, uplink, rec, action, say);
-  if (!existsSync(join(SYSTEMD_DIR, AGENT_UNIT)))
-    throw new LabError(
-      `node ${n.name} was not provisioned on this machine (no ${nodeRecordFile(n.name)}, no ${AGENT_UNIT}): run kubetun lab provision-node first`,
-    );
-  if (action === 'status') return unitActive();
-  if (action === 'start') {
-    if (!unitActive()) sh(['systemctl', 'start', AGENT_UNIT], { timeoutMs: 300_000 });
-    await waitUnitAgent(n, say);
-    return true;
+/** The drop-in of `--agent` (in /run: a reboot forgets it, as it forgets the node's pods). */
+export const AGENT_DROPIN = `/run/systemd/system/${AGENT_UNIT}.d/50-kubetun-lab-agent.conf`;
+
+const agentFlagsFile = (node: string) => join(LAB_DIR, `agent-${node}.json`);
+const provisionedFile = (node: string) => join(LAB_DIR, `provisioned-${node}`);
+
+/** The extra `kubetun run` flags this node's kubetun runs with ([] as provisioned). */
+export function readAgentFlags(node: string): string[] {
+  try {
+    const f = (JSON.parse(readFileSync(agentFlagsFile(node), 'utf8')) as { flags?: unknown }).flags;
+    return Array.isArray(f) ? f.map(String) : [];
+  } catch {
+    return [];
   }
-  const sock = ctlSocketFor(n);
-  const dog = watchdogOf(statePathFor(sock));
-  const pid = Number(shTry(['systemctl', 'show', '-p', 'MainPID', '--value', AGENT_UNIT]).out);
-  const main = pid > 0 ? procStartTime(pid) : undefined;
-  // SIGTERM exits 0: Restart=on-failure leaves it down, and the unit goes inactive by itself.
-  if (main !== undefined) await stopProcess({ pid, startTime: main }, 120_000);
-  shTry(['systemctl', 'stop', AGENT_UNIT], 120_000);
-  await waitGone(dog);
-  say(`kubetun on ${n.name} stopped (${AGENT_UNIT})`);
-  return false;
 }
 
-async function recordAgent(
-  t: Topology,
-  n: LabNode,
-  uplink: string,
-  rec: NodeRecord,
-  action: AgentAction,
-  say: Say,
-): Promise<boolean> {
-  const agents = rec.processes.filter((p) => p.role === 'kubetun');
-  const running = agents.some((p) => isAlive(p));
-  if (action === 'status' || (action === 'start' && running)) return running;
-  if (action === 'stop') {
-    for (const a of agents.filter((p) => isAlive(p))) await stopAgent(a);
-    for (const a of agents) if (a.ctlSocket) forgetAgentFiles(a.ctlSocket);
-    rec.processes = rec.processes.filter((p) => p.role !== 'kubetun');
-    writeRecord(rec);
-    say(`kubetun on ${n.name} stopped`);
-    return false;
+export function writeAgentFlags(node: string, flags: string[]): void {
+  mkdirSync(LAB_DIR, { recursive: true });
+  writeFileSync(agentFlagsFile(node), `${JSON.stringify({ flags })}\n`);
+}
+
+/** Back to kubetun as provisioned: no extra flags, no drop-in (the caller reloads systemd). */
+export function clearAgentOverrides(node: string): void {
+  rmSync(agentFlagsFile(node), { force: true });
+  rmSync(AGENT_DROPIN, { force: true });
+}
+
+function markProvisioned(node: string): void {
+  mkdirSync(LAB_DIR, { recursive: true });
+  writeFileSync(provisionedFile(node), `${new Date().toISOString()}\n`);
+}
+
+/** When this node was last provisioned (at boot too: kubetun-node.service); '' if never. */
+export function provisionedAt(node: string): string {
+  try {
+    return readFileSync(provisionedFile(node), 'utf8').trim();
+  } catch {
+    return '';
   }
-  const a = startAgent(t, n, { uplink }, ctlSocketFor(n));
-  rec.processes = rec.processes.filter((p) => p.role !== 'kubetun').concat(a);
-  writeRecord(rec);
-  await waitAgent(a);
-  say(`kubetun on ${n.name} answers on ${a.ctlSocket}`);
-  return true;
 }

@@ -1,8 +1,10 @@
 // The systemd units `kubetun lab provision-node --systemd` writes in a node VM (offline): the
 // network part as a oneshot that re-runs the same provisioning at boot, one unit per pod server
-// in its pod namespace, and kubetun with the uplink, socket and manifests of this node.
+// in its pod namespace, and kubetun with the uplink, socket and manifests of this node; and the
+// drop-in `provision-node --agent crash|restart` puts over kubetun.service.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { agentDropIn, systemdQuote } from '../../src/lab/node-agent.ts';
 import { ctlSocketFor, kubetunArgv, systemdUnits } from '../../src/lab/provision.ts';
 import { VIEW_DIR } from '../../src/lab/state.ts';
 import { DEFAULT_RESTART_GRACE_MS } from '../../src/node/failure.ts';
@@ -68,5 +70,43 @@ describe('systemd units for a node VM', () => {
     );
     expect(line('kubetun.service', 'KillSignal')).toEqual(['SIGUSR2']);
     expect(line('kubetun.service', 'KillMode')).toEqual(['process']);
+  });
+});
+
+describe("the drop-in of provision-node --agent over kubetun.service", () => {
+  const dropIn = (flags: string[], held: boolean) =>
+    agentDropIn(t, node2, 'eth1', { flags, held }, '/usr/bin/node');
+  const keys = (text: string, key: string) =>
+    text
+      .split('\n')
+      .filter((l) => l.startsWith(`${key}=`))
+      .map((l) => l.slice(key.length + 1));
+
+  it('is none for kubetun as provisioned: no flags, not held', () => {
+    expect(dropIn([], false)).toBeUndefined();
+  });
+
+  it('after a crash keeps the unit from restarting (Restart=no) and leaves ExecStart alone', () => {
+    const d = dropIn([], true)!;
+    expect(d.split('\n')).toContain('[Service]');
+    expect(keys(d, 'Restart')).toEqual(['no']);
+    expect(keys(d, 'ExecStart')).toEqual([]);
+  });
+
+  it("with flags, resets ExecStart to the unit's own command and the flags after it", () => {
+    const d = dropIn(['--vip-echo', '--ct-max', '262144'], false)!;
+    expect(keys(d, 'Restart')).toEqual([]);
+    const [reset, exec] = keys(d, 'ExecStart');
+    expect(reset).toBe('');
+    expect(exec).toBe(`${line('kubetun.service', 'ExecStart')[0]} --vip-echo --ct-max 262144`);
+    expect(keys(dropIn(['--vip-echo'], true)!, 'Restart')).toEqual(['no']);
+  });
+
+  it('quotes a word for systemd: spaces and quotes in double quotes, no $ or % expansion', () => {
+    expect(systemdQuote('--vip-echo')).toBe('--vip-echo');
+    expect(systemdQuote('a b')).toBe('"a b"');
+    expect(systemdQuote('say "hi"')).toBe('"say \\"hi\\""');
+    expect(systemdQuote('$HOME')).toBe('"$$HOME"');
+    expect(systemdQuote('50%')).toBe('"50%%"');
   });
 });
