@@ -1,8 +1,8 @@
 // `kubetun lab compare`: kubetun against kube-proxy's kernel rules, packet by packet, on the
 // namespace lab of this machine or (--vms) on the Vagrant lab's VMs (src/lab/compare/).
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
-import { requireRoot, UsageError } from '../errors.ts';
+import { requireRoot } from '../errors.ts';
 import type { CompareReport } from '../lab/compare/run.ts';
 import type { Scenario } from '../lab/compare/scenarios.ts';
 
@@ -41,10 +41,12 @@ export function registerCompare(lab: Command, guarded: Guarded, topo: () => Opti
     )
     .option(
       '--vms <ssh-config>',
-      'compare on the Vagrant lab: its VMs, reached by ssh with this config (vagrant ssh-config > FILE)',
+      'compare on the Vagrant lab: its VMs, reached by ssh with this config (vagrant ssh-config > FILE; default $KUBETUN_LAB_VMS)',
     )
     .action((names: string[], o: Flags) =>
       guarded('compare', async () => {
+        const { VMS_ENV } = await import('../lab/prefix.ts');
+        o.vms ??= process.env[VMS_ENV] || undefined;
         const { findScenarios, SCENARIOS } = await import('../lab/compare/scenarios.ts');
         if (o.list) return listScenarios(SCENARIOS, o.vms !== undefined);
         const scenarios = findScenarios(names);
@@ -79,25 +81,11 @@ async function onNamespaces(scenarios: Scenario[], o: Flags): Promise<CompareRep
 }
 
 async function onVms(config: string, scenarios: Scenario[], o: Flags): Promise<CompareReport> {
-  let text: string;
-  try {
-    text = readFileSync(config, 'utf8');
-  } catch (err) {
-    throw new UsageError(
-      `--vms ${config}: cannot read it (${(err as NodeJS.ErrnoException).code})`,
-      {
-        hint: 'write it with: vagrant ssh-config > FILE (inside the namespace of scripts/vm-host.sh: bash scripts/vm-host.sh exec vagrant ssh-config)',
-      },
-    );
-  }
-  const { sshConfigHosts, sshMachines } = await import('../lab/machines.ts');
+  const { readSshConfig } = await import('../lab/vms.ts');
+  const { sshMachines } = await import('../lab/machines.ts');
   const { openVmLab } = await import('../lab/compare/vm-lab.ts');
   const { labCompare } = await import('../lab/compare/run.ts');
-  const hosts = sshConfigHosts(text);
-  if (hosts.length === 0)
-    throw new UsageError(`--vms ${config}: no Host in it`, {
-      hint: 'it is what `vagrant ssh-config` prints for the running lab',
-    });
+  const hosts = readSshConfig(config);
   const lab = await openVmLab({
     machines: sshMachines(config),
     hosts,

@@ -8,6 +8,8 @@
 //   kt-      kt-node1 …        /run/kubetun-lab/          /run/kubetun/<node>.sock
 //   kg-      kg-node1 …        /run/kubetun-lab-kg/       /run/kubetun-kg/<node>.sock
 //
+// The Vagrant VMs' lab, driven from here, keeps its state in /run/kubetun-vms/ (-kg: …-vms-kg/).
+//
 // KUBETUN_LAB_DIR and KUBETUN_CTL_DIR still override the two directories (a VM keeps its own).
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -30,6 +32,18 @@ export const STATE_FILE = join(LAB_DIR, 'state.json');
 export const LOG_DIR = join(LAB_DIR, 'logs');
 /** Where each node's kubetun listens for inspect commands (the path `kubetun run` is told). */
 export const CTL_DIR = process.env.KUBETUN_CTL_DIR || `/run/kubetun${suffix}`;
+/**
+ * Names the ssh config of the Vagrant lab (`vagrant ssh-config > FILE`). Set — by `--vms FILE`
+ * or by hand — the lab commands that work on VMs (`lab exercise`, `lab agent`, `lab exec`, `lab
+ * compare`) work on the VMs, and the others refuse: a fix typed for the VMs never lands on a
+ * namespace lab. The fix commands `lab exercise solution` runs inherit it.
+ */
+export const VMS_ENV = 'KUBETUN_LAB_VMS';
+/**
+ * The Vagrant lab's state on this machine (`lab exercise --vms`: its progress and undo steps):
+ * a directory of its own, which no namespace lab's `lab down` touches.
+ */
+export const VMS_DIR = `/run/kubetun-vms${suffix}`;
 
 /** Every lab's state file on this machine under the default directories, this lab's included. */
 export function allLabStateFiles(): string[] {

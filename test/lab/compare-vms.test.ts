@@ -1,126 +1,39 @@
-// `lab compare --vms` without VMs (root): network namespaces stand in for the VMs, as in
-// test/vagrant/provision.test.ts — node1, node2 and the client on one wire as Vagrant's private
-// network joins them (eth1, 192.168.56.0/24), the nodes provisioned by the Vagrantfile's entry
-// point `kubetun lab provision-node --topology lab/vagrant-topology.yaml` (in the background
-// instead of --systemd), the client given lab/provision/client.sh's routes — and the
-// comparison reaches them the way it reaches VMs: only through a route, here `nsenter --net=…`
-// instead of `ssh … sudo`. The VM lab's namespace names ("@node1", "vm-kv-pod-d@node2") exist
-// nowhere on this machine, so any command that bypassed the route would fail. Every scenario
-// that runs on VMs gives the namespace lab's verdicts against iptables mode, ClusterIP TCP and
-// UDP against nftables mode too; a kubetun that skips reverse NAT is caught.
-//
-//   <p>wire: br0 ─┬─ eth1 <p>node1 192.168.56.11 ─ veth-pod-a/b ══ <p>pod-a/b   <p> = "vm-" +
-//                 ├─ eth1 <p>node2 192.168.56.12 ─ veth-pod-c/d ══ <p>pod-c/d         LAB_PREFIX
-//                 └─ eth1 <p>client 192.168.56.100
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+// `lab compare --vms` without VMs (root): stand-ins for the VMs (vm-standins.ts: network
+// namespaces provisioned by `kubetun lab provision-node` as the VMs are) reached the way the
+// comparison reaches VMs — only through a route, here `nsenter --net=…` instead of `ssh … sudo`.
+// Every scenario that runs on VMs gives the namespace lab's verdicts against iptables mode,
+// ClusterIP TCP and UDP against nftables mode too; a kubetun that skips reverse NAT is caught.
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatReport } from '../../src/lab/compare/report.ts';
 import { type CompareReport, labCompare } from '../../src/lab/compare/run.ts';
 import { findScenarios, SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 import { openVmLab, type VmLab } from '../../src/lab/compare/vm-lab.ts';
-import type { Machines } from '../../src/lab/machines.ts';
-import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
-import { listNetns } from '../../src/sh.ts';
-
-const ROOT = join(import.meta.dirname, '../..');
-const TOPOLOGY = join(ROOT, 'lab/vagrant-topology.yaml');
-const KUBETUN = [process.execPath, join(ROOT, 'bin/kubetun.mjs')];
-/** The stand-ins' prefix: derived from LAB_PREFIX, not starting with it (provision.test.ts). */
-const P = `vm-${LAB_PREFIX}`;
-const NODES = ['node1', 'node2'] as const;
-const MACHINES = [...NODES, 'client'] as const;
-const RUN_DIR = mkdtempSync(join(tmpdir(), 'kubetun-vm-compare-'));
-/** What the stand-ins were provisioned with: their own prefix and state directories. */
-const MACHINE_ENV = [
-  `KUBETUN_LAB_PREFIX=${P}`,
-  `KUBETUN_LAB_DIR=${join(RUN_DIR, 'lab')}`,
-  `KUBETUN_CTL_DIR=${join(RUN_DIR, 'ctl')}`,
-];
-const t = loadTopology(TOPOLOGY);
-
-function run(argv: string[], timeout = 60_000) {
-  const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', timeout });
-  return { out: r.stdout ?? '', err: r.stderr ?? '', status: r.status ?? -1 };
-}
-
-/** A command on a stand-in machine: its network namespace, its lab's environment. */
-const onMachine = (host: string, argv: readonly string[]) => [
-  'nsenter',
-  `--net=/run/netns/${P}${host}`,
-  '--',
-  'env',
-  ...MACHINE_ENV,
-  ...argv,
-];
-
-/** The route to the stand-ins, counting what went through it. */
-const routed = new Map<string, number>();
-const machines: Machines = {
-  node: process.execPath,
-  run: (host, argv) => {
-    routed.set(host, (routed.get(host) ?? 0) + 1);
-    return onMachine(host, argv);
-  },
-  open: () => {},
-  close: () => {},
-};
-
-const provisionNode = (node: string, extra: string[] = []) =>
-  run(
-    onMachine(node, [...KUBETUN, 'lab', 'provision-node', '--topology', TOPOLOGY]).concat([
-      '--node',
-      node,
-      '--nodes',
-      '2',
-      ...extra,
-    ]),
-    120_000,
-  );
-const agentStatus = (node: string) => provisionNode(node, ['--agent', 'status']).out.trim();
-const netns = () => listNetns().filter((n) => n.startsWith(P));
-
-function teardown(): void {
-  for (const node of NODES) if (netns().includes(P + node)) provisionNode(node, ['--down']);
-  for (const ns of netns()) run(['ip', 'netns', 'del', ns]);
-}
+import {
+  agentStatus,
+  MACHINES,
+  machines,
+  NODES,
+  onMachine,
+  P,
+  RUN_DIR,
+  routed,
+  run,
+  STANDIN_SIDE,
+  standInsDown,
+  standInsUp,
+} from './vm-standins.ts';
 
 let lab: VmLab;
 const log: string[] = [];
 const say = (m: string) => log.push(m);
 
 beforeAll(async () => {
-  teardown();
-  const wire = `${P}wire`;
-  for (const ns of [wire, ...MACHINES.map((m) => P + m)]) {
-    run(['ip', 'netns', 'add', ns]);
-    run(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
-  }
-  run(['ip', '-n', wire, 'link', 'add', 'br0', 'type', 'bridge']);
-  run(['ip', '-n', wire, 'link', 'set', 'br0', 'up']);
-  for (const m of MACHINES) {
-    const ip = [...t.nodes, ...t.clients].find((n) => n.name === m)!.ip;
-    const peer = ['peer', 'name', 'eth1', 'netns', P + m];
-    run(['ip', '-n', wire, 'link', 'add', `w-${m}`, 'type', 'veth', ...peer]);
-    run(['ip', '-n', wire, 'link', 'set', `w-${m}`, 'master', 'br0', 'up']);
-    run(['ip', '-n', P + m, 'addr', 'add', `${ip}/24`, 'dev', 'eth1']);
-    run(['ip', '-n', P + m, 'link', 'set', 'eth1', 'up']);
-  }
-  // lab/provision/client.sh: each node's pod CIDR via that node
-  for (const n of t.nodes.slice(0, 2))
-    run(['ip', '-n', `${P}client`, 'route', 'add', n.podCidr, 'via', n.ip]);
-  for (const node of NODES) {
-    const r = provisionNode(node);
-    if (r.status !== 0) throw new Error(`provision-node ${node} failed:\n${r.err}`);
-  }
+  standInsUp();
   lab = await openVmLab({
     machines,
     hosts: [...MACHINES],
-    prefix: P,
-    kubetun: KUBETUN,
-    remoteTopology: TOPOLOGY,
+    side: STANDIN_SIDE,
     slowness: 1,
     name: 'the stand-in VMs',
     progress: say,
@@ -130,7 +43,7 @@ beforeAll(async () => {
 afterAll(() => {
   delete process.env.KUBETUN_TEST_SKIP_REVNAT;
   lab?.close();
-  teardown();
+  standInsDown();
   rmSync(RUN_DIR, { recursive: true, force: true });
 }, 120_000);
 
