@@ -1,8 +1,16 @@
 // `kubetun lab exercise ...` and `kubetun lab agent ...`: the troubleshooting exercises
-// (lab/exercises/, src/lab/exercise/) and the node data-plane repair they need.
+// (lab/exercises/, src/lab/exercise/) and the node data-plane repair they need — on the
+// namespace lab, or with --vms (KUBETUN_LAB_VMS) on the Vagrant VMs (src/lab/exercise/select.ts).
 import { type Command, Option } from 'commander';
 import { UsageError } from '../errors.ts';
 import { LAB_MODES, type LabMode } from '../lab/state.ts';
+
+/** `--vms CONFIG` (cli/lab.ts's hook turns it into KUBETUN_LAB_VMS before the action runs). */
+export const vmsOption = () =>
+  new Option(
+    '--vms <ssh-config>',
+    'on the Vagrant lab: its VMs, reached by ssh with this config (vagrant ssh-config > FILE); the same as KUBETUN_LAB_VMS=FILE, which the fix commands inherit',
+  );
 
 const progress = (msg: string) => process.stderr.write(`lab: ${msg}\n`);
 const out = (s: string): void => void process.stdout.write(s.endsWith('\n') ? s : `${s}\n`);
@@ -15,8 +23,11 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
     .description('troubleshooting exercises: list, start NAME, hint, check, solution, reset');
 
   ex.command('list')
-    .description('every exercise in learning order, with what is done')
+    .description(
+      'every exercise in learning order, with what is done (--vms: which run on the VMs, and why not the others)',
+    )
     .option('--json', 'print JSON')
+    .addOption(vmsOption())
     .action((o: { json?: boolean }) =>
       guarded('exercise list', async () => {
         const { exerciseList } = await import('../lab/exercise/run.ts');
@@ -25,16 +36,21 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
         const mark = { done: '✓', active: '▶', open: ' ', waiting: '…' } as const;
         for (const e of l) {
           const waits = e.waitsOn.length ? `  (waits on the lab's ${e.waitsOn.join(', ')})` : '';
+          const not = e.notHere ? ' ✗' : '';
           out(
-            `${mark[e.state]} ${e.name.padEnd(24)} ${String(e.minutes).padStart(3)} min  ${e.title}${waits}`,
+            `${mark[e.state]} ${e.name.padEnd(24)} ${String(e.minutes).padStart(3)} min  ${e.title}${waits}${not}`,
           );
+          if (e.notHere) out(`${''.padEnd(35)}not here: ${e.notHere}`);
         }
         const done = l.filter((e) => e.done).length;
-        out(`\n${done} of ${l.length} done. Start one: kubetun lab exercise start NAME`);
+        const here = l.filter((e) => !e.notHere).length;
+        const runs = here < l.length ? ` ${here} of ${l.length} run here (✗: not here).` : '';
+        out(`\n${done} of ${l.length} done.${runs} Start one: kubetun lab exercise start NAME`);
       }),
     );
 
   ex.command('start <name>')
+    .addOption(vmsOption())
     .description('break the lab as the exercise says and print the symptom')
     .addOption(
       new Option('--mode <mode>', "data plane (default: the exercise's first)").choices(
@@ -54,6 +70,7 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
     );
 
   ex.command('status')
+    .addOption(vmsOption())
     .description('the active exercise and what is done')
     .option('--json', 'print JSON')
     .action((o: { json?: boolean }) =>
@@ -73,6 +90,7 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
     );
 
   ex.command('hint')
+    .addOption(vmsOption())
     .description('the next hint, following the runbook from Service to tcpdump')
     .action(() =>
       guarded('exercise hint', async () => {
@@ -83,6 +101,7 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
     );
 
   ex.command('check')
+    .addOption(vmsOption())
     .description('what holds and what does not yet (exit 1 while unsolved)')
     .option(
       '--answer <id=value>',
@@ -105,6 +124,7 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
     );
 
   ex.command('solution')
+    .addOption(vmsOption())
     .description('the cause, the evidence to look for, and the fix — which it then applies')
     .option('--no-apply', 'only show it')
     .option('--json', 'print JSON (never applies)')
@@ -133,17 +153,22 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
     );
 
   ex.command('objects')
+    .addOption(vmsOption())
     .description(
       "the directory of the exercise lab's Service/EndpointSlice files (edit them there)",
     )
     .action(() =>
       guarded('exercise objects', async () => {
-        const { EX_MANIFESTS } = await import('../lab/exercise/lab.ts');
-        out(EX_MANIFESTS);
+        const { exerciseLab } = await import('../lab/exercise/select.ts');
+        const lab = exerciseLab();
+        if (lab.lacks['control-plane'])
+          throw new UsageError(`${lab.name} has no object files: ${lab.lacks['control-plane']}`);
+        out(lab.objectsDir());
       }),
     );
 
   ex.command('reset')
+    .addOption(vmsOption())
     .description('undo the exercise: the lab as lab up made it')
     .action(() =>
       guarded('exercise reset', async () => {
@@ -159,13 +184,16 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
       "a node's data plane: restart NODE [-- FLAGS] (kubetun run flags, kept for later restarts; none: keep), crash NODE (SIGKILL, as the OOM killer would)",
     )
     .option('--clear', 'restart with no extra flags')
+    .addOption(vmsOption())
     .action((action: string, node: string, flags: string[], o: { clear?: boolean }) =>
       guarded('agent', async () => {
-        const { crashAgent, restartAgent } = await import('../lab/agent.ts');
-        if (action === 'crash') return crashAgent(node);
-        if (action !== 'restart')
+        if (action !== 'crash' && action !== 'restart')
           throw new UsageError(`lab agent: unknown action "${action}" (restart, crash)`);
-        const keep = await restartAgent(
+        // the exercises' lab: the namespace lab, or the VMs' kubetun.service (KUBETUN_LAB_VMS)
+        const { exerciseLab } = await import('../lab/exercise/select.ts');
+        const lab = exerciseLab();
+        if (action === 'crash') return lab.crashAgent(node);
+        const keep = await lab.restartAgent(
           node,
           o.clear ? [] : flags.length ? flags : undefined,
           progress,

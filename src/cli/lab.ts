@@ -1,14 +1,16 @@
 // `kubetun lab ...`: build, inspect and tear down the namespace lab, and run its demos.
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { registerClusterCommands } from './lab-cluster.ts';
 import { DEFAULT_TOPOLOGY, execArgv, execNamespace, labDown, labUp } from '../lab/lab.ts';
 import { NoLabError, requireRoot, UsageError } from '../errors.ts';
+import { VMS_ENV } from '../lab/prefix.ts';
 import { LAB_MODES, type LabMode, readState } from '../lab/state.ts';
 import { formatStatus, labStatus } from '../lab/status.ts';
 import { loadTopology } from '../lab/topology.ts';
-import { registerExercise } from './exercise.ts';
+import { registerExercise, vmsOption } from './exercise.ts';
 import { registerCompare } from './lab-compare.ts';
 
 const progress = (msg: string) => process.stderr.write(`lab: ${msg}\n`);
@@ -22,10 +24,32 @@ async function guarded(what: string, fn: () => Promise<void> | void): Promise<vo
   await fn();
 }
 
+/** The lab commands that work on the Vagrant VMs from here (KUBETUN_LAB_VMS). */
+const ON_VMS = ['exercise', 'agent', 'exec', 'compare'];
+
+/**
+ * Before every lab command: `--vms FILE` becomes KUBETUN_LAB_VMS (so the fix commands a solution
+ * runs inherit it), and with it set, a command that works only on the namespace lab refuses
+ * instead of acting on a namespace lab the learner did not mean.
+ */
+function selectLab(action: Command): void {
+  const flag = (action.opts() as { vms?: string }).vms;
+  if (flag) process.env[VMS_ENV] = resolve(flag);
+  const vms = process.env[VMS_ENV];
+  let top: Command = action;
+  while (top.parent && top.parent.name() !== 'lab') top = top.parent;
+  if (!vms || ON_VMS.includes(top.name()) || top.name() === 'provision-node') return;
+  throw new UsageError(
+    `lab ${top.name()}: ${VMS_ENV}=${vms} selects the VM lab, where only lab ${ON_VMS.join(', ')} work`,
+    { hint: `unset ${VMS_ENV} to work on the namespace lab` },
+  );
+}
+
 export function register(program: Command): void {
   const lab = program
     .command('lab')
     .description('a multi-node pod network in network namespaces on this machine (root)');
+  lab.hook('preAction', (_lab, action) => selectLab(action));
   const topo = () =>
     new Option('--topology <file>', 'lab topology YAML').default(
       DEFAULT_TOPOLOGY,
@@ -133,8 +157,10 @@ export function register(program: Command): void {
     )
     .addOption(topo())
     .addOption(new Option('-n, --namespace <ns>', "the Pod's namespace").default('default'))
+    .addOption(vmsOption())
     .action((target: string, cmd: string[], o: { topology: string; namespace: string }) =>
-      guarded('exec', () => {
+      guarded('exec', async () => {
+        if (process.env[VMS_ENV]) return execOnVms(target, cmd, o.namespace);
         const t = loadTopology(readState()?.topologyFile ?? o.topology);
         const ns = execNamespace(t, target, o.namespace);
         if (!ns) {
@@ -200,4 +226,22 @@ export function register(program: Command): void {
         await curlVsPing({ topology: o.topology, mode: o.mode, progress });
       }),
     );
+}
+
+/** `lab exec` on the VM lab: a pod, node or client of its topology, through its route (ssh). */
+async function execOnVms(target: string, cmd: string[], namespace: string): Promise<void> {
+  const { vmsFromEnv } = await import('../lab/vms.ts');
+  const { targetNamespace } = await import('../lab/topology.ts');
+  const v = vmsFromEnv()!;
+  // no underlay namespace there: the VMs' wire is Vagrant's private network
+  const named = namespace === 'default' && target !== 'underlay';
+  const ns = named ? targetNamespace(v.topology, target) : undefined;
+  if (!ns) {
+    const t = v.topology;
+    const names = [...t.nodes, ...t.clients, ...t.nodes.flatMap((n) => n.pods)].map((x) => x.name);
+    throw new UsageError(`no pod, node or client "${target}" in ${v.name} (${names.join(', ')})`);
+  }
+  const argv = v.route.argv(ns, cmd);
+  const r = spawnSync(argv[0]!, argv.slice(1), { stdio: 'inherit' });
+  process.exitCode = r.status ?? 1;
 }

@@ -1,6 +1,7 @@
 // Exercises as data (lab/exercises/*.yaml, src/lab/exercise/spec.ts), offline: every shipped
 // exercise loads and is complete; a broken file is refused naming the file and the field; the
-// answer rules and the KUBE-SEP walk the kube-proxy-chains exercise grades with.
+// answer rules and the KUBE-SEP walk the kube-proxy-chains exercise grades with; what each
+// exercise needs of its lab, why the VM lab refuses some, and how an exercise reads there.
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +11,15 @@ import { serverFor } from '../../src/cluster/images.ts';
 import type { Deployment, Pod } from '../../src/cluster/types.ts';
 import { flowBackends, sepFor } from '../../src/lab/exercise/answers.ts';
 import { triedAsIsFirst } from '../../src/lab/exercise/dns-checks.ts';
+import {
+  cannotRun,
+  type ExerciseLab,
+  exerciseNeeds,
+  forLab,
+} from '../../src/lab/exercise/labs.ts';
 import { answerMatches, availableFeatures, parseAnswers } from '../../src/lab/exercise/run.ts';
+import { VM_LACKS } from '../../src/lab/exercise/vm-lab.ts';
+import { loadTopology } from '../../src/lab/topology.ts';
 import { loadExercises, parseExercise } from '../../src/lab/exercise/spec.ts';
 import { renderIptables } from '../../src/rules/iptables.ts';
 import { parseManifests, resolveServicePorts } from '../../src/manifests/index.ts';
@@ -259,5 +268,59 @@ describe('availableFeatures', () => {
     mkdirSync(join(dir, 'src/cluster/dns'), { recursive: true });
     writeFileSync(join(dir, 'src/cluster/store.ts'), '');
     expect([...availableFeatures(dir)].sort()).toEqual(['cluster', 'dns']);
+  });
+});
+
+describe('which lab an exercise runs on', () => {
+  const all = loadExercises();
+  const byName = (n: string) => all.find((e) => e.name === n)!;
+  const vms = { name: 'the VMs', lacks: VM_LACKS } as ExerciseLab;
+
+  it('needs follow what setup, checks and fix use', () => {
+    expect([...exerciseNeeds(byName('dataplane-down')).keys()]).toEqual([]);
+    expect(exerciseNeeds(byName('conntrack-full'))).toEqual(
+      new Map([
+        ['workloads', 'its setup runs pool in pod-b'],
+        ['agent-socket', "it reads kubetun's counters on node1"],
+      ]),
+    );
+    expect([...exerciseNeeds(byName('stale-udp')).keys()].sort()).toEqual([
+      'control-plane',
+      'kernel-modes',
+      'workloads',
+    ]);
+    // session-affinity's fix edits the objects: a control plane even without the check
+    const fixOnly = { ...byName('session-affinity'), checks: [] };
+    expect(exerciseNeeds(fixOnly).get('control-plane')).toMatch(/its fix edits the lab's objects/);
+    expect(exerciseNeeds(byName('dataplane-down'), 'iptables').get('kernel-modes')).toBe(
+      'it runs in iptables mode',
+    );
+  });
+
+  it('the VM lab runs dataplane-down, nodeport-local and curl-vs-ping; each other one says why', () => {
+    const here = all.filter((e) => !cannotRun(vms, e)).map((e) => e.name);
+    expect(here.sort()).toEqual(['curl-vs-ping', 'dataplane-down', 'nodeport-local']);
+    expect(cannotRun(vms, byName('selector-typo'))).toBe(
+      `it needs the lab's cluster, and ${VM_LACKS['control-plane']}`,
+    );
+    for (const e of all) expect(cannotRun(vms, e) ?? '', e.name).not.toMatch(/\n/);
+    expect(all.every((e) => cannotRun({ lacks: {} } as ExerciseLab, e) === undefined)).toBe(true);
+  });
+
+  it("reads with the lab's own node addresses: every text, check and answer", () => {
+    const ref = loadTopology(join(import.meta.dirname, '../../lab/topology.yaml'));
+    const vm = loadTopology(join(import.meta.dirname, '../../lab/vagrant-topology.yaml'));
+    const e = forLab(byName('nodeport-local'), { addresses: vm } as ExerciseLab, ref);
+    expect(e.symptom).toContain('http://192.168.56.12:30081/ but http://192.168.56.11:30081/');
+    expect(e.questions.find((q) => q.id === 'send-to')!.accept).toEqual(['node2', '192.168.56.12']);
+    expect(e.solution.evidence[0]!.saw).toContain('192.168.56.100'); // the client's
+    expect(JSON.stringify(e)).not.toMatch(/172\.30\.0\./);
+    // the same lab: nothing changes
+    const same = byName('nodeport-local');
+    expect(forLab(same, { addresses: ref } as ExerciseLab, ref)).toBe(same);
+    // an address is replaced whole: 172.30.0.1 is not the start of 172.30.0.11
+    const one = { ...ref, nodes: [{ ...ref.nodes[0]!, ip: '172.30.0.1' }], clients: [] };
+    const x = forLab(same, { addresses: vm } as ExerciseLab, one);
+    expect(x.symptom).toContain('172.30.0.11:30081');
   });
 });

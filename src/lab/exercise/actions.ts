@@ -1,23 +1,16 @@
 // How `exercise start` breaks the lab: each setup step is something that happens to real
 // clusters — a node's proxy crashes, its configuration changes, an object is edited, a client
 // opens connections — done with the lab's own tools. Nothing here touches kubetun's code.
-import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { NoLabError } from '../../errors.ts';
-import { crashAgent, restartAgent } from '../agent.ts';
-import { labCtl } from '../ctl.ts';
-import { type Progress, REPO_ROOT, remember } from '../lab.ts';
-import { installKubeProxyRules, isKernelMode } from '../kube-proxy.ts';
-import { freshLog } from '../provision.ts';
-import { startInNs, waitForLog } from '../procs.ts';
-import { inNs, sh } from '../../sh.ts';
-import { readState } from '../state.ts';
-import { loadTopology, targetNamespace, type Topology } from '../topology.ts';
+import type { Progress } from '../lab.ts';
+import { inNs, nsNode, sh } from '../../sh.ts';
+import { targetNamespace, type Topology } from '../topology.ts';
 import { rolloutWaiting } from '../../cluster/deployment-controller.ts';
 import type { Deployment } from '../../cluster/types.ts';
-import { getObject, resyncCluster } from './cluster.ts';
-import { EX_MANIFESTS, pushUndo } from './lab.ts';
+import { getObject } from './cluster.ts';
+import type { ExerciseLab } from './labs.ts';
+import { pushUndo } from './lab.ts';
 import { type Action, ExerciseError } from './spec.ts';
 
 export function nsOf(t: Topology, target: string): string {
@@ -26,35 +19,14 @@ export function nsOf(t: Topology, target: string): string {
   return ns;
 }
 
-/** `node` and repository-relative script paths in an exercise's argv, made absolute. */
-export function resolveArgv(argv: string[]): string[] {
-  return argv.map((a, i) =>
-    i === 0 && a === 'node' ? process.execPath : /^lab\//.test(a) ? join(REPO_ROOT, a) : a,
-  );
-}
-
 /**
- * After the objects changed: every node's data plane applies them now (kubetun watches the
- * directory too; this makes the change take effect before the next step), or the kernel's
- * kube-proxy rules are rendered and installed afresh.
+ * `node` and repository-relative script paths in an exercise's argv, as they are where the
+ * lab's namespaces are: the Node there (the route's), the lab's repository (repo).
  */
-export async function syncDataplanes(say: Progress): Promise<void> {
-  const s = readState();
-  if (!s) return;
-  // the control plane takes the files in now (its watch would, a moment later), view written
-  await resyncCluster().catch(() => undefined);
-  if (s.mode === 'kubetun') {
-    for (const p of s.processes.filter((x) => x.role === 'kubetun' && x.ctlSocket))
-      await labCtl(p.ctlSocket!, { cmd: 'reload' }, 10_000).catch(() => undefined);
-  } else if (s.mode === 'iptables') {
-    // kube-proxy's sync: iptables-restore --noflush of its full ruleset rewrites its chains and
-    // leaves conntrack alone (the UDP cleanup after it is kube-proxy's `conntrack -D`).
-    const t = loadTopology(s.topologyFile);
-    for (const n of t.nodes) installKubeProxyRules(t, n);
-  } else if (isKernelMode(s.mode)) {
-    const { labSwitchMode } = await import('../compare/mode.ts');
-    await labSwitchMode(s.mode, say, { reinstall: true });
-  }
+export function resolveArgv(argv: string[], repo: string): string[] {
+  return argv.map((a, i) =>
+    i === 0 && a === 'node' ? nsNode() : /^lab\//.test(a) ? join(repo, a) : a,
+  );
 }
 
 /** Until the Deployment's rollout is done (kubectl rollout status's test), at most 2 minutes. */
@@ -68,38 +40,28 @@ async function rolloutWait(ref: string): Promise<void> {
   throw new ExerciseError(`rollout of ${ref} did not finish in 120 s: ${waits}`);
 }
 
-export async function runAction(a: Action, say: Progress): Promise<void> {
-  const s = readState();
-  if (!s) throw new NoLabError();
-  const t = loadTopology(s.topologyFile);
+/** One setup step on the lab (t: its topology). */
+export async function runAction(
+  a: Action,
+  lab: ExerciseLab,
+  t: Topology,
+  say: Progress,
+): Promise<void> {
   switch (a.kind) {
     case 'crash-agent':
-      return crashAgent(a.node);
+      return lab.crashAgent(a.node);
     case 'agent':
-      await restartAgent(a.node, a.flags, () => {});
+      await lab.restartAgent(a.node, a.flags, () => {});
       return;
     case 'manifest':
-      writeFileSync(join(EX_MANIFESTS, a.file), a.text.endsWith('\n') ? a.text : `${a.text}\n`);
-      return syncDataplanes(say);
+      return lab.writeObject(a.file, a.text, say);
     case 'remove-manifest':
-      rmSync(join(EX_MANIFESTS, a.file), { force: true });
-      return syncDataplanes(say);
-    case 'workload': {
-      const argv = resolveArgv(a.argv);
-      const p = startInNs(
-        'workload',
-        a.name,
-        nsOf(t, a.pod),
-        argv,
-        freshLog(`workload-${a.name}.log`),
-      );
-      remember(s, p);
-      await waitForLog(p, /^ready\b/m, 15_000);
-      return;
-    }
+      return lab.writeObject(a.file, undefined, say);
+    case 'workload':
+      return lab.startWorkload(a, resolveArgv(a.argv, lab.repo));
     case 'exec':
-      if (a.undo) pushUndo({ in: a.in, cmd: a.undo });
-      sh(inNs(nsOf(t, a.in), resolveArgv(a.cmd)), { timeoutMs: 60_000 });
+      if (a.undo) pushUndo({ in: a.in, cmd: resolveArgv(a.undo, lab.repo) }, lab.dir);
+      sh(inNs(nsOf(t, a.in), resolveArgv(a.cmd, lab.repo)), { timeoutMs: 60_000 });
       return;
     case 'sleep':
       await sleep(a.ms);

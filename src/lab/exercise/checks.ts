@@ -3,17 +3,13 @@
 // traffic sent from every pod, through the Service, right now. Each check yields one line that
 // says what holds or what does not yet, with what was seen.
 import { join } from 'node:path';
-import { agentOf } from '../agent.ts';
-import { labCtl } from '../ctl.ts';
-import { REPO_ROOT } from '../lab.ts';
-import { isAlive, readLog } from '../procs.ts';
-import { inNs, shAsync } from '../../sh.ts';
-import type { LabState } from '../state.ts';
+import { inNs, nsNode, shAsync } from '../../sh.ts';
 import { allPods, type Topology } from '../topology.ts';
 import { nsOf } from './actions.ts';
 import { checkEndpoints, checkObject, checkRollout, checkService } from './cluster-checks.ts';
 import { checkDnsConfig, checkDnsLookup } from './dns-checks.ts';
 import type { CheckItem } from './item.ts';
+import type { ExerciseLab, LabNow } from './labs.ts';
 import type { Check } from './spec.ts';
 
 export type { CheckItem } from './item.ts';
@@ -33,7 +29,8 @@ export function expandFrom(t: Topology, from: string[]): string[] {
 
 export interface CheckContext {
   t: Topology;
-  state: LabState;
+  lab: ExerciseLab;
+  now: LabNow;
   /** counters read before the behaviour checks (counter-still) */
   before: Map<string, number>;
 }
@@ -43,7 +40,9 @@ async function httpFrom(t: Topology, who: string, url: string, times: number) {
   const fails: string[] = [];
   for (let i = 0; i < times; i++) {
     const argv = ['curl', '-sS', '-m', '3', '-o', '-', '-w', '\n%{http_code}', url];
-    const r = await shAsync(inNs(nsOf(t, who), argv), 10_000);
+    // the kill is a backstop for a hung client (curl's own -m bounds it): generous, as a VM
+    // lab reaches its pods through ssh
+    const r = await shAsync(inNs(nsOf(t, who), argv), 60_000);
     const lines = r.out.trimEnd().split('\n');
     const code = lines.pop();
     if (r.status === 0 && code === '200') backends.add((lines[0] ?? '').split(' ')[0] ?? '?');
@@ -75,14 +74,10 @@ async function checkHttp(c: Extract<Check, { kind: 'http' }>, x: CheckContext): 
 
 async function checkUdp(c: Extract<Check, { kind: 'udp' }>, x: CheckContext): Promise<CheckItem> {
   const who = expandFrom(x.t, c.from);
-  const udpq = join(REPO_ROOT, 'lab/servers/udpq.mjs');
-  const res = await Promise.all(
-    who.map((w) =>
-      shAsync(
-        inNs(nsOf(x.t, w), [process.execPath, udpq, c.ip, String(c.port), String(c.times), '1500']),
-      ),
-    ),
-  );
+  // run where the pods are: the Node and the repository there
+  const udpq = join(x.lab.repo, 'lab/servers/udpq.mjs');
+  const argv = [nsNode(), udpq, c.ip, String(c.port), String(c.times), '1500'];
+  const res = await Promise.all(who.map((w) => shAsync(inNs(nsOf(x.t, w), argv), 60_000)));
   const parts = who.map((w, i) => {
     const lines = res[i]!.out.trim().split('\n');
     const n = lines.filter((l) => l && l !== 'timeout').length;
@@ -95,7 +90,7 @@ async function checkPing(c: Extract<Check, { kind: 'ping' }>, x: CheckContext): 
   const who = expandFrom(x.t, c.from);
   const res = await Promise.all(
     who.map((w) =>
-      shAsync(inNs(nsOf(x.t, w), ['ping', '-n', '-c', '2', '-i', '0.2', '-W', '1', c.ip])),
+      shAsync(inNs(nsOf(x.t, w), ['ping', '-n', '-c', '2', '-i', '0.2', '-W', '1', c.ip]), 60_000),
     ),
   );
   const got = res.map((r) => r.status === 0);
@@ -108,20 +103,16 @@ async function ctOf(
   x: CheckContext,
   node: string,
 ): Promise<{ count: number; max: number } | string> {
-  const a = agentOf(x.state, node);
-  if (!a || !isAlive(a)) return `kubetun on ${node} is not running`;
   try {
-    return await labCtl<{ count: number; max: number }>(a.ctlSocket!, { cmd: 'ct-count' });
+    return await x.lab.agentCtl<{ count: number; max: number }>(node, { cmd: 'ct-count' });
   } catch (err) {
     return (err as Error).message;
   }
 }
 
-export async function counterOf(x: Pick<CheckContext, 'state'>, node: string, reason: string) {
-  const a = agentOf(x.state, node);
-  if (!a || !isAlive(a)) return undefined;
+export async function counterOf(lab: ExerciseLab, node: string, reason: string) {
   try {
-    const r = await labCtl<{ counters: Record<string, number> }>(a.ctlSocket!, { cmd: 'counters' });
+    const r = await lab.agentCtl<{ counters: Record<string, number> }>(node, { cmd: 'counters' });
     return r.counters[reason];
   } catch {
     return undefined;
@@ -147,7 +138,7 @@ export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
       };
     }
     case 'counter-still': {
-      const now = await counterOf(x, c.node, c.reason);
+      const now = await counterOf(x.lab, c.node, c.reason);
       const was = x.before.get(`${c.node}/${c.reason}`);
       if (now === undefined || was === undefined)
         return {
@@ -162,7 +153,7 @@ export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
       };
     }
     case 'agent-flag': {
-      const flags = x.state.agentFlags?.[c.node] ?? [];
+      const flags = x.now.agents[c.node]?.flags ?? [];
       const has = flags.includes(c.flag);
       return {
         title: c.title,
@@ -171,8 +162,8 @@ export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
       };
     }
     case 'workload-log': {
-      const w = x.state.processes.find((p) => p.role === 'workload' && p.name === c.name);
-      const lines = w ? readLog(w.log).trimEnd().split('\n').slice(-c.last) : [];
+      const w = x.lab.workload(c.name);
+      const lines = w ? w.log.trimEnd().split('\n').slice(-c.last) : [];
       const re = new RegExp(c.match);
       const ok = lines.length === c.last && lines.every((l) => re.test(l));
       return {
@@ -182,8 +173,8 @@ export async function runCheck(c: Check, x: CheckContext): Promise<CheckItem> {
       };
     }
     case 'workload': {
-      const w = x.state.processes.find((p) => p.role === 'workload' && p.name === c.name);
-      const alive = w !== undefined && isAlive(w);
+      const w = x.lab.workload(c.name);
+      const alive = w?.alive === true;
       return {
         title: c.title,
         ok: alive,

@@ -1,22 +1,20 @@
 // The shortcuts `exercise check` refuses, whatever the exercise: traffic that flows because the
 // fault was routed around is not a fix. Each guard is one check line like any other.
 //
-//   the lab was not rebuilt        `lab up` wipes the fault instead of finding it
+//   the lab was not rebuilt        `lab up` (on VMs: a new provisioning) wipes the fault instead
+//                                  of finding it
 //   the data plane is on           the mode the exercise started in, every node's proxy running
 //                                  and healthy (kubetun: /healthz 200; kernel: its chains there)
-//   the Services are the same      as the control plane's store has them (edited files, `lab
-//                                  apply` and `lab delete` alike): none deleted, none added (a
-//                                  new Service pointed at a pod IP), type, IPs, ports and
-//                                  selector as at start except the fields the exercise's fix may
-//                                  change; every endpoint address is its Pod's own
+//   the Services are the same      as the data planes get them (ExerciseLab.objects: the control
+//                                  plane's store, where edited files, `lab apply` and `lab
+//                                  delete` alike count; on VMs each node's view): none deleted,
+//                                  none added (a new Service pointed at a pod IP), type, IPs,
+//                                  ports and selector as at start except the fields the
+//                                  exercise's fix may change; every endpoint address is its Pod's
 import type { EndpointSlice, Pod, Service } from '../../cluster/types.ts';
-import { labCtl } from '../ctl.ts';
-import { isAlive } from '../procs.ts';
 import { inNs, shAsync } from '../../sh.ts';
-import type { LabState } from '../state.ts';
-import type { Topology } from '../topology.ts';
 import type { CheckItem } from './checks.ts';
-import { listObjects } from './cluster.ts';
+import type { ExerciseLab, LabNow } from './labs.ts';
 import type { ActiveExercise, ServiceSnapshot } from './lab.ts';
 
 /** Service fields (of spec, as the store has them) a fix may not change unless mayChange says. */
@@ -30,16 +28,18 @@ export const GUARDED_FIELDS = [
   'internalTrafficPolicy',
 ] as const;
 
-function snap(s: Service): ServiceSnapshot {
+/** where: the reader of the objects when there are several (a VM lab's node). */
+function snap(s: Service, where: string): ServiceSnapshot {
   const spec = s.spec as unknown as Record<string, unknown>;
   const fields: Record<string, unknown> = {};
   for (const f of GUARDED_FIELDS) fields[f] = spec[f] ?? null;
-  return { key: `${s.metadata.namespace}/${s.metadata.name}`, fields };
+  const key = `${s.metadata.namespace}/${s.metadata.name}`;
+  return { key: where ? `${key} on ${where}` : key, fields };
 }
 
-/** The lab's Services now, as the control plane's store has them. */
-export async function serviceSnapshots(): Promise<ServiceSnapshot[]> {
-  return (await listObjects<Service>('Service')).map(snap);
+/** The lab's Services now, as its data planes get them. */
+export async function serviceSnapshots(lab: ExerciseLab): Promise<ServiceSnapshot[]> {
+  return (await lab.objects()).flatMap((o) => o.services.map((s) => snap(s, o.where)));
 }
 
 function serviceProblems(a: ActiveExercise, mayChange: string[], now: ServiceSnapshot[]) {
@@ -82,52 +82,52 @@ function endpointProblems(slices: EndpointSlice[], pods: Pod[]): string[] {
   return problems;
 }
 
-export async function servicesGuard(a: ActiveExercise, mayChange: string[]): Promise<CheckItem> {
+export async function servicesGuard(
+  a: ActiveExercise,
+  mayChange: string[],
+  lab: ExerciseLab,
+): Promise<CheckItem> {
   const title = 'the Services are the ones the exercise started with';
   try {
-    const [svcs, slices, pods] = await Promise.all([
-      listObjects<Service>('Service'),
-      listObjects<EndpointSlice>('EndpointSlice'),
-      listObjects<Pod>('Pod'),
-    ]);
+    const views = await lab.objects();
+    const now = views.flatMap((o) => o.services.map((s) => snap(s, o.where)));
     const problems = [
-      ...serviceProblems(a, mayChange, svcs.map(snap)),
-      ...endpointProblems(slices, pods),
+      ...serviceProblems(a, mayChange, now),
+      ...views.flatMap((o) => endpointProblems(o.slices, o.pods)),
     ];
+    const n =
+      views.length > 1
+        ? `${now.length / views.length} Services on each node`
+        : `${now.length} Services`;
     return {
       title,
       ok: problems.length === 0,
-      detail: problems.length ? problems.join('; ') : `${svcs.length} Services as at start`,
+      detail: problems.length ? problems.join('; ') : `${n} as at start`,
     };
   } catch (err) {
-    return { title, ok: false, detail: `the lab's control plane: ${(err as Error).message}` };
+    return { title, ok: false, detail: `the lab's objects: ${(err as Error).message}` };
   }
 }
 
 export async function dataplaneGuard(
   a: ActiveExercise,
-  s: LabState,
-  t: Topology,
+  s: LabNow,
+  lab: ExerciseLab,
 ): Promise<CheckItem> {
   const title = `the data plane (${a.mode}) runs on every node`;
   if (s.mode !== a.mode)
     return {
       title,
       ok: false,
-      detail: `the lab now runs mode ${s.mode}; the exercise is about ${a.mode} — switch back with: kubetun lab mode ${a.mode}`,
+      detail: `the lab now runs mode ${s.mode}; the exercise is about ${a.mode} — switch back with: ${lab.modeCommand(a.mode)}`,
     };
+  const t = s.topology;
   const problems: string[] = [];
   await Promise.all(
     t.nodes.map(async (n) => {
       if (s.mode === 'kubetun') {
-        const p = s.processes.find((x) => x.role === 'kubetun' && x.name === n.name);
-        if (!p || !isAlive(p)) return void problems.push(`kubetun on ${n.name} is not running`);
-        const ok = await labCtl(p.ctlSocket!, { cmd: 'status' }).then(
-          () => true,
-          () => false,
-        );
-        if (!ok)
-          return void problems.push(`kubetun on ${n.name} does not answer on ${p.ctlSocket}`);
+        const problem = s.agents[n.name]?.problem;
+        if (problem) return void problems.push(problem);
         const h = await shAsync(
           inNs(n.ns, [
             'curl',
@@ -140,10 +140,11 @@ export async function dataplaneGuard(
             '%{http_code}',
             `http://${n.ip}:10256/healthz`,
           ]),
+          60_000,
         );
         if (h.out !== '200') problems.push(`${n.name} /healthz answers ${h.out || 'nothing'}`);
       } else {
-        const r = await shAsync(inNs(n.ns, ['nft', 'list', 'ruleset']));
+        const r = await shAsync(inNs(n.ns, ['nft', 'list', 'ruleset']), 60_000);
         if (!/KUBE-SERVICES|services/.test(r.out))
           problems.push(`${n.name} has no kube-proxy rules`);
       }
@@ -156,13 +157,13 @@ export async function dataplaneGuard(
   };
 }
 
-export function rebuiltGuard(a: ActiveExercise, s: LabState): CheckItem {
-  const ok = s.createdAt === a.labCreatedAt && s.topologyFile !== undefined;
+export function rebuiltGuard(a: ActiveExercise, s: LabNow, lab: ExerciseLab): CheckItem {
+  const ok = s.createdAt === a.labCreatedAt;
   return {
     title: 'the lab is the one the exercise broke',
     ok,
     detail: ok
       ? `built ${s.createdAt}`
-      : `the lab was rebuilt at ${s.createdAt} (lab up): that wipes the fault instead of finding it; start the exercise again`,
+      : `the lab was rebuilt at ${s.createdAt} (${lab.rebuiltBy}): that wipes the fault instead of finding it; start the exercise again`,
   };
 }

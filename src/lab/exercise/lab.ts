@@ -5,7 +5,8 @@
 // manifests (LAB_DIR/exercise/manifests, the default topology pointing at it), never the
 // repository's lab/manifests, so `reset` can always put back exactly what `lab up` started with.
 // Progress (which exercise is active, hints shown, answers given, which are done) lives beside
-// it in progress.json, in the lab's state directory.
+// it in progress.json, in the lab's state directory. This is the namespace lab's side; the lab
+// an exercise runs on, either kind, is an ExerciseLab (labs.ts).
 import {
   cpSync,
   existsSync,
@@ -24,22 +25,26 @@ export const EX_DIR = join(LAB_DIR, 'exercise');
 export const EX_TOPOLOGY = join(EX_DIR, 'topology.yaml');
 /** The lab's objects while an exercise lab runs: what every node's data plane reads. */
 export const EX_MANIFESTS = join(EX_DIR, 'manifests');
-export const PROGRESS_FILE = join(EX_DIR, 'progress.json');
-/** Commands that take back what an exercise's exec steps changed (run by normaliseLab). */
-export const UNDO_FILE = join(EX_DIR, 'undo.json');
+
+// Progress and undo steps live in the exercise directory of the lab they belong to
+// (ExerciseLab.dir: EX_DIR here, the VM lab's own on this machine); EX_DIR by default.
+const progressFile = (dir: string) => join(dir, 'progress.json');
+/** Commands that take back what an exercise's exec steps changed (run by reset, next start). */
+export const undoFile = (dir: string) => join(dir, 'undo.json');
 
 export interface UndoStep {
   in: string;
   cmd: string[];
 }
 
-export function pushUndo(step: UndoStep): void {
-  writeFileSync(UNDO_FILE, JSON.stringify([...readUndo(), step]));
+export function pushUndo(step: UndoStep, dir = EX_DIR): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(undoFile(dir), JSON.stringify([...readUndo(dir), step]));
 }
 
-export function readUndo(): UndoStep[] {
+export function readUndo(dir = EX_DIR): UndoStep[] {
   try {
-    return JSON.parse(readFileSync(UNDO_FILE, 'utf8')) as UndoStep[];
+    return JSON.parse(readFileSync(undoFile(dir), 'utf8')) as UndoStep[];
   } catch {
     return [];
   }
@@ -138,15 +143,15 @@ export interface ExerciseProgress {
   done: Record<string, { at: string; hints: number }>;
 }
 
-export function readProgress(): ExerciseProgress {
+export function readProgress(dir = EX_DIR): ExerciseProgress {
   try {
-    const p = JSON.parse(readFileSync(PROGRESS_FILE, 'utf8')) as ExerciseProgress;
+    const p = JSON.parse(readFileSync(progressFile(dir), 'utf8')) as ExerciseProgress;
     if (p.version === 1) return { ...p, done: p.done ?? {} };
   } catch {}
   return { version: 1, done: {} };
 }
 
-export function writeProgress(p: ExerciseProgress): void {
-  mkdirSync(EX_DIR, { recursive: true });
-  writeFileSync(PROGRESS_FILE, `${JSON.stringify(p, null, 2)}\n`);
+export function writeProgress(p: ExerciseProgress, dir = EX_DIR): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(progressFile(dir), `${JSON.stringify(p, null, 2)}\n`);
 }

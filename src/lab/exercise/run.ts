@@ -3,30 +3,23 @@
 // it as the exercise says and prints only the symptom; check judges state and behaviour plus the
 // guards (guards.ts); solution shows the cause, the evidence and the fix commands, and runs them;
 // reset puts the lab back as `lab up` made it.
+//
+// Every step works on an ExerciseLab (labs.ts) — the namespace lab, or the VM lab with --vms —
+// and refuses, in one line, an exercise that needs what the lab lacks.
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { agentOf, restartAgent } from '../agent.ts';
-import { type Progress, REPO_ROOT } from '../lab.ts';
-import { isAlive, stopProcess } from '../procs.ts';
-import { inNs, shTry } from '../../sh.ts';
-import { type LabMode, type LabState, readState, writeState } from '../state.ts';
+import { DEFAULT_TOPOLOGY, type Progress, REPO_ROOT } from '../lab.ts';
+import { inNs, LOCAL_ROUTE, shTry, withNsRoute } from '../../sh.ts';
+import type { LabMode } from '../state.ts';
 import { loadTopology, type Topology } from '../topology.ts';
 import { decideAnswer } from './answers.ts';
-import { nsOf, runAction, syncDataplanes } from './actions.ts';
+import { nsOf, runAction } from './actions.ts';
 import { type CheckItem, counterOf, runCheck } from './checks.ts';
-import { resyncCluster } from './cluster.ts';
 import { dataplaneGuard, rebuiltGuard, serviceSnapshots, servicesGuard } from './guards.ts';
-import {
-  EX_DIR,
-  EX_TOPOLOGY,
-  ensureExerciseLab,
-  readProgress,
-  readUndo,
-  restoreManifests,
-  UNDO_FILE,
-  writeProgress,
-} from './lab.ts';
+import { readProgress, readUndo, undoFile, writeProgress } from './lab.ts';
+import { cannotRun, type ExerciseLab, forLab } from './labs.ts';
+import { exerciseLab } from './select.ts';
 import {
   type Exercise,
   ExerciseError,
@@ -63,13 +56,16 @@ export interface ListEntry {
   state: 'done' | 'active' | 'open' | 'waiting';
   done: boolean;
   waitsOn: Feature[];
+  /** why it does not run on this lab (the VM lab: what it lacks); absent: it runs */
+  notHere?: string;
 }
 
-export function exerciseList(all = loadExercises()): ListEntry[] {
-  const p = readProgress();
+export function exerciseList(all = loadExercises(), lab = exerciseLab()): ListEntry[] {
+  const p = readProgress(lab.dir);
   const have = availableFeatures();
   return all.map((e) => {
     const waitsOn = missingFeatures(e, have);
+    const notHere = cannotRun(lab, e);
     const state =
       p.active?.name === e.name
         ? 'active'
@@ -88,51 +84,40 @@ export function exerciseList(all = loadExercises()): ListEntry[] {
       state,
       done,
       waitsOn,
+      ...(notHere ? { notHere } : {}),
     };
   });
 }
 
-/** Back to what `lab up` made: default objects, no workloads, every agent with no extra flags. */
-export async function normaliseLab(say: Progress): Promise<string[]> {
-  const did: string[] = [];
-  const undo = readUndo();
-  if (undo.length) {
-    const t = loadTopology(readState()!.topologyFile);
-    for (const u of undo.reverse()) shTry(inNs(nsOf(t, u.in), u.cmd));
-    rmSync(UNDO_FILE, { force: true });
-    did.push(`undid ${undo.length} change(s) inside the lab`);
+/** fn with the lab's connections open and its namespaces' route in force. */
+async function withLab<T>(lab: ExerciseLab, fn: () => Promise<T>): Promise<T> {
+  lab.open();
+  try {
+    return await withNsRoute(lab.route ?? LOCAL_ROUTE, fn);
+  } finally {
+    lab.close();
   }
-  const changed = restoreManifests();
-  if (changed.length) did.push(`restored ${changed.join(', ')}`);
-  // the store as the files say: objects deleted by hand back, ones `lab apply` added gone
-  const removed = await resyncCluster(true, true);
-  if (removed.length) did.push(`deleted ${removed.join(', ')} (not in the lab's files)`);
-  await syncDataplanes(say);
-  const s = readState();
-  if (!s) return did;
-  const workloads = s.processes.filter((p) => p.role === 'workload');
-  for (const w of workloads) await stopProcess(w, 1000);
-  if (workloads.length) {
-    s.processes = s.processes.filter((p) => p.role !== 'workload');
-    writeState(s);
-    did.push(`stopped ${workloads.map((w) => w.name).join(', ')}`);
-  }
-  if (s.mode === 'kubetun') {
-    const t = loadTopology(s.topologyFile);
-    for (const n of t.nodes) {
-      const a = agentOf(s, n.name);
-      const flags = s.agentFlags?.[n.name] ?? [];
-      if (a && isAlive(a) && flags.length === 0) continue;
-      await restartAgent(n.name, [], () => {});
-      did.push(`restarted kubetun on ${n.name} with its default flags`);
-    }
-  }
-  return did;
 }
 
-export async function exerciseStart(name: string, mode: LabMode | undefined, say: Progress) {
-  const all = loadExercises();
-  const e = findExercise(all, name);
+/** Back to normal: the exec steps taken back, then the lab's own (labs.ts normalise). */
+async function normalise(lab: ExerciseLab, t: Topology, say: Progress): Promise<string[]> {
+  const did: string[] = [];
+  const undo = readUndo(lab.dir);
+  if (undo.length) {
+    for (const u of undo.reverse()) shTry(inNs(nsOf(t, u.in), u.cmd));
+    rmSync(undoFile(lab.dir), { force: true });
+    did.push(`undid ${undo.length} change(s) inside the lab`);
+  }
+  return did.concat(await lab.normalise(say));
+}
+
+export async function exerciseStart(
+  name: string,
+  mode: LabMode | undefined,
+  say: Progress,
+  lab = exerciseLab(),
+) {
+  const e = exerciseOn(lab, name);
   const waits = missingFeatures(e);
   if (waits.length)
     throw new ExerciseError(
@@ -141,41 +126,58 @@ export async function exerciseStart(name: string, mode: LabMode | undefined, say
   const m = mode ?? e.modes[0]!;
   if (!e.modes.includes(m))
     throw new ExerciseError(`${e.name} runs in mode ${e.modes.join(' or ')}, not ${m}`);
-  const p = readProgress();
-  if (p.active && p.active.name !== e.name) say(`leaving ${p.active.name} (its fault is undone)`);
-  const s0 = readState();
-  const ours = s0?.phase === 'up' && s0.topologyFile === EX_TOPOLOGY;
-  if (ours) for (const d of await normaliseLab(say)) say(d);
-  const returnMode = p.active?.returnMode ?? (ours ? s0.mode : 'kubetun');
-  const s = await ensureExerciseLab(m, say);
-  for (const a of e.setup) await runAction(a, say);
-  p.active = {
-    name: e.name,
-    mode: m,
-    returnMode,
-    startedAt: new Date().toISOString(),
-    labCreatedAt: s.createdAt,
-    hintsShown: 0,
-    answers: {},
-    baseline: await serviceSnapshots(),
-  };
-  writeProgress(p);
-  return e;
+  const why = cannotRun(lab, e, m);
+  if (why) throw new ExerciseError(`${e.name} does not run on ${lab.name}: ${why}`);
+  return withLab(lab, async () => {
+    const p = readProgress(lab.dir);
+    if (p.active && p.active.name !== e.name) say(`leaving ${p.active.name} (its fault is undone)`);
+    const s0 = await lab.now();
+    const ours = s0?.exerciseLab === true;
+    if (ours) for (const d of await normalise(lab, s0.topology, say)) say(d);
+    // reset goes back to the mode the lab ran, if this lab can run it again
+    const back =
+      ours && (s0.mode === 'kubetun' || !lab.lacks['kernel-modes']) ? s0.mode : 'kubetun';
+    const returnMode = p.active?.returnMode ?? back;
+    const s = await lab.ensure(m, say);
+    for (const a of e.setup) await runAction(a, lab, s.topology, say);
+    p.active = {
+      name: e.name,
+      mode: m,
+      returnMode,
+      startedAt: new Date().toISOString(),
+      labCreatedAt: s.createdAt,
+      hintsShown: 0,
+      answers: {},
+      baseline: await serviceSnapshots(lab),
+    };
+    writeProgress(p, lab.dir);
+    return e;
+  });
 }
 
-function active(): { e: Exercise; p: ReturnType<typeof readProgress> } {
-  const p = readProgress();
+/** The exercise as it reads on the lab (forLab: its own node addresses). */
+function exerciseOn(lab: ExerciseLab, name: string): Exercise {
+  return forLab(findExercise(loadExercises(), name), lab, loadTopology(DEFAULT_TOPOLOGY));
+}
+
+function active(lab: ExerciseLab): { e: Exercise; p: ReturnType<typeof readProgress> } {
+  const p = readProgress(lab.dir);
   if (!p.active)
     throw new ExerciseError('no exercise is active (kubetun lab exercise list, then start NAME)');
-  return { e: findExercise(loadExercises(), p.active.name), p };
+  return { e: exerciseOn(lab, p.active.name), p };
 }
 
-export function exerciseHint(): { exercise: string; n: number; of: number; hint: string } {
-  const { e, p } = active();
+export function exerciseHint(lab = exerciseLab()): {
+  exercise: string;
+  n: number;
+  of: number;
+  hint: string;
+} {
+  const { e, p } = active(lab);
   const a = p.active!;
   const n = Math.min(a.hintsShown + 1, e.hints.length);
   a.hintsShown = n;
-  writeProgress(p);
+  writeProgress(p, lab.dir);
   return { exercise: e.name, n, of: e.hints.length, hint: e.hints[n - 1]! };
 }
 
@@ -252,49 +254,56 @@ export function parseAnswers(list: string[], e: Exercise): Record<string, string
   return out;
 }
 
-export async function exerciseCheck(answers: string[] = []): Promise<CheckReport> {
-  const { e, p } = active();
+export async function exerciseCheck(
+  answers: string[] = [],
+  lab = exerciseLab(),
+): Promise<CheckReport> {
+  const { e, p } = active(lab);
   const a = p.active!;
   Object.assign(a.answers, parseAnswers(answers, e));
-  writeProgress(p);
-  const s = readState();
-  if (!s)
-    return {
-      exercise: e.name,
-      solved: false,
-      items: [
-        { title: 'the lab is up', ok: false, detail: 'the lab is down; start the exercise again' },
-      ],
-    };
-  const t = loadTopology(s.topologyFile);
-  // kubetun watches the objects; this makes an edit made just now count without a race.
-  if (s.mode === 'kubetun') await syncDataplanes(() => {});
-  const items: CheckItem[] = [
-    rebuiltGuard(a, s),
-    await dataplaneGuard(a, s, t),
-    await servicesGuard(a, e.mayChange),
-  ];
-  const before = new Map<string, number>();
-  const still = e.checks.filter((c) => c.kind === 'counter-still');
-  for (const c of still) {
-    const v = await counterOf({ state: s }, c.node, c.reason);
-    if (v !== undefined) before.set(`${c.node}/${c.reason}`, v);
-  }
-  const x = { t, state: s as LabState, before };
-  for (const c of e.checks.filter((c) => c.kind !== 'counter-still'))
-    items.push(await runCheck(c, x));
-  for (const c of still) items.push(await runCheck(c, x));
-  for (const q of e.questions) items.push(await questionItem(q, a.answers[q.id], t));
+  writeProgress(p, lab.dir);
+  const items = await withLab(lab, () => checkItems(e, a, lab));
   const solved = items.every((i) => i.ok);
   if (solved) {
     p.done[e.name] = { at: new Date().toISOString(), hints: a.hintsShown };
-    writeProgress(p);
+    writeProgress(p, lab.dir);
   }
   return { exercise: e.name, solved, items };
 }
 
-export function exerciseStatus() {
-  const p = readProgress();
+async function checkItems(
+  e: Exercise,
+  a: NonNullable<ReturnType<typeof readProgress>['active']>,
+  lab: ExerciseLab,
+): Promise<CheckItem[]> {
+  const s = await lab.now();
+  if (!s)
+    return [
+      { title: 'the lab is up', ok: false, detail: 'the lab is down; start the exercise again' },
+    ];
+  // kubetun watches the objects; this makes an edit made just now count without a race.
+  if (s.mode === 'kubetun') await lab.syncDataplanes(() => {});
+  const items: CheckItem[] = [
+    rebuiltGuard(a, s, lab),
+    await dataplaneGuard(a, s, lab),
+    await servicesGuard(a, e.mayChange, lab),
+  ];
+  const before = new Map<string, number>();
+  const still = e.checks.filter((c) => c.kind === 'counter-still');
+  for (const c of still) {
+    const v = await counterOf(lab, c.node, c.reason);
+    if (v !== undefined) before.set(`${c.node}/${c.reason}`, v);
+  }
+  const x = { t: s.topology, lab, now: s, before };
+  for (const c of e.checks.filter((c) => c.kind !== 'counter-still'))
+    items.push(await runCheck(c, x));
+  for (const c of still) items.push(await runCheck(c, x));
+  for (const q of e.questions) items.push(await questionItem(q, a.answers[q.id], s.topology));
+  return items;
+}
+
+export function exerciseStatus(lab = exerciseLab()) {
+  const p = readProgress(lab.dir);
   const all = loadExercises();
   return {
     active: p.active
@@ -313,8 +322,8 @@ export function exerciseStatus() {
 }
 
 /** A `kubetun` on PATH for the fix commands, whichever way this one was started. */
-export function shimPath(): string {
-  const dir = join(EX_DIR, 'bin');
+export function shimPath(lab: ExerciseLab): string {
+  const dir = join(lab.dir, 'bin');
   mkdirSync(dir, { recursive: true });
   const shim = join(dir, 'kubetun');
   writeFileSync(
@@ -325,33 +334,40 @@ export function shimPath(): string {
   return `${dir}:${process.env.PATH ?? '/usr/bin:/bin'}`;
 }
 
-/** Runs one fix command as a learner's shell would; returns its status and output. */
-export function runFixCommand(cmd: string): { status: number; out: string } {
+/**
+ * Runs one fix command as a learner's shell would, on the lab (its environment: a fix typed for
+ * the VM lab reaches the VMs); returns its status and output.
+ */
+export function runFixCommand(cmd: string, lab = exerciseLab()): { status: number; out: string } {
   const r = spawnSync('bash', ['-c', cmd], {
     encoding: 'utf8',
-    env: { ...process.env, PATH: shimPath() },
-    timeout: 180_000,
+    env: { ...process.env, PATH: shimPath(lab), ...lab.env },
+    // a fix on a VM lab restarts an agent in a VM: minutes under software emulation
+    timeout: 900_000,
   });
   return { status: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
 }
 
-export function exerciseSolution(): Exercise {
-  return active().e;
+export function exerciseSolution(lab = exerciseLab()): Exercise {
+  return active(lab).e;
 }
 
-export async function exerciseReset(say: Progress): Promise<string[]> {
-  const p = readProgress();
-  const s = readState();
-  const did = s?.phase === 'up' ? await normaliseLab(say) : [];
-  const back = p.active?.returnMode;
-  if (s?.phase === 'up' && back && s.mode !== back) {
-    const { labSwitchMode } = await import('../compare/mode.ts');
-    await labSwitchMode(back, say);
-    did.push(`the lab runs mode ${back} again`);
-  }
+export async function exerciseReset(say: Progress, lab = exerciseLab()): Promise<string[]> {
+  const p = readProgress(lab.dir);
+  const did = await withLab(lab, async () => {
+    const s = await lab.now();
+    if (!s) return [];
+    const done = await normalise(lab, s.topology, say);
+    const back = p.active?.returnMode;
+    if (back && s.mode !== back) {
+      await lab.switchMode(back, say);
+      done.push(`the lab runs mode ${back} again`);
+    }
+    return done;
+  });
   const left = p.active?.name;
   p.active = undefined;
-  writeProgress(p);
+  writeProgress(p, lab.dir);
   if (left) did.push(`${left} is no longer active`);
   return did;
 }
