@@ -60,11 +60,15 @@ export function registerExercise(lab: Command, guarded: Guarded): void {
     .action((name: string, o: { mode?: LabMode }) =>
       guarded('exercise start', async () => {
         const { exerciseStart } = await import('../lab/exercise/run.ts');
-        const e = await exerciseStart(name, o.mode, progress);
+        const { exerciseLab } = await import('../lab/exercise/select.ts');
+        const lab = exerciseLab();
+        const e = await exerciseStart(name, o.mode, progress, lab);
         out(`\n${e.title}  (about ${e.minutes} min)\n\n${e.symptom}\n`);
-        out(
-          'Investigate with kubetun lab exec/status, kubetun ct/svc; then: kubetun lab exercise check',
-        );
+        // on the VMs only lab exec reaches inside (status, ct and svc read this machine's lab)
+        const tools = lab.lacks['agent-socket']
+          ? 'kubetun lab exec'
+          : 'kubetun lab exec/status, kubetun ct/svc';
+        out(`Investigate with ${tools}; then: kubetun lab exercise check`);
         out(`(${e.hints.length} hints: kubetun lab exercise hint)`);
       }),
     );

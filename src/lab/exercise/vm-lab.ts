@@ -43,6 +43,9 @@ export const VM_LACKS: Record<Capability, string> = {
 
 export function vmExerciseLab(v: VmNodes, config: string): ExerciseLab {
   let views = new Map<string, string>();
+  // every look is a Node start in each VM (seconds, minutes under emulation): kept for the
+  // command until an agent is crashed or restarted
+  let known: LabNow | undefined;
   const node = (name: string) => findNode(v.topology, name);
 
   async function reports(): Promise<AgentReport[]> {
@@ -52,6 +55,11 @@ export function vmExerciseLab(v: VmNodes, config: string): ExerciseLab {
   }
 
   async function now(): Promise<LabNow> {
+    known ??= await look();
+    return known;
+  }
+
+  async function look(): Promise<LabNow> {
     const r = await reports();
     const down = v.topology.nodes.filter((_, i) => r[i]!.agent !== 'running');
     const kernel = down.map((n) => vmKernelRules(v, n)).find((m) => m !== undefined);
@@ -91,6 +99,7 @@ export function vmExerciseLab(v: VmNodes, config: string): ExerciseLab {
         did.push(`restarted kubetun on ${n.name} with its default flags`);
       }),
     );
+    if (did.length > 0) known = undefined;
     return did;
   }
 
@@ -123,9 +132,14 @@ export function vmExerciseLab(v: VmNodes, config: string): ExerciseLab {
       if (views.size === 0) await reports();
       return Promise.all(v.topology.nodes.map((n) => nodeObjects(v, n, views.get(n.name)!)));
     },
-    crashAgent: async (name) => void (await vmAgent(v, node(name), 'crash')),
-    restartAgent: async (name, flags, say) =>
-      (await vmAgent(v, node(name), 'restart', { flags, say })).flags,
+    crashAgent: async (name) => {
+      known = undefined;
+      await vmAgent(v, node(name), 'crash');
+    },
+    restartAgent: async (name, flags, say) => {
+      known = undefined;
+      return (await vmAgent(v, node(name), 'restart', { flags, say })).flags;
+    },
     agentCtl: () => lacking(lab, VM_LACKS['agent-socket']),
     objectsDir: () => lacking(lab, VM_LACKS['control-plane']),
     writeObject: () => lacking(lab, VM_LACKS['control-plane']),
