@@ -2,7 +2,8 @@
 // (cached), `vagrant up --provider=libvirt` of node1, node2 and the client under QEMU inside the
 // network namespace <prefix>virt (scripts/vm-host.sh), then what runs on the VMs — a pod on
 // node1 to a ClusterIP with backends on both VMs (curl answers, ping does not), NodePort from
-// the client VM (Cluster and Local), kill -9 of a node's agent and systemd bringing it back —
+// the client VM (Cluster and Local), kill -9 of a node's agent and systemd bringing it back,
+// lab compare --vms against kube-proxy's rules in the VMs, an exercise run from the host —
 // and `vagrant destroy -f` leaving nothing behind. Every phase prints its timing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -47,7 +48,15 @@ beforeAll(async () => {
   const up = await timed('vagrant up --provider=libvirt (node1, node2, client)', () =>
     runShown(
       'bash',
-      ['scripts/vm-host.sh', 'exec', 'vagrant', 'up', '--provider=libvirt', '--no-color', '--no-tty'],
+      [
+        'scripts/vm-host.sh',
+        'exec',
+        'vagrant',
+        'up',
+        '--provider=libvirt',
+        '--no-color',
+        '--no-tty',
+      ],
       3_600_000,
     ),
   );
@@ -170,6 +179,56 @@ describe('the lab on libvirt VMs', () => {
       expect(r.out).toMatch(/^udp: SAME/m);
       expect(r.out).toMatch(/^2 same, 0 different, 0 expected \(documented\) differences$/m);
     });
+  });
+
+  it('lab exercise --vms: dataplane-down is broken, found unsolved, fixed by its solution, solved, reset', async () => {
+    const kt = (...args: string[]) => {
+      const r = run(
+        'bash',
+        inNsArgs([
+          process.execPath,
+          'bin/kubetun.mjs',
+          'lab',
+          'exercise',
+          ...args,
+          '--vms',
+          SSH_CONFIG,
+        ]),
+        1_800_000,
+      );
+      process.stdout.write(`$ kubetun lab exercise ${args.join(' ')} (exit ${r.status})\n${r.out}`);
+      return r;
+    };
+    await timed(
+      'lab exercise --vms (list, a refused start, dataplane-down start/check/solution/check/reset)',
+      () => {
+        const list = kt('list');
+        expect(list.status, list.err).toBe(0);
+        expect(list.out).toMatch(/^3 of 13 run here/m);
+        const refused = kt('start', 'session-affinity');
+        expect(refused.status).toBe(2);
+        expect(refused.err).toMatch(/session-affinity does not run on the VM lab/);
+        expect(refused.err.trim().split('\n')).toHaveLength(1);
+        const start = kt('start', 'dataplane-down');
+        expect(start.status, start.err).toBe(0);
+        expect(ssh('node2', 'systemctl is-active kubetun.service').out.trim()).toBe('failed');
+        const before = kt('check');
+        expect(before.status, before.err).toBe(1);
+        expect(before.out).toMatch(/kubetun on node2 is not running/);
+        expect(before.out).toMatch(/pod-c 0\/3/);
+        expect(before.out.trim().split('\n').pop()).toBe('dataplane-down: not yet.');
+        const fix = kt('solution');
+        expect(fix.status, fix.err).toBe(0);
+        expect(fix.out).toMatch(/kubetun lab agent restart node2/);
+        expect(ssh('node2', 'systemctl is-active kubetun.service').out.trim()).toBe('active');
+        const after = kt('check');
+        expect(after.status, `${after.out}\n${after.err}`).toBe(0);
+        expect(after.out.trim().split('\n').pop()).toBe('dataplane-down: solved.');
+        const reset = kt('reset');
+        expect(reset.status, reset.err).toBe(0);
+        expect(reset.out).toMatch(/dataplane-down is no longer active/);
+      },
+    );
   });
 
   it('vagrant destroy -f leaves no VM, network or disk behind', async () => {
