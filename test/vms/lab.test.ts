@@ -229,7 +229,7 @@ describe('the lab on libvirt VMs', () => {
         expect(reset.out).toMatch(/dataplane-down is no longer active/);
       },
     );
-  });
+  }, 1_800_000);
 
   it('vagrant destroy -f leaves no VM, network or disk behind', async () => {
     await timed('vagrant destroy -f', () => {
