@@ -6,6 +6,10 @@
 //   npm run bench:datapath [-- --quick] [-- --no-v8-tune] [-- --ring]
 //   npm run bench:datapath -- --against REV [--rounds N] [--quick]   (A/B in one process:
 //     this tree's program against REV's, alternating; see scripts/bench-ab.ts)
+//     [--count instructions [--jobs N]] [--this REV2]   (and instructions per packet of each
+//     side under callgrind, which the machine's load does not move: scripts/bench/count.ts)
+//   npm run bench:datapath -- --ring --count instructions [--quick]   (the event ring off and
+//     on, wall time then instructions per packet)
 //
 // The heap check needs global.gc: without it the script re-runs itself under
 // `node --expose-gc --import tsx` (so the plain `tsx scripts/bench-datapath.ts` works too).
@@ -24,6 +28,8 @@ import type { ResolvedServicePort } from '../src/model.ts';
 import { ipv4FillCsum } from '../src/wire/ipv4.ts';
 import { l4RewriteSrcPort, ipv4RewriteSrc } from '../src/wire/rewrite.ts';
 import { makeDefaultService, makeReadyEndpoint } from '../test/fixtures/model.ts';
+import { benchAgainst, refuse } from './bench-ab.ts';
+import { COUNT_DEFAULTS, countRing, valgrindMissing } from './bench/count.ts';
 import {
   ACK,
   beOf,
@@ -35,11 +41,14 @@ import {
   NOW,
   packetSet,
   PKT,
+  RING_MODES,
   replySet,
+  ringOn,
   runCopyOnly,
   runSet,
   SYN,
   sportOf,
+  synSet,
   STRIDE,
   timeIt,
   vipOf,
@@ -65,6 +74,12 @@ const TUNE = !process.argv.includes('--no-v8-tune');
 /** --against REV: A/B of this tree's program against REV's (scripts/bench-ab.ts) */
 const AGAINST = argValue('--against');
 const AB_ROUNDS = Number(argValue('--rounds') ?? 9);
+/** --count instructions: callgrind's instructions per packet beside the wall time */
+const COUNT = argValue('--count');
+/** --jobs N: callgrind processes at once (--count) */
+const JOBS = Number(argValue('--jobs') ?? COUNT_DEFAULTS.jobs);
+/** --this REV: side A of --against is REV instead of the working tree */
+const THIS_REV = argValue('--this');
 if (TUNE) dpTuneV8();
 const SCALES = [10, 1_000, 10_000, 100_000];
 /** tracked flows for the established-flow runs (same at every scale: only services vary) */
@@ -144,16 +159,10 @@ function benchRing(): { off: number; none: number; all: number; capture: number 
   const rounds = Math.max(1, Math.round(EST_PACKETS / FLOWS / 4));
   progress(`event ring: ${rounds * FLOWS} established packets x 4 modes x 5`);
   const harness = timeIt(() => runCopyOnly(orig, rounds)).ns;
-  const modes: Array<() => number> = [
-    () => -1,
-    () => dp.events.subscribe({ port: 1 }), // matches nothing here
-    () => dp.events.subscribe(),
-    () => dp.events.subscribe({}, true),
-  ];
-  const res: number[][] = modes.map(() => []);
+  const res: number[][] = RING_MODES.map(() => []);
   for (let rep = 0; rep < 5; rep++) {
-    modes.forEach((on, m) => {
-      const k = on();
+    RING_MODES.forEach((mode, m) => {
+      const k = ringOn(dp, mode);
       const t = timeIt(() => runSet(dp, orig, rounds, NOW));
       dp.events.unsubscribe(k);
       checkAll(dp, 'TX_DNAT', t.result, rounds * FLOWS);
@@ -182,9 +191,7 @@ function printRing(): void {
 
 function benchNewFlows(services: number): number {
   const dp = datapathFor(services, NEW_BATCH * 2);
-  const ps = packetSet(NEW_BATCH, (b, off, f) =>
-    writeTcp(b, off, clientOf(f), vipOf((f * 7919) % services), sportOf(f), 80, SYN),
-  );
+  const ps = synSet(services, NEW_BATCH);
   const batches = Math.max(1, Math.round(NEW_PACKETS / NEW_BATCH));
   progress(`${services} services: ${batches * NEW_BATCH} new flows`);
   runSet(dp, ps, 1, NOW); // warm up
@@ -377,9 +384,31 @@ function benchLoad(n: number): { full: number; resync: number } {
 
 async function main(): Promise<void> {
   const t0 = Date.now();
+  if (COUNT !== undefined) {
+    if (COUNT !== 'instructions') {
+      refuse(`--count ${COUNT}: the one count is 'instructions' (--count instructions)`);
+    }
+    if (AGAINST === undefined && !RING_ONLY) {
+      refuse('--count instructions goes with --against REV or --ring');
+    }
+    const why = valgrindMissing();
+    if (why) refuse(why);
+  }
+  if (!Number.isInteger(JOBS) || JOBS < 1) {
+    refuse(`--jobs ${argValue('--jobs')}: give a whole number >= 1`);
+  }
+  if (!Number.isInteger(AB_ROUNDS) || AB_ROUNDS < 1) {
+    refuse(`--rounds ${argValue('--rounds')}: give a whole number >= 1`);
+  }
+  if (THIS_REV !== undefined && AGAINST === undefined) refuse('--this REV goes with --against REV');
   if (AGAINST !== undefined) {
-    const { benchAgainst } = await import('./bench-ab.ts');
-    await benchAgainst(AGAINST, AB_ROUNDS, QUICK);
+    await benchAgainst(AGAINST, {
+      rounds: AB_ROUNDS,
+      quick: QUICK,
+      count: COUNT !== undefined,
+      thisRev: THIS_REV,
+      jobs: JOBS,
+    });
     return;
   }
   console.log(
@@ -398,6 +427,7 @@ async function main(): Promise<void> {
   );
   if (RING_ONLY) {
     printRing();
+    if (COUNT !== undefined) await countRing(QUICK, JOBS);
     return;
   }
   const mem = benchCtMemory();

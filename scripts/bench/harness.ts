@@ -5,8 +5,10 @@
 // programs) over its own tree's program.
 //
 // Only tree-relative imports of modules that have existed since the datapath took its layered
-// shape (state/, program.ts, maps/services.ts, wire/): a revision without them is refused by
-// bench-ab with the import error.
+// shape (state/, program.ts, maps/services.ts, wire/). bench-ab gives a revision from before the
+// layering (51411f6) two re-export files at the new paths (layoutShims there); one missing
+// anything else is refused with the import error. bench/count-child.ts runs this file under
+// callgrind, one process per side and scenario.
 
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import { dpProcess } from '../../src/datapath/program.ts';
@@ -142,6 +144,13 @@ export function datapathFor(services: number, ctCapacity: number): Datapath {
   return dp;
 }
 
+/** n first packets (SYN) of new flows, flow f toward VIP (f * 7919) % services:80. */
+export function synSet(services: number, n: number): PacketSet {
+  return packetSet(n, (b, off, f) =>
+    writeTcp(b, off, clientOf(f), vipOf((f * 7919) % services), sportOf(f), 80, SYN),
+  );
+}
+
 /** Flow f of an established run: client (10.1.x.y, port) -> VIP (f % services):80. */
 export function flowSet(services: number, flows: number, flags: number): PacketSet {
   return packetSet(flows, (b, off, f) =>
@@ -155,6 +164,25 @@ export function replySet(dp: Datapath, services: number, flows: number): PacketS
     const i = dp.ct.lookupOrig(6, clientOf(f), vipOf(f % services), sportOf(f), 80);
     writeTcp(b, off, dp.ct.baddr(i), clientOf(f), 8080, sportOf(f), ACK);
   });
+}
+
+// ---- the event ring (issue 20) ------------------------------------------------------------------
+
+/**
+ * How the event ring is set for a run: `off` nobody listens (dpProcess's one branch); `none` a
+ * subscriber whose filter matches none of the bench's packets (port 1: the filters run, nothing
+ * is written); `all` one that takes every event; `capture` every event with tap's packet bytes.
+ */
+export type RingMode = 'off' | 'none' | 'all' | 'capture';
+export const RING_MODES: readonly RingMode[] = ['off', 'none', 'all', 'capture'];
+
+/** Subscribes as `mode` says; returns the subscriber (-1 for off), for dp.events.unsubscribe. */
+export function ringOn(dp: Datapath, mode: RingMode): number {
+  if (mode === 'off') return -1;
+  // a revision from before the ring (21d185b) has no dp.events
+  const ev = (dp as Partial<Datapath>).events;
+  if (ev === undefined) throw new Error(`bench: this revision has no event ring (ring ${mode})`);
+  return mode === 'none' ? ev.subscribe({ port: 1 }) : ev.subscribe({}, mode === 'capture');
 }
 
 // ---- timed loops (kept free of allocation) ---------------------------------------------------
