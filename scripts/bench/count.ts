@@ -167,7 +167,6 @@ function runJob(job: CountJob, o: CountOptions): Promise<PerPacket> {
           const k = dumpNumber(f, child.pid ?? -1);
           if (k > 0) ir.set(k, callgrindIr(readFileSync(join(outDir, f), 'utf8')));
         }
-        process.stderr.write(`${JSON.stringify(segments(ir, labels))}\n`);
         resolve(perPacket(segments(ir, labels), packets));
       } catch (e) {
         reject(e);
