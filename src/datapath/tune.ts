@@ -6,9 +6,12 @@
 // functions (parse, conntrack, map lookups, rewrites, checksums) called from dpProcess; with the
 // default budget a dozen of them stay real calls. scripts/bench-datapath.ts measured on this
 // project's 2-CPU VM, established flows: ~4.5-4.8 Mpps per CPU-second at 920, ~5.7-6.7 at
-// 3000-4000 (the "--no-v8-tune" switch there shows the difference). It changes only inlining
-// decisions, not semantics; node documents that flags set after start "may simply do nothing",
-// in which case the cost is nothing.
+// 3000-4000 (the "--no-v8-tune" switch there shows the difference). More is not better:
+// callgrind's instructions per packet (bench:datapath --count instructions, on c341a0c) rose at
+// 6000 to 3148 for established revNAT (2790 at 4000) and at 8000 to 2886 for DNAT (2779), the
+// loop's compile then inlining ~4500 bytes, near V8's absolute cap (4600). It changes only
+// inlining decisions, not semantics; node documents that flags set after start "may simply do
+// nothing", in which case the cost is nothing.
 
 import { setFlagsFromString } from 'node:v8';
 
