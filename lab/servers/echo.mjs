@@ -53,6 +53,7 @@ function streamBytes(res, n) {
       fillPattern(state, buf);
       const take = Math.min(left, CHUNK);
       left -= take;
+      if (res.destroyed) return; // the client went away mid-download
       const more = res.write(take === CHUNK ? buf : buf.subarray(0, take));
       if (!more) return void res.once('drain', pump);
     }
@@ -114,6 +115,9 @@ for (const port of httpPorts) {
 for (const port of udpPorts) {
   const udp = createSocket('udp4');
   udp.on('message', onDatagram(udp));
+  // A reply that cannot be sent (no route while a test takes a node's data plane or routes
+  // away) is the client's loss, not the Pod's: without a handler it would end the server.
+  udp.on('error', (err) => console.error(`udp ${port}: ${err.message}`));
   udp.bind(Number(port), '0.0.0.0', ready);
 }
 for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => process.exit(0));
