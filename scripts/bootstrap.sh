@@ -40,8 +40,8 @@ if [ "${1:-}" = "--test" ]; then
   pkgs[tshark]=/usr/bin/tshark  # test/pcap/pcapng.test.ts, test/lab/observe.test.ts: tshark -r reads kubetun tap's pcapng
 fi
 # The VM lab (docs/vagrant.md) and its test stage: libvirt + QEMU, vagrant-libvirt, and what
-# scripts/box-build.sh makes the box with. `--test` includes them for the VM stage, which
-# runs with KUBETUN_VM_STAGE=1 (opt-in until it has passed here: docs/vagrant.md).
+# scripts/box-build.sh makes the box with. `--test` includes them for the VM stage (on by
+# default; KUBETUN_VM_STAGE=0 leaves it out: docs/vagrant.md).
 if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--vm" ]; then
   pkgs[vagrant]=/usr/bin/vagrant
   pkgs[vagrant-libvirt]=/usr/share/rubygems-integration/all/specifications/vagrant-libvirt-0.11.2.gemspec

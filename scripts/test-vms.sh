@@ -5,7 +5,7 @@
 # <prefix>virt (scripts/vm-host.sh), runs test/vms/*.test.ts against them and destroys them.
 # Writes vitest's JSON report to the file given (scripts/test-summary.mjs counts it).
 #
-#   bash scripts/test-vms.sh [REPORT.json]     as root; KUBETUN_VM_STAGE=0 skips it, saying so
+#   bash scripts/test-vms.sh [REPORT.json]     as root (scripts/test.sh runs it unless KUBETUN_VM_STAGE=0)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 report=${1:-.test-results/vms.json}
