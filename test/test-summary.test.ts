@@ -23,20 +23,20 @@ function report(name: string, suites: { status: string; tests: string[] }[]): st
 
 function summary(...files: string[]) {
   const r = spawnSync(process.execPath, [SCRIPT, ...files], { encoding: 'utf8' });
-  return { status: r.status, last: r.stdout.trim().split('\n').at(-1) };
+  return { status: r.status, last: r.stdout.trim().split('\n').at(-1), out: r.stdout };
 }
 
 describe('test-summary.mjs', () => {
   it('adds up the passes and failures of every report', () => {
     const main = report('main.json', [{ status: 'passed', tests: ['passed', 'passed'] }]);
     const vms = report('vms.json', [{ status: 'failed', tests: ['passed', 'failed'] }]);
-    expect(summary(main)).toEqual({ status: 0, last: '2 passed, 0 failed' });
-    expect(summary(main, vms)).toEqual({ status: 1, last: '3 passed, 1 failed' });
+    expect(summary(main)).toMatchObject({ status: 0, last: '2 passed, 0 failed' });
+    expect(summary(main, vms)).toMatchObject({ status: 1, last: '3 passed, 1 failed' });
   });
 
   it('counts a stage whose report is missing as one failure', () => {
     const main = report('main2.json', [{ status: 'passed', tests: ['passed'] }]);
-    expect(summary(main, join(DIR, 'absent.json'))).toEqual({
+    expect(summary(main, join(DIR, 'absent.json'))).toMatchObject({
       status: 1,
       last: '1 passed, 1 failed',
     });
@@ -44,6 +44,38 @@ describe('test-summary.mjs', () => {
 
   it('counts a file whose beforeAll threw (its tests skipped) as one failure', () => {
     const vms = report('vms2.json', [{ status: 'failed', tests: ['skipped', 'skipped'] }]);
-    expect(summary(vms)).toEqual({ status: 1, last: '0 passed, 1 failed, 2 skipped' });
+    expect(summary(vms)).toMatchObject({ status: 1, last: '0 passed, 1 failed, 2 skipped' });
+  });
+
+  it('names each failed test before the count: file, name, the first line of its error', () => {
+    const file = join(DIR, 'named.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        testResults: [
+          {
+            name: join(process.cwd(), 'test/lab/x.test.ts'),
+            status: 'failed',
+            assertionResults: [
+              { status: 'passed', fullName: 'x fine' },
+              {
+                status: 'failed',
+                fullName: 'x restarts pod-c',
+                failureMessages: [
+                  '\x1b[31mAssertionError: expected 2 to be 1\x1b[39m\n    at x.ts:3',
+                ],
+              },
+            ],
+          },
+          { name: join(process.cwd(), 'test/y.test.ts'), status: 'failed', message: 'boom\nstack' },
+        ],
+      }),
+    );
+    const r = summary(file);
+    expect(r.out.trim().split('\n')).toEqual([
+      'FAILED test/lab/x.test.ts > x restarts pod-c: AssertionError: expected 2 to be 1',
+      'FAILED test/y.test.ts: boom',
+      '1 passed, 2 failed',
+    ]);
   });
 });
