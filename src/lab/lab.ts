@@ -47,7 +47,6 @@ import {
   LAB_DIR,
   LOG_DIR,
   readState,
-  SANDBOX_FILE,
   STATE_FILE,
   STORE_DIR,
   VIEW_DIR,
