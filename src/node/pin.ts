@@ -175,7 +175,7 @@ export function createPinned(path: string, cfg: Partial<DatapathConfig>): Pinned
     for (const [i, r] of regions.entries()) {
       h.set([i, r.capacity, r.offset, r.bytes], H_MAPS + i * MAP_WORDS);
     }
-    writeSync(fd, new Uint8Array(h.buffer), 0, PAGE, 0);
+    writeSync(fd, new Uint8Array(h.buffer, h.byteOffset, h.byteLength), 0, PAGE, 0);
   } finally {
     closeSync(fd);
   }

@@ -68,10 +68,10 @@ function block(
 ): Uint8Array {
   const total = 12 + pad4(fixedLen) + optionsLen(opts);
   const b = new Uint8Array(total);
-  const v = new DataView(b.buffer);
+  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   v.setUint32(0, type, true);
   v.setUint32(4, total, true);
-  body(new DataView(b.buffer, 8, pad4(fixedLen)), b.subarray(8, 8 + pad4(fixedLen)));
+  body(new DataView(b.buffer, b.byteOffset + 8, pad4(fixedLen)), b.subarray(8, 8 + pad4(fixedLen)));
   writeOptions(v, b, 8 + pad4(fixedLen), opts);
   v.setUint32(total - 4, total, true);
   return b;
