@@ -6,7 +6,7 @@
 //   startStream  held by this process: stdout to a local file, ended by closing its stdin, so it
 //                works the same where the far process is behind ssh (a capture in a VM)
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { inNs } from '../sh.ts';
@@ -42,6 +42,7 @@ export function startInNs(
   mkdirSync(dirname(log), { recursive: true });
   const fd = openSync(log, 'a');
   try {
+    const logFrom = fstatSync(fd).size;
     const routed = inNs(ns, argv);
     const child = spawn(routed[0]!, routed.slice(1), {
       detached: true,
@@ -50,7 +51,7 @@ export function startInNs(
     child.unref();
     if (child.pid === undefined) throw new LabError(`could not start ${argv[0]} in ${ns}`);
     const startTime = procStartTime(child.pid) ?? '';
-    return { role, name, ns, pid: child.pid, startTime, log, argv };
+    return { role, name, ns, pid: child.pid, startTime, log, logFrom, argv };
   } finally {
     closeSync(fd);
   }
@@ -77,11 +78,12 @@ export async function stopProcess(
   for (let i = 0; i < 40 && isAlive(p); i++) await sleep(50);
 }
 
-/** Waits until the log holds a line matching re; fails early if the process died. */
+/** Waits until the process's own part of its log (from logFrom on) holds a line matching re;
+ * fails early if the process died. */
 export async function waitForLog(p: LabProcess, re: RegExp, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (re.test(readLog(p.log))) return;
+    if (re.test(readLog(p.log, p.logFrom))) return;
     if (!isAlive(p)) throw new LabError(`${p.argv.join(' ')} in ${p.ns} exited:\n${tail(p.log)}`);
     await sleep(25);
   }
@@ -90,8 +92,11 @@ export async function waitForLog(p: LabProcess, re: RegExp, timeoutMs: number): 
   );
 }
 
-export function readLog(file: string): string {
-  return existsSync(file) ? readFileSync(file, 'utf8') : '';
+/** The log's text, from byte `from` on (a process's own output in a log it shares). */
+export function readLog(file: string, from = 0): string {
+  if (!existsSync(file)) return '';
+  const all = readFileSync(file);
+  return (from > 0 ? all.subarray(from) : all).toString('utf8');
 }
 
 /** The last lines of a log, indented, for error messages. */

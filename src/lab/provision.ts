@@ -9,7 +9,7 @@
 //   Vagrantfile ─▶ lab/provision/node.sh <node> ─▶ kubetun lab provision-node --systemd
 //   lab up      ─▶ provisionNetwork / startPodServers / startAgent with NodeTarget.ns set
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT } from '../runtime.ts';
@@ -209,11 +209,13 @@ export async function waitAgent(a: LabProcess): Promise<void> {
 export function startOnHost(role: LabProcess['role'], name: string, argv: string[], log: string) {
   const fd = openSync(log, 'a');
   try {
+    const logFrom = fstatSync(fd).size;
     const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', fd, fd] });
     child.unref();
     if (child.pid === undefined) throw new LabError(`could not start ${argv.join(' ')}`);
     const startTime = procStartTime(child.pid) ?? '';
-    return { role, name, ns: '(this node)', pid: child.pid, startTime, log, argv } as LabProcess;
+    const ns = '(this node)';
+    return { role, name, ns, pid: child.pid, startTime, log, logFrom, argv } as LabProcess;
   } finally {
     closeSync(fd);
   }

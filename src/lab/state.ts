@@ -30,6 +30,9 @@ export interface LabProcess {
   /** /proc/<pid>/stat field 22: with the PID, identifies the process for good */
   startTime: string;
   log: string;
+  /** the log's size when the process started: its own output begins there (a restarted
+   * server appends to its pod's log, which already holds the last run's ready line) */
+  logFrom?: number;
   argv: string[];
   /** kubetun only */
   ctlSocket?: string;
