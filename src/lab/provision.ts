@@ -9,7 +9,15 @@
 //   Vagrantfile ─▶ lab/provision/node.sh <node> ─▶ kubetun lab provision-node --systemd
 //   lab up      ─▶ provisionNetwork / startPodServers / startAgent with NodeTarget.ns set
 import { spawn } from 'node:child_process';
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT } from '../runtime.ts';

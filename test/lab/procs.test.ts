@@ -37,7 +37,7 @@ describe('waitForLog', () => {
       const first = startInNs('server', 'p', 'none', ['sh', '-c', 'echo ready 1'], log);
       await waitForLog(first, /^ready /m, 5000);
       const second = startInNs('server', 'p', 'none', ['sh', '-c', 'echo bad flag; exit 3'], log);
-      await expect(waitForLog(second, /^ready /m, 5000)).rejects.toThrow(/exited:\n[^]*bad flag/);
+      await expect(waitForLog(second, /^ready /m, 5000)).rejects.toThrow(/exited:\n[\s\S]*bad flag/);
     });
   });
 });
