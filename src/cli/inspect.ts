@@ -38,7 +38,8 @@ function withFilters(c: Command): Command {
       `TCP: ${TCP_STATES.join(', ')}; SCTP: ${SCTP_STATES.join(', ')}; UDP: ${OTHER_STATES.join(', ')}`,
     )
     .option('--sport <port>', 'original source port')
-    .option('--dport <port>', 'original destination port');
+    .option('--dport <port>', 'original destination port')
+    .option('-f, --family <family>', 'ipv4 or ipv6 (default: both)');
 }
 
 /** Errors are reported by src/cli/main.ts; `what` stays for the reader of the register list. */

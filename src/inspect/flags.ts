@@ -13,6 +13,7 @@ export const CT_FILTER_FLAGS: Record<keyof CtFilterSpec, string> = {
   state: '--state',
   sport: '--sport',
   dport: '--dport',
+  family: '--family',
 };
 
 /** commander's option values -> a validated filter spec (only the flags given). */

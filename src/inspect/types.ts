@@ -16,6 +16,8 @@ export interface CtEntry {
   /** "TCP", "UDP", "ICMP", or the number as text */
   proto: string;
   protoNum: number;
+  /** set on IPv6 flows (conntrack -o extended's "ipv6"); IPv4 flows have none */
+  family?: 'ipv6';
   /** TCP: conntrack's state names (SYN_SENT, SYN_RECV, ESTABLISHED, FIN_WAIT, CLOSE_WAIT,
    * CLOSE); others: REPLIED / UNREPLIED */
   state: string;

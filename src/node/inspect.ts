@@ -4,10 +4,19 @@
 import { CT_F_SEEN_REPLY } from '../datapath/state/ct-state.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { countersToRecord } from '../datapath/state/reasons.ts';
-import { nat4SnatOf } from '../datapath/state/nat-state.ts';
-import { type CtFilter, ctFilterMatch, parseCtFilter } from '../inspect/ct-filter.ts';
+import { nat4SnatOf, nat6SnatOf } from '../datapath/state/nat-state.ts';
+import {
+  type AddrWord,
+  type CtFilter,
+  ctAddrWords,
+  ctFilterMatch,
+  parseCtFilter,
+} from '../inspect/ct-filter.ts';
 import { ctAssured, ctStateName } from '../inspect/ct-state.ts';
 import type { CtEntry, SvcBackend, SvcEntry, SvcReport } from '../inspect/types.ts';
+import type { ConntrackMap } from '../maps/conntrack.ts';
+import type { MapAddr } from '../maps/hashtab.ts';
+import type { SnatMap } from '../maps/snat.ts';
 import { BE_ACTIVE, BE_F_LOCAL, BE_QUARANTINED, BE_TERMINATING } from '../maps/backends.ts';
 import {
   SVC_F_AFFINITY,
@@ -23,6 +32,7 @@ import {
 import type { ResolvedServicePort } from '../model.ts';
 import { SCHED_NAMES } from '../sched/kinds.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
+import { canonIpv6, ipv6ToWords, wordsToIpv6 } from '../wire/addr6.ts';
 import { PROTO_BY_K8S_NAME, protoName } from '../wire/proto.ts';
 import { AGENT_COUNTER_NAMES } from './loop.ts';
 
@@ -30,42 +40,78 @@ export type { CtEntry, CtTuple } from '../inspect/types.ts';
 export { ctStateName } from '../inspect/ct-state.ts';
 
 /**
- * Entry `i` of the conntrack map as JSON. The reply tuple is what the backend sends, as
- * `conntrack -L` prints it: for a masqueraded flow (NodePort, hairpin, node → VIP) its
- * destination is the masquerade address and SNAT port, not the client (nat.ts's SNAT entry).
+ * One family's conntrack as the listings read it: its map, where a flow's reply goes (word k of
+ * the client, or of the masquerade address), an address column as text, and its SNAT entry.
  */
-export function ctEntry(dp: Datapath, i: number, nowSec: number): CtEntry {
-  const ct = dp.ct;
+interface CtView {
+  ct: ConntrackMap;
+  cols: ReturnType<typeof ctAddrWords>;
+  /** the SNAT entry of flow i, or -1 */
+  snatOf(i: number): number;
+  snat: SnatMap;
+  replyDst: AddrWord;
+  text(word: AddrWord, i: number): string;
+}
+
+function ctView(dp: Datapath, ipv6: boolean): CtView {
+  const ct = ipv6 ? dp.ct6 : dp.ct;
+  const snat = ipv6 ? dp.nat.snat6 : dp.nat.snat;
+  const snatOf = (i: number) => (ipv6 ? nat6SnatOf : nat4SnatOf)(ct, snat, i);
+  const cols = ctAddrWords(ct);
+  const natWord: AddrWord = ipv6 ? (e, k) => snat.natAddrWord(e, k) : (e) => snat.natAddr(e);
+  const text = ipv6
+    ? (word: AddrWord, i: number) => wordsToIpv6([0, 1, 2, 3].map((k) => word(i, k)))
+    : (word: AddrWord, i: number) => u32ToIpv4(word(i, 0));
+  const replyDst: AddrWord = (i, k) => {
+    const e = snatOf(i);
+    return e < 0 ? cols.s(i, k) : natWord(e, k);
+  };
+  return { ct, cols, snatOf, snat, replyDst, text: (w, i) => text(w, i) };
+}
+
+/** Both families' views, IPv4 first (the order of every listing). */
+function ctViews(dp: Datapath): CtView[] {
+  return [ctView(dp, false), ctView(dp, true)];
+}
+
+/**
+ * Entry `i` of a conntrack map (IPv4 unless `v` is the IPv6 view) as JSON. The reply tuple is
+ * what the backend sends, as `conntrack -L` prints it: for a masqueraded flow (NodePort,
+ * hairpin, node → VIP) its destination is the masquerade address and SNAT port, not the
+ * client (nat.ts's SNAT entry).
+ */
+export function ctEntry(dp: Datapath, i: number, nowSec: number, v = ctView(dp, false)): CtEntry {
+  const { ct, cols, snat } = v;
   const proto = ct.proto(i);
   const flags = ct.flags(i);
-  const client = u32ToIpv4(ct.saddr(i));
-  const e = nat4SnatOf(dp.ct, dp.nat.snat, i);
-  const snat =
-    e < 0 ? undefined : { addr: u32ToIpv4(dp.nat.snat.natAddr(e)), port: dp.nat.snat.natPort(e) };
+  const client = v.text(cols.s, i);
+  const e = v.snatOf(i);
+  const nat = e < 0 ? undefined : { addr: v.text(v.replyDst, i), port: snat.natPort(e) };
   return {
     proto: protoName(proto),
     protoNum: proto,
+    ...(ct.ipv6 ? { family: 'ipv6' as const } : {}),
     state: ctStateName(proto, flags),
     expiresInSec: ct.expires(i) - nowSec,
     orig: {
       src: client,
-      dst: u32ToIpv4(ct.daddr(i)),
+      dst: v.text(cols.d, i),
       sport: ct.sport(i),
       dport: ct.dport(i),
       packets: ct.pktsOrig(i),
       bytes: ct.bytesOrig(i),
     },
     reply: {
-      src: u32ToIpv4(ct.baddr(i)),
-      dst: snat?.addr ?? client,
+      src: v.text(cols.b, i),
+      dst: nat?.addr ?? client,
       sport: ct.bport(i),
-      dport: snat?.port ?? ct.sport(i),
+      dport: nat?.port ?? ct.sport(i),
       packets: ct.pktsReply(i),
       bytes: ct.bytesReply(i),
     },
     backendId: ct.backendId(i),
     revNat: ct.revNat(i),
-    ...(snat ? { snat } : {}),
+    ...(nat ? { snat: nat } : {}),
     packets: ct.pktsOrig(i) + ct.pktsReply(i),
     bytes: ct.bytesOrig(i) + ct.bytesReply(i),
     seenReply: (flags & CT_F_SEEN_REPLY) !== 0,
@@ -73,23 +119,27 @@ export function ctEntry(dp: Datapath, i: number, nowSec: number): CtEntry {
   };
 }
 
-/** Calls fn(i) for every live (unexpired) flow passing `filter`. */
-function eachFlow(dp: Datapath, nowSec: number, filter: CtFilter, fn: (i: number) => void): void {
-  const ct = dp.ct;
-  const replyDst = (i: number) => {
-    const e = nat4SnatOf(dp.ct, dp.nat.snat, i);
-    return e < 0 ? ct.saddr(i) : dp.nat.snat.natAddr(e);
-  };
-  for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {
-    if (ct.expires(i) > nowSec && ctFilterMatch(filter, ct, i, replyDst)) fn(i);
+/** Calls fn(view, i) for every live (unexpired) flow of either family passing `filter`. */
+function eachFlow(
+  dp: Datapath,
+  nowSec: number,
+  filter: CtFilter,
+  fn: (v: CtView, i: number) => void,
+): void {
+  for (const v of ctViews(dp)) {
+    const ct = v.ct;
+    if (filter.ipv6 !== undefined && filter.ipv6 !== ct.ipv6) continue;
+    for (let i = ct.next(0); i >= 0; i = ct.next(i + 1)) {
+      if (ct.expires(i) > nowSec && ctFilterMatch(filter, ct, i, v.replyDst, v.cols)) fn(v, i);
+    }
   }
 }
 
-/** Live (unexpired) flows passing `filter`, at most `limit`. */
+/** Live (unexpired) flows passing `filter`, at most `limit`: IPv4 first, then IPv6. */
 export function ctEntries(dp: Datapath, nowSec: number, limit: number, filter: CtFilter = {}) {
   const out: CtEntry[] = [];
-  eachFlow(dp, nowSec, filter, (i) => {
-    if (out.length < limit) out.push(ctEntry(dp, i, nowSec));
+  eachFlow(dp, nowSec, filter, (v, i) => {
+    if (out.length < limit) out.push(ctEntry(dp, i, nowSec, v));
   });
   return out;
 }
@@ -108,11 +158,11 @@ export function ctCount(dp: Datapath, nowSec: number, filter: CtFilter = {}): nu
  * mid-stream TCP is picked up again). Returns how many were deleted.
  */
 export function ctFlush(dp: Datapath, nowSec: number, filter: CtFilter = {}): number {
-  const doomed: number[] = [];
-  eachFlow(dp, nowSec, filter, (i) => {
-    doomed.push(i);
+  const doomed: [ConntrackMap, number][] = [];
+  eachFlow(dp, nowSec, filter, (v, i) => {
+    doomed.push([v.ct, i]);
   });
-  for (const i of doomed) dp.ct.delete(i);
+  for (const [ct, i] of doomed) ct.delete(i);
   return doomed.length;
 }
 
@@ -134,7 +184,7 @@ const BE_STATE_NAMES: Record<number, string> = {
 
 /**
  * Frontend -> ServicePortName, for the ports the agent loaded: "vip:port:protoNum" for the
- * ClusterIPs, external and LoadBalancer IPs, "nodeport:port:protoNum" for the NodePort (its
+ * ClusterIPs (an IPv4 VIP as its u32, an IPv6 one as its canonical text), external and LoadBalancer IPs, "nodeport:port:protoNum" for the NodePort (its
  * entries hold the node's addresses, which the manifests do not name).
  */
 export function servicePortNames(ports: readonly ResolvedServicePort[]): Map<string, string> {
@@ -147,7 +197,11 @@ export function servicePortNames(ports: readonly ResolvedServicePort[]): Map<str
       ...(p.service.loadBalancerIPs ?? []),
     ];
     for (const ip of ips) {
-      if (ip.includes(':')) continue;
+      if (ip.includes(':')) {
+        const text = canonIpv6(ip);
+        if (text) names.set(`${text}:${p.port.port}:${proto}`, p.servicePortName);
+        continue;
+      }
       try {
         names.set(`${ipv4ToU32(ip)}:${p.port.port}:${proto}`, p.servicePortName);
       } catch {
@@ -169,19 +223,20 @@ function splitServicePortName(spn: string): { namespace: string; service: string
   };
 }
 
-/** Active (TCP or SCTP ESTABLISHED) and inactive live flows per (revNat, backend id). */
+/** Active (TCP or SCTP ESTABLISHED) and inactive live flows per (revNat, backend id), one
+ * table per family (index 0 IPv4, 1 IPv6: each family numbers its own). */
 function connCounts(
   dp: Datapath,
   nowSec: number,
-): Map<number, { active: number; inactive: number }> {
-  const counts = new Map<number, { active: number; inactive: number }>();
-  const ct = dp.ct;
-  eachFlow(dp, nowSec, {}, (i) => {
+): Map<number, { active: number; inactive: number }>[] {
+  const counts = [new Map(), new Map()] as Map<number, { active: number; inactive: number }>[];
+  eachFlow(dp, nowSec, {}, ({ ct }, i) => {
+    const table = counts[ct.ipv6 ? 1 : 0]!;
     const key = ct.revNat(i) * 0x1_0000_0000 + ct.backendId(i);
-    let c = counts.get(key);
+    let c = table.get(key);
     if (!c) {
       c = { active: 0, inactive: 0 };
-      counts.set(key, c);
+      table.set(key, c);
     }
     if (ctStateName(ct.proto(i), ct.flags(i)) === 'ESTABLISHED') c.active++;
     else c.inactive++;
@@ -189,63 +244,77 @@ function connCounts(
   return counts;
 }
 
-/** The service table as `ipvsadm -Ln` shows it, sorted by protocol, VIP, port. */
+/**
+ * The service table as `ipvsadm -Ln` shows it, sorted by protocol, family (IPv4 first), VIP,
+ * port; an IPv6 frontend prints as ipvsadm prints one, [addr]:port.
+ */
 export function svcReport(
   dp: Datapath,
   nowSec: number,
   names: Map<string, string> = new Map(),
 ): SvcReport {
   const counts = connCounts(dp, nowSec);
-  const svc = dp.svc;
   const services: SvcEntry[] = [];
-  for (let i = svc.next(0); i >= 0; i = svc.next(i + 1)) {
-    if (svc.slotOf(i) !== 0 || svc.flags(i) & SVC_F_WILDCARD) continue;
-    const vip = svc.vipOf(i) >>> 0; // int32 in the map; the names are keyed by the u32
-    const port = svc.portOf(i);
-    // The key's protocol byte carries SVC_SCOPE_LOCAL on the external-scope entry of an
-    // externalTrafficPolicy: Local service (maps/services.ts); the protocol is the rest.
-    const keyProto = svc.protoOf(i);
-    const proto = keyProto & ~SVC_SCOPE_LOCAL;
-    const revNat = svc.revNat(i);
-    const backends: SvcBackend[] = [];
-    for (let s = 1; s <= svc.count(i); s++) {
-      const slot = svc.lookup(vip, port, keyProto, s);
-      const b = slot < 0 ? -1 : dp.be.lookup(svc.backendId(slot));
-      if (b < 0) continue; // a slot mid-update or a dangling id: nothing to show
-      const id = dp.be.idOf(b);
-      const state = dp.be.state(b);
-      const c = counts.get(revNat * 0x1_0000_0000 + id);
-      backends.push({
-        id,
-        addr: u32ToIpv4(dp.be.addr(b)),
-        port: dp.be.port(b),
-        weight: state === BE_ACTIVE ? 1 : 0,
-        state: BE_STATE_NAMES[state] ?? String(state),
-        local: (dp.be.flags(b) & BE_F_LOCAL) !== 0,
-        active: c?.active ?? 0,
-        inactive: c?.inactive ?? 0,
-      });
+  for (const ipv6 of [false, true]) {
+    const svc = ipv6 ? dp.svc6 : dp.svc;
+    const be = ipv6 ? dp.be6 : dp.be;
+    const table = counts[ipv6 ? 1 : 0]!;
+    for (let i = svc.next(0); i >= 0; i = svc.next(i + 1)) {
+      if (svc.slotOf(i) !== 0 || svc.flags(i) & SVC_F_WILDCARD) continue;
+      // int32 in the map; IPv4 names are keyed by the u32, IPv6 by the text
+      const vip: MapAddr = ipv6
+        ? Int32Array.from([0, 1, 2, 3], (k) => svc.vipWord(i, k))
+        : svc.vipOf(i) >>> 0;
+      const vipKey = typeof vip === 'number' ? String(vip) : wordsToIpv6(vip);
+      const port = svc.portOf(i);
+      // The key's protocol byte carries SVC_SCOPE_LOCAL on the external-scope entry of an
+      // externalTrafficPolicy: Local service (maps/services.ts); the protocol is the rest.
+      const keyProto = svc.protoOf(i);
+      const proto = keyProto & ~SVC_SCOPE_LOCAL;
+      const revNat = svc.revNat(i);
+      const backends: SvcBackend[] = [];
+      for (let s = 1; s <= svc.count(i); s++) {
+        const slot = svc.lookupAny(vip, port, keyProto, s);
+        const b = slot < 0 ? -1 : be.lookup(svc.backendId(slot));
+        if (b < 0) continue; // a slot mid-update or a dangling id: nothing to show
+        const id = be.idOf(b);
+        const state = be.state(b);
+        const c = table.get(revNat * 0x1_0000_0000 + id);
+        const addr = ipv6
+          ? `[${wordsToIpv6([0, 1, 2, 3].map((k) => be.addrWord(b, k)))}]`
+          : u32ToIpv4(be.addr(b));
+        backends.push({
+          id,
+          addr,
+          port: be.port(b),
+          weight: state === BE_ACTIVE ? 1 : 0,
+          state: BE_STATE_NAMES[state] ?? String(state),
+          local: (be.flags(b) & BE_F_LOCAL) !== 0,
+          active: c?.active ?? 0,
+          inactive: c?.inactive ?? 0,
+        });
+      }
+      const flags = svc.flags(i);
+      const entry: SvcEntry = {
+        vip: ipv6 ? `[${vipKey}]` : u32ToIpv4(vip as number),
+        port,
+        proto: protoName(proto),
+        protoNum: proto,
+        scheduler: SCHED_NAMES[svc.scheduler(i)] ?? `sched-${svc.scheduler(i)}`,
+        flags: [
+          ...FLAG_NAMES.filter(([bit]) => flags & bit).map(([, n]) => n),
+          ...(keyProto & SVC_SCOPE_LOCAL ? ['local-scope'] : []),
+        ],
+        affinityTimeoutSec: flags & SVC_F_AFFINITY ? svc.affinityTimeout(i) : 0,
+        revNat,
+        backends,
+      };
+      const name =
+        names.get(`${vipKey}:${port}:${proto}`) ??
+        (flags & SVC_F_NODEPORT ? names.get(`nodeport:${port}:${proto}`) : undefined);
+      if (name !== undefined) Object.assign(entry, { name }, splitServicePortName(name));
+      services.push(entry);
     }
-    const flags = svc.flags(i);
-    const entry: SvcEntry = {
-      vip: u32ToIpv4(vip),
-      port,
-      proto: protoName(proto),
-      protoNum: proto,
-      scheduler: SCHED_NAMES[svc.scheduler(i)] ?? `sched-${svc.scheduler(i)}`,
-      flags: [
-        ...FLAG_NAMES.filter(([bit]) => flags & bit).map(([, n]) => n),
-        ...(keyProto & SVC_SCOPE_LOCAL ? ['local-scope'] : []),
-      ],
-      affinityTimeoutSec: flags & SVC_F_AFFINITY ? svc.affinityTimeout(i) : 0,
-      revNat,
-      backends,
-    };
-    const name =
-      names.get(`${vip}:${port}:${proto}`) ??
-      (flags & SVC_F_NODEPORT ? names.get(`nodeport:${port}:${proto}`) : undefined);
-    if (name !== undefined) Object.assign(entry, { name }, splitServicePortName(name));
-    services.push(entry);
   }
   services.sort(
     (a, b) =>
@@ -257,8 +326,16 @@ export function svcReport(
   return { connTableSize: dp.ct.capacity, services };
 }
 
+/** IPv4 before IPv6 ("[...]"), each in address order. */
 function cmpAddr(a: string, b: string): number {
-  return ipv4ToU32(a) - ipv4ToU32(b);
+  const a6 = a.startsWith('[');
+  const b6 = b.startsWith('[');
+  if (a6 !== b6) return a6 ? 1 : -1;
+  if (!a6) return ipv4ToU32(a) - ipv4ToU32(b);
+  const wa = ipv6ToWords(a.slice(1, -1));
+  const wb = ipv6ToWords(b.slice(1, -1));
+  for (let k = 0; k < 4; k++) if (wa[k] !== wb[k]) return (wa[k]! >>> 0) - (wb[k]! >>> 0);
+  return 0;
 }
 
 /** Largest `ct` answer by default: one JSON line, so bounded (the socket is not a bulk API). */
@@ -268,7 +345,8 @@ export const CT_LIST_LIMIT = 100_000;
  * The inspect commands of the control socket; undefined for any other command.
  *
  *   {"cmd":"ct", "filter"?: CtFilterSpec, "limit"?: n}  -> {entries: CtEntry[], total}
- *   {"cmd":"ct-count", "filter"?}                        -> {count, max}
+ *   {"cmd":"ct-count", "filter"?}                        -> {count, max, max6} (capacities of the
+ *                                                           IPv4 and the IPv6 table)
  *   {"cmd":"ct-flush", "filter"?}                        -> {deleted}
  *   {"cmd":"svc"}                                        -> SvcReport
  *
@@ -294,6 +372,7 @@ export function inspectAnswer(
       return {
         count: ctCount(dp, nowSec, parseCtFilter(req.filter, 'ct-count: filter')),
         max: dp.ct.capacity,
+        max6: dp.ct6.capacity,
       };
     case 'ct-flush':
       return { deleted: ctFlush(dp, nowSec, parseCtFilter(req.filter, 'ct-flush: filter')) };

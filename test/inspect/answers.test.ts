@@ -124,7 +124,11 @@ describe('ct', () => {
   it('leaves out expired flows (SYN_SENT lives 120 s, unreplied UDP 30 s)', () => {
     const { entries } = ask<{ entries: CtEntry[] }>({ cmd: 'ct' }, NOW + 121);
     expect(entries.map((x) => x.orig.sport)).toEqual([40000]);
-    expect(ask({ cmd: 'ct-count' }, NOW + 121)).toEqual({ count: 1, max: dp.ct.capacity });
+    expect(ask({ cmd: 'ct-count' }, NOW + 121)).toEqual({
+      count: 1,
+      max: dp.ct.capacity,
+      max6: dp.ct6.capacity,
+    });
   });
 
   it('refuses a bad filter naming the field, and flushes nothing', () => {

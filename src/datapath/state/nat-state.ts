@@ -99,3 +99,15 @@ export function nat4SnatOf(ct: ConntrackMap, snat: SnatMap, i: number): number {
   const e = snat.lookupFwd(ct.proto(i), ct.saddr(i), ct.sport(i), ct.baddr(i), ct.bport(i));
   return e >= 0 && snat.ctIdx(e) === i ? e : -1;
 }
+
+/** nat4SnatOf for IPv6 flow i of ct6 and the IPv6 SNAT table (tooling: it allocates). */
+export function nat6SnatOf(ct: ConntrackMap, snat: SnatMap, i: number): number {
+  if (!ct.isLive(i) || snat.size === 0) return -1;
+  const a = new Int32Array(8);
+  for (let k = 0; k < 4; k++) {
+    a[k] = ct.saddrWord(i, k);
+    a[4 + k] = ct.baddrWord(i, k);
+  }
+  const e = snat.lookupFwd6(ct.proto(i), a, 0, ct.sport(i), 4, ct.bport(i));
+  return e >= 0 && snat.ctIdx(e) === i ? e : -1;
+}
