@@ -1,8 +1,9 @@
 // Pinned maps: the datapath's maps in one file on a tmpfs, mapped MAP_SHARED by the addon
 // (src/tun/native/pin.cc) — the analogue of Cilium's maps pinned in bpffs. The pages outlive
 // the agent, so a restarted agent attaches to the same services, backends, reverse NAT,
-// conntrack, affinity and SNAT entries the dead one left, and translates established flows
-// before it has reloaded anything.
+// conntrack, affinity and SNAT entries the dead one left — IPv4 and IPv6 — and translates
+// established flows before it has reloaded anything. (Fragment maps are not pinned: a restart
+// loses at most the later fragments of datagrams in flight.)
 //
 // File layout (little-endian u32 words; every region starts on a page):
 //
@@ -36,8 +37,9 @@ import type { DatapathConfig } from '../datapath/state/config.ts';
 import { UserError } from '../errors.ts';
 import { loadTunAddon } from '../tun/tun.ts';
 
-/** Bump when the header or the set of pinned maps changes. Map columns carry their own MAGIC. */
-export const PIN_VERSION = 1;
+/** Bump when the header or the set of pinned maps changes. Map columns carry their own MAGIC.
+ * v2: the IPv6 maps (svc6 … snat6) are pinned too. */
+export const PIN_VERSION = 2;
 const MAGIC = 0x4b54504e; // 'KTPN'
 const PAGE = 4096;
 const H_MAGIC = 0;
@@ -62,7 +64,20 @@ export function pinPathFor(ctlSocket: string): string {
 function mapsOf(
   dp: Datapath,
 ): Record<PinnedMapName, { capacity: number; buffer: ArrayBufferLike }> {
-  return { svc: dp.svc, be: dp.be, revnat: dp.revnat, ct: dp.ct, aff: dp.aff, snat: dp.nat.snat };
+  return {
+    svc: dp.svc,
+    be: dp.be,
+    revnat: dp.revnat,
+    ct: dp.ct,
+    aff: dp.aff,
+    snat: dp.nat.snat,
+    svc6: dp.svc6,
+    be6: dp.be6,
+    revnat6: dp.revnat6,
+    ct6: dp.ct6,
+    aff6: dp.aff6,
+    snat6: dp.nat.snat6,
+  };
 }
 
 /** What this build lays out for `cfg`, measured on a throwaway heap datapath (zero pages). */

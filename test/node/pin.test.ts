@@ -6,7 +6,15 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SVC_F_WILDCARD } from '../../src/maps/services.ts';
 import { UserError } from '../../src/errors.ts';
-import { attachPinned, createPinned, pinPathFor, pinProblem } from '../../src/node/pin.ts';
+import {
+  attachPinned,
+  createPinned,
+  PIN_VERSION,
+  pinPathFor,
+  pinProblem,
+} from '../../src/node/pin.ts';
+import { ACK, loaderOf, run, SYN } from '../datapath/harness.ts';
+import { buildTcp6, l4Of, servicePort6 } from '../datapath/harness6.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'kt-pin-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -52,7 +60,9 @@ describe('pinned maps', () => {
     createPinned(path, small);
     expect(pinProblem(path, small)).toBeUndefined();
     const other = { ...small, ctCapacity: 4096 };
-    expect(pinProblem(path, other)).toMatch(/ConntrackMap: attached buffer is \d+ bytes, layout needs \d+ \(another layout, or other flags\)/);
+    expect(pinProblem(path, other)).toMatch(
+      /ConntrackMap: attached buffer is \d+ bytes, layout needs \d+ \(another layout, or other flags\)/,
+    );
     let err: unknown;
     try {
       attachPinned(path, other);
@@ -69,8 +79,47 @@ describe('pinned maps', () => {
     const h = new Uint32Array(1024);
     h.set([0x4b54504e, 99, 6, 1]);
     writeFileSync(path, new Uint8Array(h.buffer), { flag: 'r+' });
-    expect(pinProblem(path, small)).toMatch(/layout v99, this kubetun reads v1/);
+    expect(pinProblem(path, small)).toMatch(`layout v99, this kubetun reads v${PIN_VERSION}`);
     writeFileSync(join(dir, 'd.maps'), 'hello');
     expect(pinProblem(join(dir, 'd.maps'), small)).toMatch(/not a kubetun pinned-map file/);
+  });
+
+  it('pins the IPv6 maps too: a second mapping translates the replies of IPv6 flows the first began', () => {
+    const path = join(dir, 'v6.maps');
+    const NODE = 'fd00:172:30::11';
+    const VIP = 'fd00:10:96::a';
+    const BE = 'fd00:10:244:2::5';
+    const C = 'fd00:10:244:1::10';
+    const OUT = '2001:db8:7::100';
+    const cfg = {
+      ...small,
+      seed: 5,
+      nodeIp6: NODE,
+      podGateway6: 'fd00:10:244:1::1',
+      podCidr6: 'fd00:10:244:1::/64',
+      clusterCidr6: 'fd00:10:244::/56',
+    };
+    const T0 = 1_000_000;
+    const a = createPinned(path, cfg);
+    const web = servicePort6('web', VIP, 80, 'TCP', [`[${BE}]:8080`], { type: 'NodePort' });
+    web.port.nodePort = 30080;
+    loaderOf(a.dp).load([web], { nodeName: 'node1' });
+    const syn = { src: C, dst: VIP, sport: 41000, dport: 80, flags: SYN };
+    expect(run(a.dp, buildTcp6(syn), T0).reason).toBe('TX_DNAT_NEW');
+    const np = run(
+      a.dp,
+      buildTcp6({ src: OUT, dst: NODE, sport: 50000, dport: 30080, flags: SYN }),
+      T0,
+    );
+    expect(np.reason).toBe('TX_DNAT_NEW');
+    const natPort = (np.pkt[l4Of(np.pkt)]! << 8) | np.pkt[l4Of(np.pkt) + 1]!;
+
+    const b = attachPinned(path, cfg); // nothing loaded: conntrack, SNAT and services as pinned
+    const reply = { src: BE, dst: C, sport: 8080, dport: 41000, flags: SYN | ACK };
+    expect(run(b.dp, buildTcp6(reply), T0).reason).toBe('TX_REVNAT');
+    const masq = { src: BE, dst: NODE, sport: 8080, dport: natPort, flags: SYN | ACK };
+    expect(run(b.dp, buildTcp6(masq), T0).reason).toBe('TX_REVSNAT');
+    expect(run(b.dp, buildTcp6({ ...syn, flags: ACK }), T0).reason).toBe('TX_DNAT');
+    expect(run(b.dp, buildTcp6({ ...syn, sport: 41001 }), T0).reason).toBe('TX_DNAT_NEW');
   });
 });

@@ -43,7 +43,20 @@ export const A6_T = 24;
 const A6_WORDS = 28;
 
 /** The maps a restart keeps (src/node/pin.ts pins them in a file), by name. */
-export const PINNED_MAPS = ['svc', 'be', 'revnat', 'ct', 'aff', 'snat'] as const;
+export const PINNED_MAPS = [
+  'svc',
+  'be',
+  'revnat',
+  'ct',
+  'aff',
+  'snat',
+  'svc6',
+  'be6',
+  'revnat6',
+  'ct6',
+  'aff6',
+  'snat6',
+] as const;
 export type PinnedMapName = (typeof PINNED_MAPS)[number];
 /** Backing buffers to attach the maps to (an all-zero buffer is a new map), by name. */
 export type MapBuffers = Partial<Record<PinnedMapName, ArrayBuffer>>;
@@ -143,16 +156,16 @@ export class Datapath {
     this.be = new BackendMap(cfg.beCapacity, opts('be'));
     this.revnat = new RevNatMap(cfg.revNatCapacity, opts('revnat'));
     this.ct = new ConntrackMap(cfg.ctCapacity, opts('ct'));
-    this.nat = new NatState(cfg, this.revnat.capacity, buffers.snat);
+    this.nat = new NatState(cfg, this.revnat.capacity, buffers.snat, buffers.snat6);
     this.frags = new FragMap(cfg.fragCapacity);
     this.ctTimeouts = ctTimeoutTable(cfg);
     this.aff = new AffinityMap(cfg.affinityCapacity, opts('aff'));
-    const v6 = { shared: cfg.shared, ipv6: true };
-    this.svc6 = new ServiceMap(cfg.svcCapacity, v6);
-    this.be6 = new BackendMap(cfg.beCapacity, v6);
-    this.revnat6 = new RevNatMap(cfg.revNatCapacity, v6);
-    this.ct6 = new ConntrackMap(cfg.ctCapacity, v6);
-    this.aff6 = new AffinityMap(cfg.affinityCapacity, v6);
+    const v6 = (m: PinnedMapName) => ({ ...opts(m), ipv6: true });
+    this.svc6 = new ServiceMap(cfg.svcCapacity, v6('svc6'));
+    this.be6 = new BackendMap(cfg.beCapacity, v6('be6'));
+    this.revnat6 = new RevNatMap(cfg.revNatCapacity, v6('revnat6'));
+    this.ct6 = new ConntrackMap(cfg.ctCapacity, v6('ct6'));
+    this.aff6 = new AffinityMap(cfg.affinityCapacity, v6('aff6'));
     this.frags6 = new FragMap(cfg.fragCapacity, true);
     this.ct6Gc = { cursor: 0, batch: cfg.ctGcBatch, insertFailures: 0 };
     this.a6 = new Int32Array(A6_WORDS);

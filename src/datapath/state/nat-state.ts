@@ -53,7 +53,12 @@ export class NatState {
   gcCursor6 = 0;
 
   /** `snatBuffer`: attach the SNAT table to it (a pinned map, src/node/pin.ts) */
-  constructor(cfg: DatapathConfig, revNatCapacity: number, snatBuffer?: ArrayBuffer) {
+  constructor(
+    cfg: DatapathConfig,
+    revNatCapacity: number,
+    snatBuffer?: ArrayBuffer,
+    snat6Buffer?: ArrayBuffer,
+  ) {
     this.snat = new SnatMap(cfg.snatCapacity, { shared: cfg.shared, buffer: snatBuffer });
     this.nodeIp = cfg.nodeIp | 0;
     this.podGateway = (cfg.podGateway || cfg.nodeIp) | 0;
@@ -70,7 +75,11 @@ export class NatState {
     this.rangeCount = new Uint16Array(revNatCapacity + 1);
     this.rangeNet = new Int32Array(0);
     this.rangeMask = new Int32Array(0);
-    this.snat6 = new SnatMap(cfg.snatCapacity, { shared: cfg.shared, ipv6: true });
+    this.snat6 = new SnatMap(cfg.snatCapacity, {
+      shared: cfg.shared,
+      ipv6: true,
+      buffer: snat6Buffer,
+    });
     this.hasNode6 = cfg.nodeIp6 ? 1 : 0;
     this.nodeIp6 = cfg.nodeIp6 ? ipv6ToWords(cfg.nodeIp6) : new Int32Array(4);
     const gw6 = cfg.podGateway6 || cfg.nodeIp6;
