@@ -1,5 +1,6 @@
 // Benchmark of the ClusterIP program (dpProcess) on one core: packets per second for packets of
-// established flows (DNAT and reverse NAT) and for new flows, with 10 to 100k services; bytes
+// established flows (DNAT and reverse NAT) and for new flows, with 10 to 100k services, IPv4
+// and IPv6 (scripts/bench/harness6.ts: the same scenarios with 128-bit addresses); bytes
 // per conntrack flow and RSS with 1M flows; JS heap growth and GC count over a long mixed run
 // (the "no allocation per packet" check). Prints a table; asserts nothing.
 //
@@ -25,21 +26,25 @@ import { dpProcess } from '../src/datapath/program.ts';
 import { dpTuneV8 } from '../src/datapath/tune.ts';
 import { REASON_COUNT, REASON_NAMES } from '../src/datapath/state/reasons.ts';
 import type { ResolvedServicePort } from '../src/model.ts';
+import type { ConntrackMap } from '../src/maps/conntrack.ts';
 import { ipv4FillCsum } from '../src/wire/ipv4.ts';
 import { l4RewriteSrcPort, ipv4RewriteSrc } from '../src/wire/rewrite.ts';
 import { makeDefaultService, makeReadyEndpoint } from '../test/fixtures/model.ts';
 import { benchAgainst, refuse } from './bench-ab.ts';
+import { datapathFor6, flowSet6, replySet6, synSet6 } from './bench/harness6.ts';
 import { COUNT_DEFAULTS, countRing, valgrindMissing } from './bench/count.ts';
 import {
   ACK,
   beOf,
   checkAll,
   clientOf,
+  type Datapath,
   datapathFor,
   flowSet,
   mpps,
   NOW,
   packetSet,
+  type PacketSet,
   PKT,
   RING_MODES,
   replySet,
@@ -118,14 +123,37 @@ interface ScaleRow {
   harnessNs: number;
 }
 
-function benchScale(services: number, ctCapacity = DEFAULT_DATAPATH_CONFIG.ctCapacity): ScaleRow {
-  progress(`${services} services, conntrack capacity ${ctCapacity}: seeding maps`);
-  const dp = datapathFor(services, ctCapacity);
-  const orig = flowSet(services, FLOWS, ACK);
-  runSet(dp, flowSet(services, FLOWS, SYN), 1, NOW); // create the flows
-  const reply = replySet(dp, services, FLOWS);
+/** One address family's scenarios: the same services and flows, its own maps and packets. */
+interface Family {
+  name: 'IPv4' | 'IPv6';
+  datapathFor(services: number, ctCapacity: number): Datapath;
+  flowSet(services: number, flows: number, flags: number): PacketSet;
+  synSet(services: number, n: number): PacketSet;
+  replySet(dp: Datapath, services: number, flows: number): PacketSet;
+  ct(dp: Datapath): ConntrackMap;
+}
+const V4: Family = { name: 'IPv4', datapathFor, flowSet, synSet, replySet, ct: (dp) => dp.ct };
+const V6: Family = {
+  name: 'IPv6',
+  datapathFor: datapathFor6,
+  flowSet: flowSet6,
+  synSet: synSet6,
+  replySet: replySet6,
+  ct: (dp) => dp.ct6,
+};
+
+function benchScale(
+  services: number,
+  ctCapacity = DEFAULT_DATAPATH_CONFIG.ctCapacity,
+  fam = V4,
+): ScaleRow {
+  progress(`${fam.name}, ${services} services, conntrack capacity ${ctCapacity}: seeding maps`);
+  const dp = fam.datapathFor(services, ctCapacity);
+  const orig = fam.flowSet(services, FLOWS, ACK);
+  runSet(dp, fam.flowSet(services, FLOWS, SYN), 1, NOW); // create the flows
+  const reply = fam.replySet(dp, services, FLOWS);
   const rounds = Math.max(1, Math.round(EST_PACKETS / FLOWS));
-  progress(`${services} services: ${rounds * FLOWS} established packets each way`);
+  progress(`${fam.name}, ${services} services: ${rounds * FLOWS} established packets each way`);
   runSet(dp, orig, 2, NOW); // warm up
   runSet(dp, reply, 2, NOW);
   const harness = timeIt(() => runCopyOnly(orig, rounds));
@@ -134,7 +162,8 @@ function benchScale(services: number, ctCapacity = DEFAULT_DATAPATH_CONFIG.ctCap
   checkAll(dp, 'TX_DNAT', d.result, rounds * FLOWS);
   checkAll(dp, 'TX_REVNAT', r.result, rounds * FLOWS);
   const harnessNs = harness.ns / (rounds * FLOWS);
-  const newFlows = ctCapacity === DEFAULT_DATAPATH_CONFIG.ctCapacity ? benchNewFlows(services) : 0;
+  const newFlows =
+    ctCapacity === DEFAULT_DATAPATH_CONFIG.ctCapacity ? benchNewFlows(services, fam) : 0;
   return {
     services,
     dnat: mpps(rounds * FLOWS, d.ns - harness.ns),
@@ -189,16 +218,16 @@ function printRing(): void {
   );
 }
 
-function benchNewFlows(services: number): number {
-  const dp = datapathFor(services, NEW_BATCH * 2);
-  const ps = synSet(services, NEW_BATCH);
+function benchNewFlows(services: number, fam = V4): number {
+  const dp = fam.datapathFor(services, NEW_BATCH * 2);
+  const ps = fam.synSet(services, NEW_BATCH);
   const batches = Math.max(1, Math.round(NEW_PACKETS / NEW_BATCH));
-  progress(`${services} services: ${batches * NEW_BATCH} new flows`);
+  progress(`${fam.name}, ${services} services: ${batches * NEW_BATCH} new flows`);
   runSet(dp, ps, 1, NOW); // warm up
   let ns = 0;
   const harness = timeIt(() => runCopyOnly(ps, batches));
   for (let k = 0; k < batches; k++) {
-    dp.ct.clear();
+    fam.ct(dp).clear();
     const t = timeIt(() => runSet(dp, ps, 1, NOW));
     checkAll(dp, 'TX_DNAT_NEW', t.result, NEW_BATCH);
     ns += t.ns;
@@ -432,6 +461,7 @@ async function main(): Promise<void> {
   }
   const mem = benchCtMemory();
   const rows = SCALES.map((n) => benchScale(n));
+  const rows6 = SCALES.map((n) => benchScale(n, DEFAULT_DATAPATH_CONFIG.ctCapacity, V6));
   // The conntrack's hash index is 8 B per entry of capacity, touched at random: past the CPU
   // caches every lookup is a cache (and TLB) miss, so the table size matters more than the
   // number of services.
@@ -439,12 +469,22 @@ async function main(): Promise<void> {
   console.log(
     `${FLOWS} tracked flows, conntrack capacity ${DEFAULT_DATAPATH_CONFIG.ctCapacity} (the default)`,
   );
-  console.log('services | established DNAT | established revNAT | new flows (SYN) |');
-  console.log('---------|-----------------|--------------------|-----------------|');
-  for (const r of rows) {
-    console.log(
-      `${String(r.services).padStart(8)} | ${fmt(r.dnat).padStart(10)} Mpps | ${fmt(r.revnat).padStart(13)} Mpps | ${fmt(r.newFlows).padStart(10)} Mpps |`,
-    );
+  console.log(
+    'family | services | established DNAT | established revNAT | new flows (SYN) | new flows vs IPv4 |',
+  );
+  console.log(
+    '-------|---------:|-----------------:|-------------------:|----------------:|------------------:|',
+  );
+  for (const [fam, rs] of [
+    ['IPv4', rows],
+    ['IPv6', rows6],
+  ] as const) {
+    rs.forEach((r, k) => {
+      const vs = fam === 'IPv4' ? '' : `${fmt(r.newFlows / rows[k]!.newFlows)}x`;
+      console.log(
+        `${fam}   | ${String(r.services).padStart(8)} | ${fmt(r.dnat).padStart(11)} Mpps | ${fmt(r.revnat).padStart(13)} Mpps | ${fmt(r.newFlows).padStart(10)} Mpps | ${vs.padStart(17)} |`,
+      );
+    });
   }
   console.log(
     `established, 1000 services, ${FLOWS} flows, by conntrack capacity (default ${DEFAULT_DATAPATH_CONFIG.ctCapacity}):`,
@@ -462,7 +502,7 @@ async function main(): Promise<void> {
     `conntrack, ${mem.flows} flows: established DNAT in random flow order ${fmt(mem.estMpps)} Mpps (${mem.estTx} TX)`,
   );
   console.log(
-    `conntrack: ${fmt(mem.bytesPerFlow, 1)} B/flow of typed arrays; ${mem.flows} flows; RSS ${mib(mem.rss)} (grew ${fmt(mem.rssDelta, 1)} B/flow incl. maps and packet scratch)`,
+    `conntrack: ${fmt(mem.bytesPerFlow, 1)} B/flow of typed arrays; ${mem.flows} flows; RSS ${mib(mem.rss)} (grew ${fmt(mem.rssDelta, 1)} B/flow incl. maps and packet scratch); an IPv6 flow ${fmt(createDatapath({ ctCapacity: 1024 }).ct6.bytesPerFlow(), 1)} B of typed arrays (capacity 1024: the 32 B header spread over fewer entries)`,
   );
   printRing();
   const heap = await benchHeap();

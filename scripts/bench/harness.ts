@@ -93,11 +93,14 @@ export interface PacketSet {
    * ~300 ns builtin call per packet, more than the program itself) */
   words: Uint32Array;
   n: number;
+  /** bytes per packet (PKT, or PKT6 for harness6's IPv6 sets); a multiple of 4 */
+  len: number;
 }
 
 export function packetSet(
   n: number,
   write: (b: Uint8Array, off: number, f: number) => void,
+  len = PKT,
 ): PacketSet {
   // Slot k carries flow perm[k]: the buffer is walked in order, like a batch read from the TUN
   // (hot in cache), while consecutive packets belong to unrelated flows, as on a real link.
@@ -114,7 +117,7 @@ export function packetSet(
   const buf = new Uint8Array(2 * n * STRIDE);
   for (let k = 0; k < n; k++) write(buf, k * STRIDE, perm[k]);
   buf.copyWithin(n * STRIDE, 0, n * STRIDE);
-  return { buf, words: new Uint32Array(buf.buffer), n };
+  return { buf, words: new Uint32Array(buf.buffer), n, len };
 }
 
 // ---- services ----------------------------------------------------------------------------------
@@ -189,15 +192,16 @@ export function ringOn(dp: Datapath, mode: RingMode): number {
 
 /** Process every packet of `ps` in its order, restoring each from its pristine copy first. */
 export function runSet(dp: Datapath, ps: PacketSet, rounds: number, now: number): number {
-  const { buf, words, n } = ps;
+  const { buf, words, n, len } = ps;
   const pristine = (n * STRIDE) >>> 2;
+  const lw = len >>> 2;
   let tx = 0;
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < n; k++) {
       const off = k * STRIDE;
       const w = off >>> 2;
-      for (let j = 0; j < PKT >>> 2; j++) words[w + j] = words[pristine + w + j];
-      if (dpProcess(dp, buf, off, PKT, now) === 1) tx++;
+      for (let j = 0; j < lw; j++) words[w + j] = words[pristine + w + j];
+      if (dpProcess(dp, buf, off, len, now) === 1) tx++;
     }
   }
   return tx;
@@ -205,14 +209,15 @@ export function runSet(dp: Datapath, ps: PacketSet, rounds: number, now: number)
 
 /** The same loop without dpProcess: the harness cost to subtract. */
 export function runCopyOnly(ps: PacketSet, rounds: number): number {
-  const { buf, words, n } = ps;
+  const { buf, words, n, len } = ps;
   const pristine = (n * STRIDE) >>> 2;
+  const lw = len >>> 2;
   let x = 0;
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < n; k++) {
       const off = k * STRIDE;
       const w = off >>> 2;
-      for (let j = 0; j < PKT >>> 2; j++) words[w + j] = words[pristine + w + j];
+      for (let j = 0; j < lw; j++) words[w + j] = words[pristine + w + j];
       x += buf[off + 19];
     }
   }
