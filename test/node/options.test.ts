@@ -130,10 +130,15 @@ describe('kubetun run with bad input', () => {
       expect(r.status).toBe(2);
       expect(r.stderr).toMatch(/^kubetun run: .*svc\.yaml.*spec\.ports\[0\]\.port/);
       expect(r.stderr).not.toMatch(/\n\s+at /);
-      const line = JSON.parse(r.stdout.trim().split('\n').pop()!) as { msg: string; err: string };
-      expect(line.msg).toBe('kubetun run failed to start');
-      expect(line.err).toContain('svc.yaml');
-      expect(line.err).toContain('spec.ports[0].port');
+      // the manifest worker's own "manifest refused" line may come before or after it
+      const lines = r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { msg: string; err: string });
+      const line = lines.find((l) => l.msg === 'kubetun run failed to start');
+      expect(line, r.stdout).toBeDefined();
+      expect(line!.err).toContain('svc.yaml');
+      expect(line!.err).toContain('spec.ports[0].port');
       expect(existsSync(join(dir, 'n1.state.json'))).toBe(false);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -11,6 +11,7 @@
 //                                  none added (a new Service pointed at a pod IP), type, IPs,
 //                                  ports and selector as at start except the fields the
 //                                  exercise's fix may change; every endpoint address is its Pod's
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { EndpointSlice, Pod, Service } from '../../cluster/types.ts';
 import { inNs, shAsync } from '../../sh.ts';
 import type { CheckItem } from './checks.ts';
@@ -128,21 +129,28 @@ export async function dataplaneGuard(
       if (s.mode === 'kubetun') {
         const problem = s.agents[n.name]?.problem;
         if (problem) return void problems.push(problem);
-        const h = await shAsync(
-          inNs(n.ns, [
-            'curl',
-            '-s',
-            '-m',
-            '2',
-            '-o',
-            '/dev/null',
-            '-w',
-            '%{http_code}',
-            `http://${n.ip}:10256/healthz`,
-          ]),
-          60_000,
-        );
-        if (h.out !== '200') problems.push(`${n.name} /healthz answers ${h.out || 'nothing'}`);
+        // three tries, a second apart: an agent the fix has just restarted may still be busy
+        // with its first sync (seconds on a loaded machine) while its socket already answers
+        let code = '';
+        for (let k = 0; k < 3 && code !== '200'; k++) {
+          if (k > 0) await sleep(1000);
+          const h = await shAsync(
+            inNs(n.ns, [
+              'curl',
+              '-s',
+              '-m',
+              '3',
+              '-o',
+              '/dev/null',
+              '-w',
+              '%{http_code}',
+              `http://${n.ip}:10256/healthz`,
+            ]),
+            60_000,
+          );
+          code = h.out;
+        }
+        if (code !== '200') problems.push(`${n.name} /healthz answers ${code || 'nothing'}`);
       } else {
         const r = await shAsync(inNs(n.ns, ['nft', 'list', 'ruleset']), 60_000);
         if (!/KUBE-SERVICES|services/.test(r.out))
