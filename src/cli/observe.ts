@@ -10,6 +10,7 @@ import { inspectRequest } from '../inspect/client.ts';
 import {
   formatMonitorEvent,
   formatTuple,
+  hostPort,
   type MonitorEvent,
   type MonitorStatus,
   monitorFilterFromFlags,
@@ -135,8 +136,10 @@ export function tapComment(e: MonitorEvent): string {
 }
 
 async function trace(o: Flags): Promise<void> {
-  if (!o.from) throw new UsageError('trace: --from IP[:PORT] is required (the client)');
-  if (!o.to) throw new UsageError('trace: --to IP:PORT is required (the destination)');
+  if (!o.from)
+    throw new UsageError('trace: --from IP[:PORT] or [IPv6][:PORT] is required (the client)');
+  if (!o.to)
+    throw new UsageError('trace: --to IP:PORT or [IPv6]:PORT is required (the destination)');
   const req = { cmd: 'trace', from: o.from, to: o.to, proto: o.proto ?? 'tcp' };
   const r = await inspectRequest<TraceReport>(socketOf(o), req);
   if (o.json) out(JSON.stringify(r, null, 2));
@@ -159,7 +162,7 @@ export function formatTrace(r: TraceReport): string[] {
       const state = e.ready ? 'ready' : e.terminating ? 'terminating' : 'not ready';
       const mark = e.eligible ? '+' : '-';
       L.push(
-        `  ${mark} ${`${e.ip}:${e.port}`.padEnd(21)} ${where.padEnd(14)} ${state}${e.why ? `: ${e.why}` : ''}`,
+        `  ${mark} ${hostPort(e.ip, e.port).padEnd(21)} ${where.padEnd(14)} ${state}${e.why ? `: ${e.why}` : ''}`,
       );
     }
   } else {
@@ -212,8 +215,11 @@ export function register(program: Command): void {
       .command('trace')
       .description('what the data plane would do with one packet now, and why (changes nothing)'),
   )
-    .option('--from <ip[:port]>', 'the client')
-    .option('--to <ip:port>', 'the destination (a VIP, NodePort, or any address)')
+    .option('--from <ip[:port]>', 'the client (IPv6: [ip]:port, or a bare ip)')
+    .option(
+      '--to <ip:port>',
+      'the destination (a VIP, NodePort, or any address; IPv6: [ip]:port)',
+    )
     .option('--proto <proto>', 'tcp (a SYN), udp or icmp (an echo request)', 'tcp')
     .option('--json', 'print JSON instead of text')
     .action(trace);

@@ -119,7 +119,14 @@ function hhmmss(ms: number): string {
 
 export function formatTuple(proto: string, t: MonitorTuple): string {
   const ports = proto === 'tcp' || proto === 'udp';
-  return ports ? `${t.src}:${t.sport} -> ${t.dst}:${t.dport}` : `${t.src} -> ${t.dst}`;
+  return ports
+    ? `${hostPort(t.src, t.sport)} -> ${hostPort(t.dst, t.dport)}`
+    : `${t.src} -> ${t.dst}`;
+}
+
+/** "ip:port", or "[ip]:port" for an IPv6 address (RFC 3986's form, as ipvsadm prints it). */
+export function hostPort(ip: string, port: number): string {
+  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
 }
 
 function sameTuple(a: MonitorTuple, b: MonitorTuple): boolean {

@@ -8,6 +8,8 @@ import { ipv4ToU32 } from '../../src/wire/addr.ts';
 import { parseTraceReq, traceAnswer, tracePacket, type TraceReport } from '../../src/node/trace.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
 import { endpoint, get32, service, servicePort } from '../datapath/harness.ts';
+import { ip6Str, servicePort6 } from '../datapath/harness6.ts';
+import { formatTrace } from '../../src/cli/observe.ts';
 import { DpLoader } from '../../src/loader/load.ts';
 
 const VIP = '10.96.0.10';
@@ -62,6 +64,9 @@ function fingerprint(dp: Datapath): string {
     h(dp.ct.buffer),
     h(dp.aff.buffer),
     h(dp.nat.snat.buffer),
+    h(dp.ct6.buffer),
+    h(dp.aff6.buffer),
+    h(dp.nat.snat6.buffer),
     [...dp.counters].join(','),
     dp.rng.copy().nextU32(),
   ].join('|');
@@ -135,5 +140,86 @@ describe('kubetun trace', () => {
     expect(bad({ from: '10.0.0.300', to: `${VIP}:80` })).toMatch(/from: .* not an IPv4/);
     expect(bad({ from: '10.0.0.1', to: `${VIP}:80`, proto: 'sctp' })).toMatch(/proto/);
     expect(ipv4ToU32(VIP)).toBeGreaterThan(0);
+  });
+
+  describe('IPv6', () => {
+    const VIP6 = 'fd00:10:96::a';
+    const NODE6 = 'fd00:172:30::11';
+    function setup6(over: Parameters<typeof service>[2] = {}) {
+      const dp = createDatapath({ seed: 7, nodeIp6: NODE6, podCidr6: 'fd00:10:244:1::/64' });
+      const web = servicePort6(
+        'web6',
+        VIP6,
+        80,
+        'TCP',
+        ['[fd00:10:244:1::2]:8080', '[fd00:10:244:2::2]:8080'],
+        { type: 'NodePort', ...over },
+      );
+      web.port.nodePort = 30080;
+      web.endpoints6!.forEach((e, i) => {
+        e.nodeName = i === 0 ? 'node1' : 'node2';
+      });
+      const ports = [web];
+      new DpLoader(dp).load(ports, { nodeName: 'node1' });
+      return { dp, ports };
+    }
+
+    it('a SYN to an IPv6 ClusterIP: the backend the next real packet gets, the NAT66 rewrite', () => {
+      const { dp, ports } = setup6();
+      const from = '[fd00:10:244:1::9]:40000';
+      const before = fingerprint(dp);
+      const t = trace(dp, ports, from, `[${VIP6}]:80`);
+      expect(fingerprint(dp)).toBe(before);
+      expect([t.verdict, t.reason, t.conntrack.created]).toEqual(['TX', 'TX_DNAT_NEW', true]);
+      expect(t.packet).toEqual({ src: 'fd00:10:244:1::9', dst: VIP6, sport: 40000, dport: 80 });
+      expect(t.service).toMatchObject({ name: 'default/web6:p', frontend: 'ClusterIP' });
+      expect(t.service!.endpoints.map((e) => e.ip)).toEqual([
+        'fd00:10:244:1::2',
+        'fd00:10:244:2::2',
+      ]);
+      // the real packet, through the live datapath: the same backend
+      const p = tracePacket(parseTraceReq({ from, to: `[${VIP6}]:80`, proto: 'tcp' }));
+      expect(dpProcess(dp, p, 0, p.length, NOW)).toBe(1);
+      const real = `[${ip6Str(p, 24)}]:${(p[42]! << 8) | p[43]!}`;
+      expect(t.backend).toBe(real);
+      expect(`[${t.rewrite.after.dst}]:${t.rewrite.after.dport}`).toBe(real);
+      // now the flow exists: a second trace hits it
+      const again = trace(dp, ports, from, `[${VIP6}]:80`);
+      expect([again.conntrack.hit, again.reason, again.backend]).toEqual([true, 'TX_DNAT', real]);
+      const text = formatTrace(again).join('\n');
+      expect(text).toContain(`tcp [fd00:10:244:1::9]:40000 -> [${VIP6}]:80 (SYN)`);
+      expect(text).toContain('+ [fd00:10:244:1::2]:8080');
+    });
+
+    it('a NodePort on the node IPv6 address is found as one; ping -6 to the VIP is dropped', () => {
+      const { dp, ports } = setup6();
+      const np = trace(dp, ports, '2001:db8::7', `[${NODE6}]:30080`);
+      expect(np.service?.frontend).toBe('NodePort');
+      expect(np.reason).toBe('TX_DNAT_NEW');
+      const ping = trace(dp, ports, 'fd00:10:244:1::9', VIP6, 'icmp');
+      expect([ping.proto, ping.verdict, ping.rewrite.changed]).toEqual(['icmpv6', 'DROP', false]);
+    });
+
+    it('with ClientIP affinity the IPv6 entry is shown', () => {
+      const { dp, ports } = setup6({ sessionAffinity: 'ClientIP' });
+      const from = '[fd00:10:244:1::9]:40000';
+      const p = tracePacket(parseTraceReq({ from, to: `[${VIP6}]:80`, proto: 'tcp' }));
+      dpProcess(dp, p, 0, p.length, NOW);
+      const t = trace(dp, ports, '[fd00:10:244:1::9]:40001', `[${VIP6}]:80`);
+      expect(t.affinity).toMatchObject({ backend: `[${ip6Str(p, 24)}]:8080`, fresh: true });
+      expect(t.backend).toBe(t.affinity!.backend);
+    });
+
+    it('refuses mixed families and bad IPv6 text, naming the field', () => {
+      const { dp, ports } = setup6();
+      const bad = (req: Record<string, unknown>) =>
+        (traceAnswer(dp, req, NOW, ports, WHERE) as { error: string }).error;
+      expect(bad({ from: '10.0.0.1', to: `[${VIP6}]:80` })).toMatch(/from, to: one is IPv4/);
+      expect(bad({ from: 'fd00::1', to: `[fd00::zz]:80` })).toMatch(
+        /to: "fd00::zz" is not an IPv6/,
+      );
+      expect(bad({ from: 'fd00::1', to: VIP6 })).toMatch(/to: .* needs a port \(\[IP\]:PORT\)/);
+      expect(bad({ from: 'fd00::1', to: `[${VIP6}]:0` })).toMatch(/to: port "0" is not 1..65535/);
+    });
   });
 });
