@@ -20,6 +20,7 @@ import { type CtGcConfig, DEFAULT_CT_GC } from '../housekeeping/ct-gc.ts';
 import { schedulerFromName } from '../sched/kinds.ts';
 import { type LocalDetector, localDetector, localSourceCidr } from '../rules/local-detect.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
+import { parseCidr6 } from '../wire/addr6.ts';
 
 /** A `kubetun run` flag with a bad value: the user's to fix (src/errors.ts). */
 export class OptionError extends UserError {
@@ -93,6 +94,16 @@ function posInt(v: string, max = 0x7fffffff): number {
 function cidr(v: RawValue): string {
   parseCidr(String(v ?? ''));
   return String(v);
+}
+
+/** An IPv6 CIDR ("fd00:10:96::/112"), canonical; absent = none. */
+function cidr6(v: RawValue): string | undefined {
+  const s = text(v);
+  if (s === undefined || s === '') return undefined;
+  const c = parseCidr6(s);
+  if (!c)
+    throw new Error(`expected an IPv6 CIDR such as fd00:10:96::/112, got ${JSON.stringify(s)}`);
+  return c.text;
 }
 
 /** "host:port" ("" or "0" = off; kube-proxy's convention). */
@@ -246,6 +257,11 @@ export const RUN_OPTIONS = {
     default: '10.96.0.0/16',
     help: 'ClusterIP range, routed into the TUN',
     parse: cidr,
+  }),
+  serviceCidrV6: option({
+    arg: '<cidr>',
+    help: 'IPv6 ClusterIP range, routed and steered into the TUN (default: none, the TUN stays IPv4-only)',
+    parse: cidr6,
   }),
   uplink: option({
     arg: '<iface>',

@@ -42,6 +42,7 @@ const SAMPLE: Record<RunOptionKey, RawValue> = {
   podBridgeInterface: 'br0',
   podInterfaceNamePrefix: 'cali',
   serviceCidr: '10.100.0.0/16',
+  serviceCidrV6: 'fd00:100::/112',
   uplink: 'eth1',
   tun: 'kt9',
   procSysNet: '/host/proc/sys/net',
