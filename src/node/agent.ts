@@ -354,6 +354,7 @@ export class NodeAgent {
     this.monitor.nameOf = (revNat, proto) => this.serviceName(revNat, proto);
     this.loop = createPacketLoop(dp, tun, net.serviceCidr, opts.batch, () => this.nowMs(), {
       vnet: tun.vnetHdr,
+      serviceCidr6: net.serviceCidr6,
     });
     // the first batch read is timed (restart: the packets queued while no agent read come first)
     const handle = this.loop.handle;

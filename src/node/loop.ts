@@ -21,7 +21,7 @@
 //     write (csum_start at the transport header, csum_offset 16/6, gso_size > 0 with GSO);
 //     a generated packet (reject, ICMP error) gets a zero header.
 // Nothing here allocates per packet or per batch.
-import type { Datapath } from '../datapath/state/datapath.ts';
+import { A6_DST, type Datapath } from '../datapath/state/datapath.ts';
 import { dpProcess } from '../datapath/program.ts';
 import { TX_REVNAT } from '../datapath/state/reasons.ts';
 import { V_DROP, V_PASS, V_REPLY, V_TX } from '../datapath/state/verdict.ts';
@@ -48,13 +48,15 @@ import {
 } from '../wire/virtio.ts';
 import type { TunDevice } from '../tun/tun.ts';
 import type { Cidr } from '../wire/addr.ts';
+import type { Cidr6Words } from '../wire/addr6.ts';
 
 /** Agent-level outcomes, beside the datapath's reasons (index into AgentCounters.values). */
 export const AGENT_PACKETS = 0;
 /**
- * Passed by the datapath but addressed into the service CIDR: the kernel routes the service CIDR
- * into the TUN, so writing it back would loop until its TTL runs out. Dropped (kube-proxy would
- * send it to the default route; there is nothing there to answer it either).
+ * Passed by the datapath but addressed into the service CIDR (IPv4, or with --service-cidr-v6 the
+ * IPv6 one): the kernel routes the service CIDR into the TUN, so writing it back would loop until
+ * its TTL (hop limit) runs out. Dropped (kube-proxy would send it to the default route; there is
+ * nothing there to answer it either).
  */
 export const AGENT_DROP_SERVICE_CIDR_LOOP = 1;
 /** The kernel refused a written packet (counted per packet by the addon too). */
@@ -98,6 +100,8 @@ export interface PacketLoop {
 export interface PacketLoopOptions {
   /** every read and write carries a virtio_net_hdr (the TUN was opened with offloads) */
   vnet?: boolean;
+  /** the IPv6 service CIDR (--service-cidr-v6): its unassigned addresses are dropped as loops */
+  serviceCidr6?: Cidr6Words;
 }
 
 export function createPacketLoop(
@@ -113,6 +117,9 @@ export function createPacketLoop(
   const txLens = new Uint32Array(batchMax);
   const svcNet = serviceCidr.addr;
   const svcMask = serviceCidr.mask;
+  // no IPv6 service CIDR: a mask that matches nothing (net bits outside it)
+  const svc6Net = opts.serviceCidr6?.net ?? Int32Array.of(0, 0, 0, 1);
+  const svc6Mask = opts.serviceCidr6?.mask ?? Int32Array.of(0, 0, 0, 0);
   const vnet = opts.vnet === true;
   const hdr = vnet ? VNET_HDR_LEN : 0;
   // a generated packet behind its (zero) vnet header, written on its own
@@ -133,6 +140,15 @@ export function createPacketLoop(
     const n = dp.outLen;
     for (let k = 0; k < n; k++) reply[hdr + k] = out[k];
     if (!tun.write(vnet ? reply : out, 0, hdr + n)) counters[AGENT_TX_REFUSED] += 1;
+  }
+
+  /** Whether the IPv6 packet just processed is to the IPv6 service CIDR (dp.a6, its dst). */
+  function inSvc6(): boolean {
+    const a = dp.a6;
+    for (let k = 0; k < 4; k++) {
+      if ((a[A6_DST + k] & svc6Mask[k]) !== svc6Net[k]) return false;
+    }
+    return true;
   }
 
   /** One read with its virtio_net_hdr; returns the verdict (V_DROP for a malformed header). */
@@ -206,7 +222,7 @@ export function createPacketLoop(
         : dpProcess(dp, buf, off, lens[i], now);
       if (testSkipRevNat && v === V_TX && dp.lastReason === TX_REVNAT) undoRevNat(dp, buf);
       if (v === V_TX || v === V_PASS) {
-        if (v === V_PASS && (dp.daddr & svcMask) >>> 0 === svcNet) {
+        if (v === V_PASS && (dp.ipv6 === 0 ? (dp.daddr & svcMask) >>> 0 === svcNet : inSvc6())) {
           counters[AGENT_DROP_SERVICE_CIDR_LOOP] += 1;
           continue;
         }

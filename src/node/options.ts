@@ -20,7 +20,7 @@ import { type CtGcConfig, DEFAULT_CT_GC } from '../housekeeping/ct-gc.ts';
 import { schedulerFromName } from '../sched/kinds.ts';
 import { type LocalDetector, localDetector, localSourceCidr } from '../rules/local-detect.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
-import { parseCidr6 } from '../wire/addr6.ts';
+import { type Cidr6Words, parseCidr6, parseCidr6Words } from '../wire/addr6.ts';
 
 /** A `kubetun run` flag with a bad value: the user's to fix (src/errors.ts). */
 export class OptionError extends UserError {
@@ -413,6 +413,8 @@ export interface AgentNet {
   podCidr: Cidr;
   clusterCidr: Cidr;
   serviceCidr: Cidr;
+  /** --service-cidr-v6, if given */
+  serviceCidr6?: Cidr6Words;
   /** kube-proxy's local traffic detector for these options */
   local: LocalDetector;
 }
@@ -519,6 +521,7 @@ function netOf(s: RunSettings): AgentNet {
     podCidr: parseCidr(s.podCidr),
     clusterCidr: parseCidr(s.clusterCidr),
     serviceCidr: parseCidr(s.serviceCidr),
+    serviceCidr6: s.serviceCidrV6 ? parseCidr6Words(s.serviceCidrV6) : undefined,
     local,
   };
 }
