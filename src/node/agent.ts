@@ -399,9 +399,9 @@ export class NodeAgent {
     }
     batching = false;
     save();
-    const { uplink, nodeIp, podCidr, serviceCidr, serviceCidrV6, procSysNet } = opts;
+    const { uplink, nodeIp, podCidr, serviceCidr, serviceCidrV6, podCidrV6, procSysNet } = opts;
     const snatPorts = { min: dp.cfg.snatPortMin, max: dp.cfg.snatPortMax };
-    const cidrs = { serviceCidr, serviceCidrV6 };
+    const cidrs = { serviceCidr, serviceCidrV6, podCidrV6 };
     const cfg = { tun: tun.name, uplink, nodeIp, podCidr, ...cidrs, snatPorts, procSysNet };
     this.steering = new Steering({ ...cfg, nodePorts: true }, this.undo, log, endpoints);
     for (const dev of hookedPods(handover?.undo ?? [])) this.steering.hooked.add(dev);

@@ -263,6 +263,11 @@ export const RUN_OPTIONS = {
     help: 'IPv6 ClusterIP range, routed and steered into the TUN (default: none, the TUN stays IPv4-only)',
     parse: cidr6,
   }),
+  podCidrV6: option({
+    arg: '<cidr>',
+    help: "this node's IPv6 pod CIDR: replies of IPv6 endpoints on other nodes to its pods are steered on the uplink (with --service-cidr-v6; default: none, not steered)",
+    parse: cidr6,
+  }),
   uplink: option({
     arg: '<iface>',
     default: 'eth0',
@@ -488,6 +493,11 @@ export function resolveRunConfig(
     if (o.datapath) Object.assign(datapath, o.datapath(s[k]));
     if (o.gc) Object.assign(gc, o.gc(s[k]));
   }
+  if (set.podCidrV6 && !set.serviceCidrV6)
+    throw new OptionError(
+      'pod-cidr-v6',
+      'needs --service-cidr-v6 (without it nothing IPv6 is steered)',
+    );
   const g = { ...DEFAULT_CT_GC, ...gc };
   if (g.minIntervalSec > g.maxIntervalSec)
     throw new OptionError('ct-gc-min-interval', 'larger than --ct-gc-max-interval');

@@ -91,6 +91,9 @@
 //                                                header and port of a bare IPv6 header: with
 //                                                extension headers (fragments too) a reply is
 //                                                not steered, as IPv4 packets with options.
+//   uplink pref 7721|7731: IPv6 endpoint table, guard `match ip6 dst <pod-cidr-v6>`   replies
+//                                                of remote IPv6 endpoints to local clients
+//                                                (with --pod-cidr-v6 only)
 //
 // Nothing of Neighbour Discovery, MLD or router traffic is steered: the VIP filter matches
 // destinations in the service CIDR only, the endpoint table ICMPv6 errors only; the TUN is
@@ -130,6 +133,8 @@ export const TC_PREF_UPLINK_ALT = 7711;
 /** IPv6 (`protocol ipv6`: a pref holds one protocol): the endpoint table's pair, the VIPs */
 export const TC_PREF_POD6 = 7720;
 export const TC_PREF_POD6_ALT = 7730;
+export const TC_PREF_UPLINK6 = 7721;
+export const TC_PREF_UPLINK6_ALT = 7731;
 export const TC_PREF_VIP6 = 7725;
 const KUBETUN_PREFS = [
   TC_PREF_POD,
@@ -144,6 +149,8 @@ const KUBETUN_PREFS = [
   TC_PREF_UPLINK_ALT,
   TC_PREF_POD6,
   TC_PREF_POD6_ALT,
+  TC_PREF_UPLINK6,
+  TC_PREF_UPLINK6_ALT,
   TC_PREF_VIP6,
 ];
 const BLOCK_AT = ['block', String(POD_BLOCK)];
@@ -170,6 +177,8 @@ export interface SteeringConfig {
   serviceCidr: string;
   /** the IPv6 ClusterIP range (--service-cidr-v6); absent = the TUN stays IPv4-only */
   serviceCidrV6?: string;
+  /** this node's IPv6 pod CIDR (--pod-cidr-v6): the guard of the uplink's IPv6 endpoint table */
+  podCidrV6?: string;
   /** SNAT port range (power-of-two aligned), reserved and steered; absent = no NAT steering */
   snatPorts?: { min: number; max: number };
   /** steer NodePorts 30000-32767 on the node IP into the TUN */
@@ -258,6 +267,11 @@ export class Steering {
     if (cfg.serviceCidrV6) {
       const pair = prefs(TC_PREF_POD6, TC_PREF_POD6_ALT);
       this.endpoints.tables.push(new EndpointTable(BLOCK_AT, pair, [], tun, log, 6));
+      if (cfg.podCidrV6) {
+        const guard6 = ['match', 'ip6', 'dst', cfg.podCidrV6];
+        const pair6 = prefs(TC_PREF_UPLINK6, TC_PREF_UPLINK6_ALT);
+        this.endpoints.tables.push(new EndpointTable(up, pair6, guard6, tun, log, 6));
+      }
     }
   }
 

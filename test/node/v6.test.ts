@@ -3,13 +3,15 @@
 //
 //   ns client 10.244.1.10 fd00:244:1::10 ─eth0══vc──┐  ns node: fe80::1 + 10.244.1.1 (proxy
 //   ns be1    10.244.1.11 fd00:244:1::11 ─eth0══vb1─┼─   ARP) on each v*, <pod ip>/32 and /128
-//   ns be2    10.244.1.12 fd00:244:1::12 ─eth0══vb2─┘   dev v*; uplink eth0 (a veth)
-//                                                       10.250.0.2/24 fd00:250::2/64; kt0
+//   ns be2    10.244.1.12 fd00:244:1::12 ─eth0══vb2─┘   dev v*; kt0; uplink eth0
+//                                                       10.250.0.2/24 fd00:250::2/64
+//   ns remote ("another node": eth0 fd00:250::3, pod address fd00:244:2::10 on lo) ═╝
+//                                                       fd00:244:2::/64 via fd00:250::3
 //
 // Service web, dual-stack: 10.96.0.10 and fd00:10:96::10, port 80/TCP → 8080 (HTTP) and
 // 53/UDP → 5353 (a datagram answered with the backend's name), one IPv4 and one IPv6
-// EndpointSlice (be1, be2). Each IPv6 hook is switched off while the agent runs to show the
-// IPv6 VIP fails without it.
+// EndpointSlice (be1, be2). Service far, IPv6 only: fd00:10:96::30 → the remote pod. Each IPv6
+// hook is switched off while the agent runs to show the IPv6 VIP fails without it.
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,6 +27,8 @@ const PREFIX = `k6-${process.pid}-`;
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 const VIP6 = 'fd00:10:96::10';
 const VIP4 = '10.96.0.10';
+const VIP6_FAR = 'fd00:10:96::30';
+const REMOTE_POD6 = 'fd00:244:2::10';
 const CIDR6 = 'fd00:10:96::/112';
 const NODE_IP = '10.250.0.2';
 const NODE_IP6 = 'fd00:250::2';
@@ -66,6 +70,23 @@ addressType: IPv6
 ${SLICE_PORTS}
 endpoints:
 ${BACKENDS.map((b) => ep(b.ip6)).join('\n')}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: far, namespace: default}
+spec:
+  ipFamilies: [IPv6]
+  clusterIP: ${VIP6_FAR}
+  selector: {app: far}
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: far-v6, namespace: default, labels: {kubernetes.io/service-name: far}}
+addressType: IPv6
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+  - {addresses: [${REMOTE_POD6}], conditions: {ready: true}, nodeName: node2}
 `;
 
 /** HTTP on :8080 and UDP on :5353 (both families), answering the backend's name. */
@@ -169,7 +190,7 @@ async function startAgent(): Promise<ChildProcess> {
   const log = openSync(join(dir, 'agent.log'), 'w');
   const flags = ['--manifests', manifests, '--node-name', 'node1', '--node-ip', NODE_IP];
   flags.push('--pod-cidr', '10.244.1.0/24', '--service-cidr-v6', CIDR6, '--ctl-socket', socket);
-  flags.push('--pod-rescan-ms', '200', '--log-level', 'debug');
+  flags.push('--pod-cidr-v6', 'fd00:244:1::/64', '--pod-rescan-ms', '200', '--log-level', 'debug');
   const argv = ['netns', 'exec', PREFIX + 'node', process.execPath, '--import', 'tsx', MAIN];
   const p = spawn('ip', [...argv, 'run', ...flags], { stdio: ['ignore', log, log] });
   procs.push(p);
@@ -216,16 +237,36 @@ beforeAll(async () => {
   const node = (...a: string[]) => must('node', ...a);
   node('ip', 'link', 'set', 'lo', 'up');
   node('sysctl', '-qw', 'net.ipv4.ip_forward=1');
-  // the uplink: a veth whose peer stays here, down (no dummy driver on every kernel)
-  node('ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0p');
+  // the uplink: a veth to "another node", ns remote, with a pod address of its own
+  addNs('remote');
+  const remote = (...a: string[]) => must('remote', ...a);
+  node(
+    'ip',
+    'link',
+    'add',
+    'eth0',
+    'type',
+    'veth',
+    'peer',
+    'name',
+    'eth0',
+    'netns',
+    `${PREFIX}remote`,
+  );
   node('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0');
   node('ip', '-6', 'addr', 'add', `${NODE_IP6}/64`, 'dev', 'eth0', 'nodad');
   node('ip', 'link', 'set', 'eth0', 'up');
+  node('ip', '-6', 'route', 'add', 'fd00:244:2::/64', 'via', 'fd00:250::3');
+  remote('ip', 'link', 'set', 'lo', 'up');
+  remote('ip', '-6', 'addr', 'add', `${REMOTE_POD6}/128`, 'dev', 'lo');
+  remote('ip', '-6', 'addr', 'add', 'fd00:250::3/64', 'dev', 'eth0', 'nodad');
+  remote('ip', 'link', 'set', 'eth0', 'up');
+  remote('ip', '-6', 'route', 'add', 'fd00:244:1::/64', 'via', NODE_IP6);
   for (const p of PODS) addPod(p);
   forwardingBefore = node('sysctl', '-n', 'net.ipv6.conf.all.forwarding').trim();
   mkdirSync(manifests);
   writeFileSync(join(manifests, 'web.yaml'), MANIFESTS);
-  await Promise.all(BACKENDS.map((b) => startServer(b.name)));
+  await Promise.all([...BACKENDS.map((b) => b.name), 'remote'].map((b) => startServer(b)));
   agent = await startAgent();
 }, 120_000);
 
@@ -323,6 +364,19 @@ describe('kubetun run --service-cidr-v6', () => {
       () => must('node', 'ip', '-6', 'route', 'add', CIDR6, 'dev', 'kt0'),
       'node',
     );
+  });
+
+  it('takes a pod to an IPv6 backend on another node, its replies steered on the uplink', () => {
+    const r = curl('client', `http://[${VIP6_FAR}]/`);
+    expect(r.status, r.err).toBe(0);
+    expect(r.out).toBe('remote');
+  });
+
+  it("fails without the uplink's IPv6 endpoint table (pref 7721/7731, --pod-cidr-v6)", () => {
+    for (const p of ['7721', '7731']) {
+      exec('node', ['tc', 'filter', 'del', 'dev', 'eth0', 'ingress', 'pref', p]);
+    }
+    expect(curl('client', `http://[${VIP6_FAR}]/`).status).not.toBe(0);
   });
 
   it("fails without the IPv6 endpoint table (backends' replies not reverse-NATed)", () => {
