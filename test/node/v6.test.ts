@@ -11,7 +11,8 @@
 // Service web, dual-stack: 10.96.0.10 and fd00:10:96::10, port 80/TCP → 8080 (HTTP) and
 // 53/UDP → 5353 (a datagram answered with the backend's name), one IPv4 and one IPv6
 // EndpointSlice (be1, be2). Service far, IPv6 only: fd00:10:96::30 → the remote pod. Each IPv6
-// hook is switched off while the agent runs to show the IPv6 VIP fails without it.
+// hook is switched off while the agent runs to show the IPv6 VIP fails without it, and a
+// SIGUSR2 restart hands the IPv6 TUN and steering to the next agent as they are.
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
@@ -186,8 +187,10 @@ async function startServer(name: string): Promise<void> {
   });
 }
 
+let agentRuns = 0;
+
 async function startAgent(): Promise<ChildProcess> {
-  const log = openSync(join(dir, 'agent.log'), 'w');
+  const log = openSync(join(dir, `agent-${agentRuns++}.log`), 'w');
   const flags = ['--manifests', manifests, '--node-name', 'node1', '--node-ip', NODE_IP];
   flags.push('--pod-cidr', '10.244.1.0/24', '--service-cidr-v6', CIDR6, '--ctl-socket', socket);
   flags.push('--pod-cidr-v6', 'fd00:244:1::/64', '--pod-rescan-ms', '200', '--log-level', 'debug');
@@ -206,7 +209,7 @@ async function startAgent(): Promise<ChildProcess> {
       await sleep(100);
     }
   }
-  throw new Error(`agent not ready (exited: ${exited}); see ${dir}/agent.log`);
+  throw new Error(`agent not ready (exited: ${exited}); see ${dir}/agent-*.log`);
 }
 
 const counters = async () =>
@@ -364,6 +367,20 @@ describe('kubetun run --service-cidr-v6', () => {
       () => must('node', 'ip', '-6', 'route', 'add', CIDR6, 'dev', 'kt0'),
       'node',
     );
+  });
+
+  it('SIGUSR2 stops for a restart; the next agent takes over the IPv6 TUN and steering', async () => {
+    const { pid } = (await ctlRequest(socket, { cmd: 'status' })) as { pid: number };
+    const code = new Promise<number | null>((r) => agent.once('exit', (c) => r(c)));
+    agent.kill('SIGUSR2');
+    expect(await code).toBe(0);
+    expect(must('node', 'ip', '-6', 'route', 'show', CIDR6)).toContain('kt0');
+    agent = await startAgent();
+    const s = (await ctlRequest(socket, { cmd: 'status' })) as { tookOverPid: number };
+    expect(s.tookOverPid).toBe(pid);
+    expect(must('node', 'sysctl', '-n', 'net.ipv6.conf.kt0.disable_ipv6').trim()).toBe('0');
+    expect(viaVip6().out).toMatch(/^be[12]$/);
+    expect(udpVip6().out).toMatch(new RegExp(`^be[12] from ${VIP6}$`));
   });
 
   it('takes a pod to an IPv6 backend on another node, its replies steered on the uplink', () => {
