@@ -28,9 +28,10 @@
 //
 // and ICMPv6 errors (types 1, 2, 3: `match u8 <type> 0xff at 40`) from every endpoint address.
 // u32 reads the next header and the port at the fixed offsets of a bare IPv6 header: a packet
-// with extension headers (a Fragment header too) is not matched and stays in the kernel, as the
-// IPv4 IHL guard leaves packets with options — documented here, counted nowhere. Neighbour
-// Discovery and MLD from a pod (ICMPv6 types 130-143) never match.
+// with extension headers is not matched here and stays in the kernel, as the IPv4 IHL guard
+// leaves packets with options — documented here, counted nowhere (fragments are steered by a
+// filter of their own, steering.ts pref 7727). Neighbour Discovery and MLD from a pod (ICMPv6
+// types 130-143) never match.
 //
 // A table is built whole in one of two prefs and the other is deleted after (rebuild): a
 // taking-over agent, which does not know the handles of the dead run's entries, builds its own

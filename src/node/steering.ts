@@ -89,11 +89,19 @@
 //                                                ICMPv6 errors 1-3 from them), by source
 //                                                (steer-endpoints.ts). u32 matches the next
 //                                                header and port of a bare IPv6 header: with
-//                                                extension headers (fragments too) a reply is
-//                                                not steered, as IPv4 packets with options.
+//                                                other extension headers a reply is not
+//                                                steered, as IPv4 packets with options
+//                                                (fragments: pref 7727).
 //   uplink pref 7721|7731: IPv6 endpoint table, guard `match ip6 dst <pod-cidr-v6>`   replies
 //                                                of remote IPv6 endpoints to local clients
 //                                                (with --pod-cidr-v6 only)
+//   tc filter add block 7700 pref 7727 protocol ipv6 u32 match ip6 protocol 44 0xff ...
+//                                                every IPv6 packet whose first header is a
+//                                                Fragment header, first fragments too (their
+//                                                ports sit behind it): a backend's fragmented
+//                                                reply is reverse-NATed whole (frag6.ts). On
+//                                                the uplink too, guarded by `match ip6 dst
+//                                                <pod-cidr-v6>`, with --pod-cidr-v6. Rare.
 //
 // Nothing of Neighbour Discovery, MLD or router traffic is steered: the VIP filter matches
 // destinations in the service CIDR only, the endpoint table ICMPv6 errors only; the TUN is
@@ -108,6 +116,7 @@
 // clean exit, the fail-open watchdog and a restart after a crash all remove exactly what was
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
+import { IPV6_EXT_FRAGMENT } from '../wire/ipv6.ts';
 import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
@@ -136,6 +145,7 @@ export const TC_PREF_POD6_ALT = 7730;
 export const TC_PREF_UPLINK6 = 7721;
 export const TC_PREF_UPLINK6_ALT = 7731;
 export const TC_PREF_VIP6 = 7725;
+export const TC_PREF_FRAG6 = 7727;
 const KUBETUN_PREFS = [
   TC_PREF_POD,
   TC_PREF_UPLINK,
@@ -152,6 +162,7 @@ const KUBETUN_PREFS = [
   TC_PREF_UPLINK6,
   TC_PREF_UPLINK6_ALT,
   TC_PREF_VIP6,
+  TC_PREF_FRAG6,
 ];
 const BLOCK_AT = ['block', String(POD_BLOCK)];
 
@@ -319,6 +330,14 @@ export class Steering {
     const vip = [['match', 'ip6', 'dst', cidr]];
     this.hook(BLOCK_AT, TC_PREF_VIP6, vip, 'ipv6');
     this.hook(['dev', uplink, 'ingress'], TC_PREF_VIP6, vip, 'ipv6');
+    // fragments: no port for the endpoint table, the first one's behind its Fragment header
+    const frag = ['match', 'ip6', 'protocol', String(IPV6_EXT_FRAGMENT), '0xff'];
+    this.hook(BLOCK_AT, TC_PREF_FRAG6, [frag], 'ipv6');
+    const { podCidrV6 } = this.cfg;
+    if (podCidrV6) {
+      const toPods = [...frag, 'match', 'ip6', 'dst', podCidrV6];
+      this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, [toPods], 'ipv6');
+    }
   }
 
   /** NodePorts and SNAT replies on the uplink, and the reserved SNAT ports (see the header). */

@@ -79,13 +79,15 @@ spec:
   ipFamilies: [IPv6]
   clusterIP: ${VIP6_FAR}
   selector: {app: far}
-  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+  ports:
+    - {name: http, port: 80, targetPort: 8080, protocol: TCP}
+    - {name: dns, port: 53, targetPort: 5353, protocol: UDP}
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: far-v6, namespace: default, labels: {kubernetes.io/service-name: far}}
 addressType: IPv6
-ports: [{name: http, port: 8080, protocol: TCP}]
+${SLICE_PORTS}
 endpoints:
   - {addresses: [${REMOTE_POD6}], conditions: {ready: true}, nodeName: node2}
 `;
@@ -96,7 +98,8 @@ let up = 0;
 const ready = () => { if (++up === 2) process.stdout.write('up\\n'); };
 require('http').createServer((q, s) => s.end(name)).listen(8080, '::', ready);
 const u = require('dgram').createSocket({ type: 'udp6', ipv6Only: false });
-u.on('message', (m, r) => u.send(name, r.port, r.address));
+// 'big': 3000 bytes more, fragmented by the backend's kernel (MTU 1500)
+u.on('message', (m, r) => u.send(String(m) === 'big' ? name + '.'.repeat(3000) : name, r.port, r.address));
 u.bind(5353, '::', ready);`;
 
 /**
@@ -106,7 +109,7 @@ u.bind(5353, '::', ready);`;
  */
 const UDP_CLIENT = `const u = require('dgram').createSocket('udp6');
 u.on('message', (m, r) => { process.stdout.write(m + ' from ' + r.address); process.exit(0); });
-u.send('who', Number(process.argv[2]), process.argv[1]);
+u.send(process.argv[3] ?? 'who', Number(process.argv[2]), process.argv[1]);
 setTimeout(() => process.exit(1), 2000);`;
 
 const dir = mkdtempSync(join(tmpdir(), 'k6-'));
@@ -218,8 +221,8 @@ const counters = async () =>
 const curl = (from: string, url: string, family = '-6') =>
   exec(from, ['curl', family, '-s', '--max-time', '2', url], 10_000);
 const viaVip6 = (from = 'client') => curl(from, `http://[${VIP6}]/`);
-const udpVip6 = (from = 'client') =>
-  exec(from, [process.execPath, '-e', UDP_CLIENT, VIP6, '53'], 10_000);
+const udpVip6 = (from = 'client', msg = 'who', vip = VIP6) =>
+  exec(from, [process.execPath, '-e', UDP_CLIENT, vip, '53', msg], 10_000);
 const MIRRED = ['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'];
 
 /** Switch something off, show the IPv6 VIP fails, switch it back on, show it works again. */
@@ -264,7 +267,8 @@ beforeAll(async () => {
   remote('ip', '-6', 'addr', 'add', `${REMOTE_POD6}/128`, 'dev', 'lo');
   remote('ip', '-6', 'addr', 'add', 'fd00:250::3/64', 'dev', 'eth0', 'nodad');
   remote('ip', 'link', 'set', 'eth0', 'up');
-  remote('ip', '-6', 'route', 'add', 'fd00:244:1::/64', 'via', NODE_IP6);
+  // a pod answers from its one address: the UDP server's replies (a socket on ::) too
+  remote('ip', '-6', 'route', 'add', 'fd00:244:1::/64', 'via', NODE_IP6, 'src', REMOTE_POD6);
   for (const p of PODS) addPod(p);
   forwardingBefore = node('sysctl', '-n', 'net.ipv6.conf.all.forwarding').trim();
   mkdirSync(manifests);
@@ -306,6 +310,22 @@ describe('kubetun run --service-cidr-v6', () => {
     const r = udpVip6();
     expect(r.status, r.err).toBe(0);
     expect(r.out).toMatch(new RegExp(`^be[12] from ${VIP6}$`));
+  });
+
+  it("reverse-NATs a backend's fragmented UDP reply (block pref 7727), and not without it", () => {
+    const big = new RegExp(`^be[12]\\.{3000} from ${VIP6}$`);
+    expect(udpVip6('client', 'big').out).toMatch(big);
+    const at = ['block', '7700', 'pref', '7727'];
+    must('node', 'tc', 'filter', 'del', ...at);
+    let r: Exec;
+    try {
+      r = udpVip6('client', 'big');
+    } finally {
+      const frag = ['protocol', 'ipv6', 'u32', 'match', 'ip6', 'protocol', '44', '0xff'];
+      must('node', 'tc', 'filter', 'add', ...at, ...frag, ...MIRRED);
+    }
+    expect(r.out).not.toMatch(big);
+    expect(udpVip6('client', 'big').out).toMatch(big);
   });
 
   it("serves the node's own traffic to the IPv6 ClusterIP (route to the TUN)", () => {
@@ -387,6 +407,32 @@ describe('kubetun run --service-cidr-v6', () => {
     const r = curl('client', `http://[${VIP6_FAR}]/`);
     expect(r.status, r.err).toBe(0);
     expect(r.out).toBe('remote');
+  });
+
+  it("reverse-NATs a remote backend's fragmented UDP reply (uplink pref 7727)", () => {
+    const big = new RegExp(`^remote\\.{3000} from ${VIP6_FAR}$`);
+    expect(udpVip6('client', 'big', VIP6_FAR).out).toMatch(big);
+    const at = ['dev', 'eth0', 'ingress', 'pref', '7727'];
+    must('node', 'tc', 'filter', 'del', ...at);
+    let r: Exec;
+    try {
+      r = udpVip6('client', 'big', VIP6_FAR);
+    } finally {
+      const m = [
+        'match',
+        'ip6',
+        'protocol',
+        '44',
+        '0xff',
+        'match',
+        'ip6',
+        'dst',
+        'fd00:244:1::/64',
+      ];
+      must('node', 'tc', 'filter', 'add', ...at, 'protocol', 'ipv6', 'u32', ...m, ...MIRRED);
+    }
+    expect(r.out).not.toMatch(big);
+    expect(udpVip6('client', 'big', VIP6_FAR).out).toMatch(big);
   });
 
   it("fails without the uplink's IPv6 endpoint table (pref 7721/7731, --pod-cidr-v6)", () => {
