@@ -95,6 +95,11 @@
 //   uplink pref 7721|7731: IPv6 endpoint table, guard `match ip6 dst <pod-cidr-v6>`   replies
 //                                                of remote IPv6 endpoints to local clients
 //                                                (with --pod-cidr-v6 only)
+//   tc filter ... dev <uplink> ingress pref 7726 protocol ipv6 u32 match ip6 dst <pod-cidr-v6> \
+//      match ip6 protocol 58 0xff match u8 1|2|3 0xff at 40 ...   ICMPv6 errors to this node's
+//                                                pods from any router or node on the path
+//                                                (Packet Too Big above all: IPv6 routers never
+//                                                fragment), as pref 7706; with --pod-cidr-v6
 //   tc filter add block 7700 pref 7727 protocol ipv6 u32 match ip6 protocol 44 0xff ...
 //                                                every IPv6 packet whose first header is a
 //                                                Fragment header, first fragments too (their
@@ -117,13 +122,26 @@
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
 import { IPV6_EXT_FRAGMENT } from '../wire/ipv6.ts';
-import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
+import {
+  IPPROTO_ICMP,
+  IPPROTO_ICMPV6,
+  IPPROTO_SCTP,
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+} from '../wire/proto.ts';
 import type { Logger } from 'pino';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import { UserError } from '../errors.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { sh, shBatch, shJson, shTry } from '../sh.ts';
-import { EndpointSteer, EndpointTable, ICMP_ERRORS, IHL5, type TcAt } from './steer-endpoints.ts';
+import {
+  EndpointSteer,
+  EndpointTable,
+  ICMP_ERRORS,
+  ICMPV6_ERRORS,
+  IHL5,
+  type TcAt,
+} from './steer-endpoints.ts';
 import { Sysctls } from './sysctl.ts';
 
 /** the pods' shared tc block (every pod veth's ingress, lo's egress) and its endpoint table */
@@ -145,6 +163,7 @@ export const TC_PREF_POD6_ALT = 7730;
 export const TC_PREF_UPLINK6 = 7721;
 export const TC_PREF_UPLINK6_ALT = 7731;
 export const TC_PREF_VIP6 = 7725;
+export const TC_PREF_ICMP6 = 7726;
 export const TC_PREF_FRAG6 = 7727;
 const KUBETUN_PREFS = [
   TC_PREF_POD,
@@ -162,6 +181,7 @@ const KUBETUN_PREFS = [
   TC_PREF_UPLINK6,
   TC_PREF_UPLINK6_ALT,
   TC_PREF_VIP6,
+  TC_PREF_ICMP6,
   TC_PREF_FRAG6,
 ];
 const BLOCK_AT = ['block', String(POD_BLOCK)];
@@ -335,8 +355,16 @@ export class Steering {
     this.hook(BLOCK_AT, TC_PREF_FRAG6, [frag], 'ipv6');
     const { podCidrV6 } = this.cfg;
     if (podCidrV6) {
-      const toPods = [...frag, 'match', 'ip6', 'dst', podCidrV6];
-      this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, [toPods], 'ipv6');
+      const toPods = ['match', 'ip6', 'dst', podCidrV6];
+      this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, [[...frag, ...toPods]], 'ipv6');
+      // ICMPv6 errors to this node's pods from any router on the path (pref 7726)
+      const icmp = ['match', 'ip6', 'protocol', String(IPPROTO_ICMPV6), '0xff'];
+      const errors = ICMPV6_ERRORS.map((t) => [
+        ...toPods,
+        ...icmp,
+        ...['match', 'u8', String(t), '0xff', 'at', '40'],
+      ]);
+      this.hook(['dev', uplink, 'ingress'], TC_PREF_ICMP6, errors, 'ipv6');
     }
   }
 

@@ -12,7 +12,8 @@
 // 53/UDP → 5353 (a datagram answered with the backend's name), one IPv4 and one IPv6
 // EndpointSlice (be1, be2). Service far, IPv6 only: fd00:10:96::30 → the remote pod. Each IPv6
 // hook is switched off while the agent runs to show the IPv6 VIP fails without it, and a
-// SIGUSR2 restart hands the IPv6 TUN and steering to the next agent as they are.
+// SIGUSR2 restart hands the IPv6 TUN and steering to the next agent as they are. Needs python3
+// (a UDP flow that keeps its socket, a raw ICMPv6 Packet Too Big).
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
@@ -225,6 +226,28 @@ const udpVip6 = (from = 'client', msg = 'who', vip = VIP6) =>
   exec(from, [process.execPath, '-e', UDP_CLIENT, vip, '53', msg], 10_000);
 const MIRRED = ['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'];
 
+/** A UDP flow from port argv3 to [argv1]:53, its socket kept open argv2 s (PMTU updates need it). */
+const UDP_FLOW = `import socket, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind(('::', int(sys.argv[3])))
+s.settimeout(3)
+s.sendto(b'who', (sys.argv[1], 53))
+print(s.recvfrom(100)[0].decode(), flush=True)
+time.sleep(float(sys.argv[2]))`;
+
+/**
+ * An ICMPv6 Packet Too Big (MTU 1280) from argv1 (a router: no endpoint) to argv2, quoting the
+ * DNATed packet argv2:argv4 > [argv3]:5353, as the path to the backend would send it.
+ */
+const PTB = `import socket, struct, sys
+src, client, backend, port = sys.argv[1:5]
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+s.bind((src, 0))
+a = lambda x: socket.inet_pton(socket.AF_INET6, x)
+udp = struct.pack('!HHHH', int(port), 5353, 11, 0) + b'who'
+ip6 = struct.pack('!IHBB', 0x60000000, len(udp), 17, 63) + a(client) + a(backend)
+s.sendto(struct.pack('!BBHI', 2, 0, 0, 1280) + ip6 + udp, (client, 0))`;
+
 /** Switch something off, show the IPv6 VIP fails, switch it back on, show it works again. */
 function breaksWithout(off: () => void, on: () => void, from = 'client'): void {
   off();
@@ -433,6 +456,42 @@ describe('kubetun run --service-cidr-v6', () => {
     }
     expect(r.out).not.toMatch(big);
     expect(udpVip6('client', 'big', VIP6_FAR).out).toMatch(big);
+  });
+
+  it("translates a router's Packet Too Big about a flow to a remote backend (uplink pref 7726)", async () => {
+    const ptb = (port: string) => {
+      const argv = [
+        'netns',
+        'exec',
+        `${PREFIX}client`,
+        'python3',
+        '-c',
+        UDP_FLOW,
+        VIP6_FAR,
+        '2',
+        port,
+      ];
+      const flow = spawn('ip', argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+      procs.push(flow);
+      return new Promise<string>((resolve) => {
+        flow.stdout!.once('data', (d) => {
+          const router = 'fd00:250::3';
+          must('remote', 'python3', '-c', PTB, router, PODS[0].ip6, REMOTE_POD6, port);
+          resolve(String(d).trim());
+        });
+        flow.once('exit', () => resolve(''));
+      });
+    };
+    const route = () => must('client', 'ip', '-6', 'route', 'get', VIP6_FAR);
+    const flush = () => must('client', 'ip', '-6', 'route', 'flush', 'cache');
+    expect(await ptb('40123')).toBe('remote');
+    await waitFor(() => /mtu 1280/.test(route()), 'the VIP learnt MTU 1280');
+    flush();
+    const at = ['dev', 'eth0', 'ingress', 'pref', '7726'];
+    must('node', 'tc', 'filter', 'del', ...at);
+    expect(await ptb('40124')).toBe('remote');
+    await sleep(500);
+    expect(route()).not.toMatch(/mtu 1280/);
   });
 
   it("fails without the uplink's IPv6 endpoint table (pref 7721/7731, --pod-cidr-v6)", () => {
