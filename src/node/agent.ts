@@ -57,7 +57,14 @@ import { HealthNodePorts, healthServices } from './health-nodeport.ts';
 import { configzBody, type KpcView } from './kube-proxy-config.ts';
 import { findKubeProxyRules, removeKubeProxyRules } from './kube-proxy-leftovers.ts';
 import { ensurePrivateDir } from './private-dir.ts';
-import { externalAddrs, POD_BLOCK, Steering, sweepStaleFilters, UndoLog } from './steering.ts';
+import {
+  externalAddrs,
+  POD_BLOCK,
+  quietTun,
+  Steering,
+  sweepStaleFilters,
+  UndoLog,
+} from './steering.ts';
 import { EndpointSteer } from './steer-endpoints.ts';
 
 /** External IPs to steer and health-check node ports follow the synced services this often. */
@@ -90,7 +97,8 @@ async function startControl(
     // a time (each keeps its last good version). The networks let the readers play the API
     // server's part: ClusterIPs from the service CIDR, no external IP over a Pod's. The reading
     // runs in the manifest worker: when taking over, the packet loop already runs on this thread.
-    const parse = { serviceCidr: opts.serviceCidr, clusterCidr: opts.clusterCidr };
+    const cidrs = [opts.serviceCidr, ...(opts.serviceCidrV6 ? [opts.serviceCidrV6] : [])];
+    const parse = { serviceCidr: cidrs.join(','), clusterCidr: opts.clusterCidr };
     source = { dir: opts.manifests, pollIntervalMs: 1000, parse, worker: true, strictStart: true };
   }
   const cp = await startControlPlane({
@@ -208,19 +216,31 @@ async function cleanupPrevious(opts: AgentConfig, log: Logger): Promise<void> {
     log.warn({ recovered, swept }, 'cleaned up after a previous run');
 }
 
-/** The TUN, persistent when restarts keep it (a dead run's device is re-attached by name). */
-function openTun(opts: AgentConfig, name: string, log: Logger): TunDevice {
+/**
+ * The TUN, persistent when restarts keep it (a dead run's device is re-attached by name), opened
+ * (created) and brought up. `adopted`: the dead run's persistent TUN, up and
+ * configured already (its IPv6 settings stay as that run's steering left them).
+ */
+function openTun(opts: AgentConfig, name: string, log: Logger, adopted = false): TunDevice {
   let tun: TunDevice;
   try {
     tun = TunDevice.open(name, {
       batch: opts.batch,
       txQueueLen: opts.tunQueue,
-      up: true,
       offload: opts.offload,
       persist: graceMs(opts) > 0,
     });
   } catch (err) {
     throw tunDeviceError(err);
+  }
+  try {
+    // up only once it has nothing of its own to send (steering.ts quietTun)
+    if (!adopted) quietTun(tun.name, opts.procSysNet);
+    tun.setUp(true);
+  } catch (err) {
+    if (!adopted) tun.setPersist(false); // a device made here goes with it
+    tun.close();
+    throw err;
   }
   // A refused offload is not an error: the kernel segments and checksums for us instead.
   for (const r of tun.offload.refused) {
@@ -334,6 +354,7 @@ export class NodeAgent {
     this.monitor.nameOf = (revNat, proto) => this.serviceName(revNat, proto);
     this.loop = createPacketLoop(dp, tun, net.serviceCidr, opts.batch, () => this.nowMs(), {
       vnet: tun.vnetHdr,
+      serviceCidr6: net.serviceCidr6,
     });
     // the first batch read is timed (restart: the packets queued while no agent read come first)
     const handle = this.loop.handle;
@@ -378,9 +399,10 @@ export class NodeAgent {
     }
     batching = false;
     save();
-    const { uplink, nodeIp, podCidr, serviceCidr, procSysNet } = opts;
+    const { uplink, nodeIp, podCidr, serviceCidr, serviceCidrV6, podCidrV6, procSysNet } = opts;
     const snatPorts = { min: dp.cfg.snatPortMin, max: dp.cfg.snatPortMax };
-    const cfg = { tun: tun.name, uplink, nodeIp, podCidr, serviceCidr, snatPorts, procSysNet };
+    const cidrs = { serviceCidr, serviceCidrV6, podCidrV6 };
+    const cfg = { tun: tun.name, uplink, nodeIp, podCidr, ...cidrs, snatPorts, procSysNet };
     this.steering = new Steering({ ...cfg, nodePorts: true }, this.undo, log, endpoints);
     for (const dev of hookedPods(handover?.undo ?? [])) this.steering.hooked.add(dev);
     this.health = new HealthNodePorts(opts.nodeIp, log);
@@ -460,7 +482,7 @@ export class NodeAgent {
   ): Promise<NodeAgent> {
     let at = performance.now();
     const lap = () => Math.round((performance.now() - at + Number.EPSILON) * 10) / 10;
-    const tun = openTun(opts, handover.tun, log);
+    const tun = openTun(opts, handover.tun, log, true);
     const tunMs = lap();
     at = performance.now();
     // rr/lc/maglev services pick from their first packet on, not from the first sync (adopt.ts)

@@ -14,15 +14,20 @@
 //     the program is told those segments (conntrack counts packets and bytes as the wire will);
 //   - a partial checksum (NEEDS_CSUM) is kept partial: the program's rewrites assume a full one,
 //     so the seed is re-derived after them from the addresses it came with (rewrite.ts);
+//   - an IPv6 packet (version 6, the one test per read the IPv4 reads pay) takes processVnet6:
+//     its own header check (vnetCheck6) and segment count, the seed re-derived from the sums of
+//     its 32 address bytes before and after the program (checksum6.ts ipv6AddrSum);
 //   - a written-back packet keeps its own header — it passed the checks the kernel makes on a
 //     write (csum_start at the transport header, csum_offset 16/6, gso_size > 0 with GSO);
 //     a generated packet (reject, ICMP error) gets a zero header.
 // Nothing here allocates per packet or per batch.
-import type { Datapath } from '../datapath/state/datapath.ts';
+import { A6_DST, type Datapath } from '../datapath/state/datapath.ts';
 import { dpProcess } from '../datapath/program.ts';
 import { TX_REVNAT } from '../datapath/state/reasons.ts';
 import { V_DROP, V_PASS, V_REPLY, V_TX } from '../datapath/state/verdict.ts';
-import { read16, read32s } from '../wire/bytes.ts';
+import { read16, read32s, write16 } from '../wire/bytes.ts';
+import { csumPartialReplaceSum } from '../wire/checksum.ts';
+import { ipv6AddrSum } from '../wire/checksum6.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import { ipv4RewriteSrc, l4PartialCsumAfterNat, l4RewriteSrcPort } from '../wire/rewrite.ts';
 import {
@@ -32,21 +37,26 @@ import {
   VNET_OK,
   vnetFlags,
   vnetCheck,
+  vnetCheck6,
   vnetCsumFieldOff,
   vnetExtraBytes,
+  vnetExtraBytes6,
   vnetNeedsCsum,
   vnetSegments,
+  vnetSegments6,
   vnetZero,
 } from '../wire/virtio.ts';
 import type { TunDevice } from '../tun/tun.ts';
 import type { Cidr } from '../wire/addr.ts';
+import type { Cidr6Words } from '../wire/addr6.ts';
 
 /** Agent-level outcomes, beside the datapath's reasons (index into AgentCounters.values). */
 export const AGENT_PACKETS = 0;
 /**
- * Passed by the datapath but addressed into the service CIDR: the kernel routes the service CIDR
- * into the TUN, so writing it back would loop until its TTL runs out. Dropped (kube-proxy would
- * send it to the default route; there is nothing there to answer it either).
+ * Passed by the datapath but addressed into the service CIDR (IPv4, or with --service-cidr-v6 the
+ * IPv6 one): the kernel routes the service CIDR into the TUN, so writing it back would loop until
+ * its TTL (hop limit) runs out. Dropped (kube-proxy would send it to the default route; there is
+ * nothing there to answer it either).
  */
 export const AGENT_DROP_SERVICE_CIDR_LOOP = 1;
 /** The kernel refused a written packet (counted per packet by the addon too). */
@@ -90,6 +100,8 @@ export interface PacketLoop {
 export interface PacketLoopOptions {
   /** every read and write carries a virtio_net_hdr (the TUN was opened with offloads) */
   vnet?: boolean;
+  /** the IPv6 service CIDR (--service-cidr-v6): its unassigned addresses are dropped as loops */
+  serviceCidr6?: Cidr6Words;
 }
 
 export function createPacketLoop(
@@ -105,6 +117,9 @@ export function createPacketLoop(
   const txLens = new Uint32Array(batchMax);
   const svcNet = serviceCidr.addr;
   const svcMask = serviceCidr.mask;
+  // no IPv6 service CIDR: a mask that matches nothing (net bits outside it)
+  const svc6Net = opts.serviceCidr6?.net ?? Int32Array.of(0, 0, 0, 1);
+  const svc6Mask = opts.serviceCidr6?.mask ?? Int32Array.of(0, 0, 0, 0);
   const vnet = opts.vnet === true;
   const hdr = vnet ? VNET_HDR_LEN : 0;
   // a generated packet behind its (zero) vnet header, written on its own
@@ -127,8 +142,20 @@ export function createPacketLoop(
     if (!tun.write(vnet ? reply : out, 0, hdr + n)) counters[AGENT_TX_REFUSED] += 1;
   }
 
+  /** Whether the IPv6 packet just processed is to the IPv6 service CIDR (dp.a6, its dst). */
+  function inSvc6(): boolean {
+    const a = dp.a6;
+    for (let k = 0; k < 4; k++) {
+      if ((a[A6_DST + k] & svc6Mask[k]) !== svc6Net[k]) return false;
+    }
+    return true;
+  }
+
   /** One read with its virtio_net_hdr; returns the verdict (V_DROP for a malformed header). */
   function processVnet(buf: Uint8Array, off: number, end: number, now: number): number {
+    if (end > off + VNET_HDR_LEN && buf[off + VNET_HDR_LEN] >>> 4 === 6) {
+      return processVnet6(buf, off, end, now);
+    }
     const rc = vnetCheck(buf, off, end);
     if (rc !== VNET_OK) {
       counters[VNET_DROP_BASE + rc] += 1;
@@ -156,6 +183,33 @@ export function createPacketLoop(
     return v;
   }
 
+  /** processVnet of an IPv6 packet (see the header). */
+  function processVnet6(buf: Uint8Array, off: number, end: number, now: number): number {
+    const rc = vnetCheck6(buf, off, end);
+    if (rc !== VNET_OK) {
+      counters[VNET_DROP_BASE + rc] += 1;
+      return V_DROP;
+    }
+    const ip = off + VNET_HDR_LEN;
+    const segs = vnetSegments6(buf, off, end);
+    if (segs > 1) {
+      counters[AGENT_GSO_PACKETS] += 1;
+      counters[AGENT_GSO_SEGMENTS] += segs;
+    }
+    const extra = segs > 1 ? vnetExtraBytes6(buf, off, end) : 0;
+    const trusted = (vnetFlags(buf, off) & (VNET_F_NEEDS_CSUM | VNET_F_DATA_VALID)) !== 0 ? 1 : 0;
+    if (!vnetNeedsCsum(buf, off))
+      return dpProcess(dp, buf, ip, end - ip, now, segs, extra, trusted);
+    const csumAt = ip + vnetCsumFieldOff(buf, off);
+    const seed = read16(buf, csumAt);
+    const addrs = ipv6AddrSum(buf, ip);
+    const v = dpProcess(dp, buf, ip, end - ip, now, segs, extra, trusted);
+    if (v === V_TX && (dp.proto === IPPROTO_TCP || dp.proto === IPPROTO_UDP)) {
+      write16(buf, csumAt, csumPartialReplaceSum(seed, addrs, ipv6AddrSum(buf, ip)));
+    }
+    return v;
+  }
+
   function handle(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
     const now = nowMs();
     let m = 0;
@@ -168,7 +222,7 @@ export function createPacketLoop(
         : dpProcess(dp, buf, off, lens[i], now);
       if (testSkipRevNat && v === V_TX && dp.lastReason === TX_REVNAT) undoRevNat(dp, buf);
       if (v === V_TX || v === V_PASS) {
-        if (v === V_PASS && (dp.daddr & svcMask) >>> 0 === svcNet) {
+        if (v === V_PASS && (dp.ipv6 === 0 ? (dp.daddr & svcMask) >>> 0 === svcNet : inSvc6())) {
           counters[AGENT_DROP_SERVICE_CIDR_LOOP] += 1;
           continue;
         }

@@ -20,6 +20,7 @@ import { type CtGcConfig, DEFAULT_CT_GC } from '../housekeeping/ct-gc.ts';
 import { schedulerFromName } from '../sched/kinds.ts';
 import { type LocalDetector, localDetector, localSourceCidr } from '../rules/local-detect.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
+import { type Cidr6Words, parseCidr6, parseCidr6Words } from '../wire/addr6.ts';
 
 /** A `kubetun run` flag with a bad value: the user's to fix (src/errors.ts). */
 export class OptionError extends UserError {
@@ -93,6 +94,16 @@ function posInt(v: string, max = 0x7fffffff): number {
 function cidr(v: RawValue): string {
   parseCidr(String(v ?? ''));
   return String(v);
+}
+
+/** An IPv6 CIDR ("fd00:10:96::/112"), canonical; absent = none. */
+function cidr6(v: RawValue): string | undefined {
+  const s = text(v);
+  if (s === undefined || s === '') return undefined;
+  const c = parseCidr6(s);
+  if (!c)
+    throw new Error(`expected an IPv6 CIDR such as fd00:10:96::/112, got ${JSON.stringify(s)}`);
+  return c.text;
 }
 
 /** "host:port" ("" or "0" = off; kube-proxy's convention). */
@@ -247,6 +258,16 @@ export const RUN_OPTIONS = {
     help: 'ClusterIP range, routed into the TUN',
     parse: cidr,
   }),
+  serviceCidrV6: option({
+    arg: '<cidr>',
+    help: 'IPv6 ClusterIP range, routed and steered into the TUN (default: none, the TUN stays IPv4-only)',
+    parse: cidr6,
+  }),
+  podCidrV6: option({
+    arg: '<cidr>',
+    help: "this node's IPv6 pod CIDR: replies of IPv6 endpoints on other nodes to its pods are steered on the uplink (with --service-cidr-v6; default: none, not steered)",
+    parse: cidr6,
+  }),
   uplink: option({
     arg: '<iface>',
     default: 'eth0',
@@ -397,6 +418,8 @@ export interface AgentNet {
   podCidr: Cidr;
   clusterCidr: Cidr;
   serviceCidr: Cidr;
+  /** --service-cidr-v6, if given */
+  serviceCidr6?: Cidr6Words;
   /** kube-proxy's local traffic detector for these options */
   local: LocalDetector;
 }
@@ -470,6 +493,11 @@ export function resolveRunConfig(
     if (o.datapath) Object.assign(datapath, o.datapath(s[k]));
     if (o.gc) Object.assign(gc, o.gc(s[k]));
   }
+  if (set.podCidrV6 && !set.serviceCidrV6)
+    throw new OptionError(
+      'pod-cidr-v6',
+      'needs --service-cidr-v6 (without it nothing IPv6 is steered)',
+    );
   const g = { ...DEFAULT_CT_GC, ...gc };
   if (g.minIntervalSec > g.maxIntervalSec)
     throw new OptionError('ct-gc-min-interval', 'larger than --ct-gc-max-interval');
@@ -503,6 +531,7 @@ function netOf(s: RunSettings): AgentNet {
     podCidr: parseCidr(s.podCidr),
     clusterCidr: parseCidr(s.clusterCidr),
     serviceCidr: parseCidr(s.serviceCidr),
+    serviceCidr6: s.serviceCidrV6 ? parseCidr6Words(s.serviceCidrV6) : undefined,
     local,
   };
 }

@@ -17,13 +17,35 @@
 // and deletes the gone ones in one `tc -batch` (endpointSteerSync in agent.ts runs it before the
 // maps are written, so a new endpoint's first reply is already steered).
 //
+// IPv6 endpoints (a Service's IPv6 EndpointSlices) have a table of their own on the block
+// (steering.ts, with --service-cidr-v6): another pref pair and hash table ids 73:/74: (u32
+// handles are shared by every pref of a block), the same shape, `protocol ipv6`:
+//
+//   tc filter add <at> pref P protocol ipv6 u32 match u32 0 0 \
+//      hashkey mask 0x000000ff at 20 link 73:        bucket = last byte of the source address
+//   tc filter add <at> pref P protocol ipv6 handle 73:<bkt>:<n> u32 ht 73:<bkt>: \
+//      match ip6 src <ep>/128 match ip6 protocol <p> 0xff match ip6 sport <port> 0xffff ...
+//
+// and ICMPv6 errors (types 1, 2, 3: `match u8 <type> 0xff at 40`) from every endpoint address.
+// u32 reads the next header and the port at the fixed offsets of a bare IPv6 header: a packet
+// with extension headers is not matched here and stays in the kernel, as the IPv4 IHL guard
+// leaves packets with options — documented here, counted nowhere (fragments are steered by a
+// filter of their own, steering.ts pref 7727). Neighbour Discovery and MLD from a pod (ICMPv6
+// types 130-143) never match.
+//
 // A table is built whole in one of two prefs and the other is deleted after (rebuild): a
 // taking-over agent, which does not know the handles of the dead run's entries, builds its own
 // next to them and then removes theirs — replies are steered throughout.
 import type { Logger } from 'pino';
 import type { ProxierOptions } from '../control/proxier.ts';
 import type { ResolvedServicePort } from '../model.ts';
-import { IPPROTO_ICMP, PROTO_BY_K8S_NAME } from '../wire/proto.ts';
+import { ipv6Groups } from '../wire/addr6.ts';
+import {
+  ICMPV6_DEST_UNREACH,
+  ICMPV6_PACKET_TOO_BIG,
+  ICMPV6_TIME_EXCEEDED,
+} from '../wire/icmpv6.ts';
+import { IPPROTO_ICMP, IPPROTO_ICMPV6, PROTO_BY_K8S_NAME } from '../wire/proto.ts';
 import { shBatch, shJson, shTry } from '../sh.ts';
 
 /**
@@ -32,35 +54,61 @@ import { shBatch, shJson, shTry } from '../sh.ts';
  * which names whichever pref took 800 first).
  */
 const HT_IDS = ['71', '72'];
+/** the IPv6 tables' ids (same block, other prefs: ids of their own) */
+const HT_IDS6 = ['73', '74'];
 const BUCKETS = 256;
 const MAX_ITEM = 0xfff;
 /** ICMP errors about a translated flow: destination unreachable, time exceeded */
 export const ICMP_ERRORS = [3, 11];
+/** ICMPv6 errors about a translated flow: destination unreachable, packet too big, time exceeded */
+export const ICMPV6_ERRORS = [ICMPV6_DEST_UNREACH, ICMPV6_PACKET_TOO_BIG, ICMPV6_TIME_EXCEEDED];
 /** IPv4 header length 5 words: u32's fixed-offset port matches are only right then. */
 export const IHL5 = ['match', 'u8', '0x05', '0x0f', 'at', '0'];
 
 /** Where a table lives: `['block', '7700']` or `['dev', <uplink>, 'ingress']`. */
 export type TcAt = readonly string[];
 
-/** "ip/proto/port" (port = the ICMP type for IPPROTO_ICMP) of every endpoint of the ports. */
+/**
+ * "ip/proto/port" (port = the ICMP type for IPPROTO_ICMP and IPPROTO_ICMPV6) of every endpoint
+ * of the ports, IPv4 and IPv6 (`endpoints6`, the IPv6 EndpointSlices'; an IPv6 key's address
+ * has colons: isKey6).
+ */
 export function endpointKeys(rsp: ResolvedServicePort): string[] {
   const proto = PROTO_BY_K8S_NAME[rsp.port.protocol];
   if (proto === undefined) return [];
   const out: string[] = [];
-  for (const ep of rsp.endpoints) {
-    if (ep.ip.includes(':')) continue;
+  for (const ep of [...rsp.endpoints, ...(rsp.endpoints6 ?? [])]) {
     out.push(`${ep.ip}/${proto}/${ep.port}`);
-    for (const t of ICMP_ERRORS) out.push(`${ep.ip}/${IPPROTO_ICMP}/${t}`);
+    if (isKey6(ep.ip)) for (const t of ICMPV6_ERRORS) out.push(`${ep.ip}/${IPPROTO_ICMPV6}/${t}`);
+    else for (const t of ICMP_ERRORS) out.push(`${ep.ip}/${IPPROTO_ICMP}/${t}`);
   }
   return out;
 }
 
-/** The u32 matches of one key's packets. */
+/** An IPv6 endpoint's key (or address). */
+export function isKey6(key: string): boolean {
+  return key.includes(':');
+}
+
+/** The u32 matches of one key's packets (`protocol ip` or, for an IPv6 key, `protocol ipv6`). */
 export function keyMatch(key: string): string[] {
   const [ip, proto, port] = key.split('/');
+  if (isKey6(ip)) {
+    const m = ['match', 'ip6', 'src', `${ip}/128`, 'match', 'ip6', 'protocol', proto, '0xff'];
+    if (Number(proto) === IPPROTO_ICMPV6) return [...m, 'match', 'u8', port, '0xff', 'at', '40'];
+    return [...m, 'match', 'ip6', 'sport', port, '0xffff'];
+  }
   const m = ['match', 'ip', 'src', `${ip}/32`, 'match', 'ip', 'protocol', proto, '0xff', ...IHL5];
   if (Number(proto) === IPPROTO_ICMP) return [...m, 'match', 'u8', port, '0xff', 'at', '20'];
   return [...m, 'match', 'ip', 'sport', port, '0xffff'];
+}
+
+/** A key's bucket: the last byte of its address (what the table's hashkey reads). */
+function keyBucket(key: string): number {
+  const ip = key.split('/')[0];
+  if (!isKey6(ip)) return Number(ip.split('.')[3]);
+  const g = ipv6Groups(ip);
+  return g ? g[7] & 0xff : 0;
 }
 
 /**
@@ -70,7 +118,8 @@ export function keyMatch(key: string): string[] {
  */
 export class EndpointTable {
   private pref: number;
-  private ht = HT_IDS[0];
+  private readonly ids: readonly string[];
+  private ht: string;
   private installed = false;
   private readonly handles = new Map<string, string>();
   private readonly used: Set<number>[] = Array.from({ length: BUCKETS }, () => new Set());
@@ -81,8 +130,17 @@ export class EndpointTable {
     private readonly guard: readonly string[],
     private readonly tun: string,
     private readonly log: Logger,
+    /** 6: the IPv6 endpoints' table (`protocol ipv6`, ids 73/74); 4: the IPv4 one */
+    private readonly family: 4 | 6 = 4,
   ) {
     this.pref = prefs[0];
+    this.ids = family === 6 ? HT_IDS6 : HT_IDS;
+    this.ht = this.ids[0];
+  }
+
+  /** whether a key is this table's family */
+  private mine(key: string): boolean {
+    return isKey6(key) === (this.family === 6);
   }
 
   /** the undo steps: both prefs deleted (whichever holds the table) */
@@ -100,7 +158,7 @@ export class EndpointTable {
     this.handles.clear();
     for (const u of this.used) u.clear();
     this.pref = next;
-    this.ht = HT_IDS[next === a ? 0 : 1];
+    this.ht = this.ids[next === a ? 0 : 1];
     shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(next)]);
     const lines = [
       this.filter('add', ['handle', `${this.ht}:`, 'u32', 'divisor', String(BUCKETS)]),
@@ -111,12 +169,12 @@ export class EndpointTable {
         'mask',
         '0x000000ff',
         'at',
-        '12',
+        this.family === 6 ? '20' : '12',
         'link',
         `${this.ht}:`,
       ]),
     ];
-    for (const k of keys) lines.push(this.addLine(k));
+    for (const k of keys) if (this.mine(k)) lines.push(this.addLine(k));
     this.installed = this.batch(lines);
     if (busy.has(old)) shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(old)]);
   }
@@ -125,7 +183,7 @@ export class EndpointTable {
   change(add: readonly string[], del: readonly string[]): void {
     if (!this.installed || (add.length === 0 && del.length === 0)) return;
     const lines: string[] = [];
-    for (const k of add) if (!this.handles.has(k)) lines.push(this.addLine(k));
+    for (const k of add) if (this.mine(k) && !this.handles.has(k)) lines.push(this.addLine(k));
     for (const k of del) {
       const h = this.handles.get(k);
       if (h === undefined) continue;
@@ -142,7 +200,7 @@ export class EndpointTable {
   }
 
   private addLine(key: string): string {
-    const bkt = Number(key.split('/')[0].split('.')[3]);
+    const bkt = keyBucket(key);
     const used = this.used[bkt];
     let item = 1;
     while (used.has(item) && item < MAX_ITEM) item++;
@@ -163,9 +221,17 @@ export class EndpointTable {
   }
 
   private filter(verb: string, rest: string[]): string {
-    return ['filter', verb, ...this.at, 'pref', String(this.pref), 'protocol', 'ip', ...rest].join(
-      ' ',
-    );
+    const protocol = this.family === 6 ? 'ipv6' : 'ip';
+    return [
+      'filter',
+      verb,
+      ...this.at,
+      'pref',
+      String(this.pref),
+      'protocol',
+      protocol,
+      ...rest,
+    ].join(' ');
   }
 
   /** Runs tc lines in one process; false (logged, each failed line) when any failed. */

@@ -62,6 +62,57 @@
 //                                                endpoint table, and a backend's fragmented
 //                                                reply must be reverse-NATed whole. Rare.
 //
+// Before all of it, while the TUN is still down (quietTun): `ip link set dev <tun> multicast
+// off`, addr_gen_mode=1, disable_ipv6=1.
+// With --service-cidr-v6 (IPv6 ClusterIPs), after the above, in this order:
+//
+//   sysctl net.ipv6.conf.<tun>.disable_ipv6=1    first (quietTun's already; a link-local
+//                                                address a TUN got otherwise goes)
+//   sysctl net.ipv6.conf.all.forwarding=1        written-back IPv6 packets are forwarded (this
+//                                                makes the node an IPv6 router: hosts' RAs are
+//                                                then ignored unless accept_ra=2, as on any
+//                                                IPv6 Kubernetes node)
+//   sysctl net.ipv6.conf.<tun>.forwarding=0      not a router on the TUN (no all-routers
+//                                                group, were it multicast); forwarding itself
+//                                                is the `all` switch's
+//   sysctl net.ipv6.conf.<tun>.accept_ra=0       no router traffic on the TUN
+//   sysctl net.ipv6.conf.<tun>.addr_gen_mode=1   no link-local address: no DAD, no router
+//                                                solicitation, no solicited-node group
+//   sysctl net.ipv6.conf.<tun>.disable_ipv6=0    last: IPv6 on, with nothing to announce
+//   ip -6 route replace <service-cidr-v6> dev <tun>      the node's own traffic to IPv6 VIPs
+//                                                (source: the kernel's choice, the node's
+//                                                IPv6 address towards the backend)
+//   tc filter add block 7700|dev <uplink> ingress pref 7725 protocol ipv6 u32 \
+//      match ip6 dst <service-cidr-v6> action mirred egress redirect dev <tun>
+//                                                IPv6 VIPs from pods and from outside
+//   block 7700 pref 7720|7730: IPv6 endpoint table   replies of local IPv6 endpoints (and
+//                                                ICMPv6 errors 1-3 from them), by source
+//                                                (steer-endpoints.ts). u32 matches the next
+//                                                header and port of a bare IPv6 header: with
+//                                                other extension headers a reply is not
+//                                                steered, as IPv4 packets with options
+//                                                (fragments: pref 7727).
+//   uplink pref 7721|7731: IPv6 endpoint table, guard `match ip6 dst <pod-cidr-v6>`   replies
+//                                                of remote IPv6 endpoints to local clients
+//                                                (with --pod-cidr-v6 only)
+//   tc filter ... dev <uplink> ingress pref 7726 protocol ipv6 u32 match ip6 dst <pod-cidr-v6> \
+//      match ip6 protocol 58 0xff match u8 1|2|3 0xff at 40 ...   ICMPv6 errors to this node's
+//                                                pods from any router or node on the path
+//                                                (Packet Too Big above all: IPv6 routers never
+//                                                fragment), as pref 7706; with --pod-cidr-v6
+//   tc filter add block 7700 pref 7727 protocol ipv6 u32 match ip6 protocol 44 0xff ...
+//                                                every IPv6 packet whose first header is a
+//                                                Fragment header, first fragments too (their
+//                                                ports sit behind it): a backend's fragmented
+//                                                reply is reverse-NATed whole (frag6.ts). On
+//                                                the uplink too, guarded by `match ip6 dst
+//                                                <pod-cidr-v6>`, with --pod-cidr-v6. Rare.
+//
+// Nothing of Neighbour Discovery, MLD or router traffic is steered: the VIP filter matches
+// destinations in the service CIDR only, the endpoint table ICMPv6 errors only; the TUN is
+// point-to-point (no ND) and has no address. Without --service-cidr-v6 the TUN stays
+// IPv4-only (disable_ipv6=1): the kernel's own IPv6 chatter would reach the agent.
+//
 // No address on the TUN: rp_filter 0 (not loose mode 2, which drops everything arriving on an
 // address-less device) is the documented choice, so there is no link-local address to pick per
 // node and nothing to collide with pod or node addresses.
@@ -70,12 +121,27 @@
 // clean exit, the fail-open watchdog and a restart after a crash all remove exactly what was
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
-import { IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
+import { IPV6_EXT_FRAGMENT } from '../wire/ipv6.ts';
+import {
+  IPPROTO_ICMP,
+  IPPROTO_ICMPV6,
+  IPPROTO_SCTP,
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+} from '../wire/proto.ts';
 import type { Logger } from 'pino';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
+import { UserError } from '../errors.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { sh, shBatch, shJson, shTry } from '../sh.ts';
-import { EndpointSteer, EndpointTable, ICMP_ERRORS, IHL5, type TcAt } from './steer-endpoints.ts';
+import {
+  EndpointSteer,
+  EndpointTable,
+  ICMP_ERRORS,
+  ICMPV6_ERRORS,
+  IHL5,
+  type TcAt,
+} from './steer-endpoints.ts';
 import { Sysctls } from './sysctl.ts';
 
 /** the pods' shared tc block (every pod veth's ingress, lo's egress) and its endpoint table */
@@ -91,6 +157,14 @@ export const TC_PREF_FRAG = 7707;
 /** the endpoint tables' second prefs (steer-endpoints.ts rebuild alternates) */
 export const TC_PREF_POD_ALT = 7710;
 export const TC_PREF_UPLINK_ALT = 7711;
+/** IPv6 (`protocol ipv6`: a pref holds one protocol): the endpoint table's pair, the VIPs */
+export const TC_PREF_POD6 = 7720;
+export const TC_PREF_POD6_ALT = 7730;
+export const TC_PREF_UPLINK6 = 7721;
+export const TC_PREF_UPLINK6_ALT = 7731;
+export const TC_PREF_VIP6 = 7725;
+export const TC_PREF_ICMP6 = 7726;
+export const TC_PREF_FRAG6 = 7727;
 const KUBETUN_PREFS = [
   TC_PREF_POD,
   TC_PREF_UPLINK,
@@ -102,6 +176,13 @@ const KUBETUN_PREFS = [
   TC_PREF_FRAG,
   TC_PREF_POD_ALT,
   TC_PREF_UPLINK_ALT,
+  TC_PREF_POD6,
+  TC_PREF_POD6_ALT,
+  TC_PREF_UPLINK6,
+  TC_PREF_UPLINK6_ALT,
+  TC_PREF_VIP6,
+  TC_PREF_ICMP6,
+  TC_PREF_FRAG6,
 ];
 const BLOCK_AT = ['block', String(POD_BLOCK)];
 
@@ -125,6 +206,10 @@ export interface SteeringConfig {
   nodeIp: string;
   podCidr: string;
   serviceCidr: string;
+  /** the IPv6 ClusterIP range (--service-cidr-v6); absent = the TUN stays IPv4-only */
+  serviceCidrV6?: string;
+  /** this node's IPv6 pod CIDR (--pod-cidr-v6): the guard of the uplink's IPv6 endpoint table */
+  podCidrV6?: string;
   /** SNAT port range (power-of-two aligned), reserved and steered; absent = no NAT steering */
   snatPorts?: { min: number; max: number };
   /** steer NodePorts 30000-32767 on the node IP into the TUN */
@@ -210,6 +295,15 @@ export class Steering {
       new EndpointTable(BLOCK_AT, prefs(TC_PREF_POD, TC_PREF_POD_ALT), [], tun, log),
       new EndpointTable(up, prefs(TC_PREF_UPLINK, TC_PREF_UPLINK_ALT), guard, tun, log),
     );
+    if (cfg.serviceCidrV6) {
+      const pair = prefs(TC_PREF_POD6, TC_PREF_POD6_ALT);
+      this.endpoints.tables.push(new EndpointTable(BLOCK_AT, pair, [], tun, log, 6));
+      if (cfg.podCidrV6) {
+        const guard6 = ['match', 'ip6', 'dst', cfg.podCidrV6];
+        const pair6 = prefs(TC_PREF_UPLINK6, TC_PREF_UPLINK6_ALT);
+        this.endpoints.tables.push(new EndpointTable(up, pair6, guard6, tun, log, 6));
+      }
+    }
   }
 
   install(podIfaces: readonly string[]): void {
@@ -242,8 +336,36 @@ export class Steering {
       TC_PREF_FRAG,
       frags.map((f) => [...toPods, ...f]),
     );
+    this.installV6();
     for (const t of this.endpoints.tables) for (const u of t.undoSteps()) this.undo.add(u);
     this.endpoints.rebuild();
+  }
+
+  /** The IPv6 service CIDR's route and VIP filters (see the header); none without one. */
+  private installV6(): void {
+    const { serviceCidrV6: cidr, tun, uplink } = this.cfg;
+    if (!cidr) return;
+    this.undo.add(['ip', '-6', 'route', 'del', cidr, 'dev', tun]);
+    this.exec(['ip', '-6', 'route', 'replace', cidr, 'dev', tun]);
+    const vip = [['match', 'ip6', 'dst', cidr]];
+    this.hook(BLOCK_AT, TC_PREF_VIP6, vip, 'ipv6');
+    this.hook(['dev', uplink, 'ingress'], TC_PREF_VIP6, vip, 'ipv6');
+    // fragments: no port for the endpoint table, the first one's behind its Fragment header
+    const frag = ['match', 'ip6', 'protocol', String(IPV6_EXT_FRAGMENT), '0xff'];
+    this.hook(BLOCK_AT, TC_PREF_FRAG6, [frag], 'ipv6');
+    const { podCidrV6 } = this.cfg;
+    if (podCidrV6) {
+      const toPods = ['match', 'ip6', 'dst', podCidrV6];
+      this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, [[...frag, ...toPods]], 'ipv6');
+      // ICMPv6 errors to this node's pods from any router on the path (pref 7726)
+      const icmp = ['match', 'ip6', 'protocol', String(IPPROTO_ICMPV6), '0xff'];
+      const errors = ICMPV6_ERRORS.map((t) => [
+        ...toPods,
+        ...icmp,
+        ...['match', 'u8', String(t), '0xff', 'at', '40'],
+      ]);
+      this.hook(['dev', uplink, 'ingress'], TC_PREF_ICMP6, errors, 'ipv6');
+    }
   }
 
   /** NodePorts and SNAT replies on the uplink, and the reserved SNAT ports (see the header). */
@@ -350,7 +472,7 @@ export class Steering {
   }
 
   /** One filter per match list, all at `pref` of `at` (replacing what was there), one batch. */
-  private hook(at: TcAt, pref: number, matches: string[][]): void {
+  private hook(at: TcAt, pref: number, matches: string[][], protocol = 'ip'): void {
     if (at[0] === 'dev' && !this.clsact.has(at[1])) {
       const dev = at[1];
       const qdiscs = shJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
@@ -365,7 +487,14 @@ export class Steering {
     this.undo.add(del);
     const action = ['action', 'mirred', 'egress', 'redirect', 'dev', this.cfg.tun];
     const filter = ['filter', 'add', ...at, 'pref', String(pref)];
-    const adds = matches.map((match) => [...filter, 'protocol', 'ip', 'u32', ...match, ...action]);
+    const adds = matches.map((match) => [
+      ...filter,
+      'protocol',
+      protocol,
+      'u32',
+      ...match,
+      ...action,
+    ]);
     shBatch(['tc'], adds);
     for (const a of adds) this.applied.push(`tc ${a.join(' ')}`);
     this.log.debug({ at: at.join(' '), pref, filters: adds.length }, 'tc redirects installed');
@@ -385,10 +514,20 @@ export class Steering {
       [`net/ipv4/conf/${tun}/rp_filter`, '0', false],
       [`net/ipv4/conf/${tun}/accept_local`, '1', false],
     ];
-    // The kernel's own IPv6 chatter (router solicitations, MLD) out of the TUN would only be
-    // read and dropped as DROP_BAD_VERSION: keep the TUN IPv4-only.
     if (existsSync(this.sysctl.path(`net/ipv6/conf/${tun}/disable_ipv6`))) {
-      wanted.push([`net/ipv6/conf/${tun}/disable_ipv6`, '1', false]);
+      const v6 = `net/ipv6/conf/${tun}`;
+      if (this.cfg.serviceCidrV6) {
+        // IPv6 on with nothing to announce: the order matters (see the header). Off first: a
+        // TUN made while IPv6 was on may hold a link-local address, which going off removes.
+        wanted.push([`${v6}/disable_ipv6`, '1', false]);
+        wanted.push(['net/ipv6/conf/all/forwarding', '1', true]);
+        wanted.push([`${v6}/forwarding`, '0', false], [`${v6}/accept_ra`, '0', false]);
+        wanted.push([`${v6}/addr_gen_mode`, '1', false], [`${v6}/disable_ipv6`, '0', false]);
+      } else {
+        // The kernel's own IPv6 chatter (router solicitations, MLD) out of the TUN would only
+        // be read and dropped: keep the TUN IPv4-only.
+        wanted.push([`${v6}/disable_ipv6`, '1', false]);
+      }
     }
     for (const [key, value, restore] of wanted) {
       const prev = this.sysctl.read(key);
@@ -398,6 +537,31 @@ export class Steering {
       this.sysctl.write(key, value);
       this.applied.push(`sysctl ${key}=${value} (was ${prev})`);
     }
+  }
+}
+
+/**
+ * Before the TUN goes up (agent.ts openTun): not multicast, no link-local address, IPv6 off. A
+ * TUN that comes up with IPv6 on gets a random link-local address and, with a reader attached,
+ * at once sends a router solicitation and MLD reports into the agent (seen on this kernel:
+ * ICMPv6 133 and 143); and net.ipv6.conf.all.forwarding=1 (steering, IPv6) makes every
+ * multicast device join all-routers, whose MLD report (or its leave, after the TUN's own
+ * forwarding=0) goes out once IPv6 is on. Without IFF_MULTICAST the TUN joins no group and
+ * reports none; it needs none (point-to-point, no ND). Steering turns IPv6 on later when there
+ * is an IPv6 service CIDR. The settings go with the device: nothing to undo.
+ */
+export function quietTun(tun: string, procSysNet?: string): void {
+  sh(['ip', 'link', 'set', 'dev', tun, 'multicast', 'off']);
+  const sysctl = new Sysctls(procSysNet);
+  const v6 = `net/ipv6/conf/${tun}`;
+  if (!existsSync(sysctl.path(`${v6}/disable_ipv6`))) return; // no IPv6 in this kernel
+  try {
+    sysctl.write(`${v6}/addr_gen_mode`, '1');
+    sysctl.write(`${v6}/disable_ipv6`, '1');
+  } catch (err) {
+    // a read-only /proc/sys (sysctl.ts's UserError): steering's first write, net.ipv4.ip_forward,
+    // stops the agent with the one line that names it and --proc-sys-net, before any steering
+    if (!(err instanceof UserError)) throw err;
   }
 }
 

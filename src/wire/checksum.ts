@@ -88,6 +88,15 @@ export function csumPartialReplace32(seed: number, old32: number, new32: number)
   return csumFold(sum);
 }
 
+/**
+ * The same update for a change of pseudo-header words given as folded sums (an IPv6 packet's
+ * 32 address bytes: checksum6.ts ipv6AddrSum before and after): seed' = fold(seed + ~old + new).
+ */
+export function csumPartialReplaceSum(seed: number, oldSum: number, newSum: number): number {
+  if (oldSum === newSum) return seed;
+  return csumFold(seed + (~oldSum & 0xffff) + newSum);
+}
+
 /** Full IPv4 header checksum over IHL*4 bytes, the checksum field counted as zero. */
 export function ipv4HeaderChecksum(buf: Uint8Array, ipOff: number): number {
   const hlen = (buf[ipOff + IP_VER_IHL] & 0x0f) << 2;

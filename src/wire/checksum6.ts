@@ -17,11 +17,24 @@
 // packets containing a zero checksum". So l4v6ChecksumValid calls a stored 0 invalid, and a sum
 // that computes to 0 is stored as 0xFFFF. Same RFC 1071 arithmetic as checksum.ts.
 
-import { csumAdd, csumFinish } from './checksum.ts';
+import { csumAdd, csumFinish, csumFold } from './checksum.ts';
 import { ICMP_CSUM, TCP_CSUM, UDP_CSUM, UDP_LEN } from './layout.ts';
 import { IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP } from './proto.ts';
 
 const SADDR = 8;
+/** the source and destination addresses: bytes 8-39 */
+const ADDRS_END = 40;
+
+/**
+ * The folded sum of the packet's source and destination addresses: a partial checksum's seed
+ * follows an address change by the difference of two of these (checksum.ts
+ * csumPartialReplaceSum; the packet loop, offloads on). Never allocates.
+ */
+export function ipv6AddrSum(buf: Uint8Array, ipOff: number): number {
+  let s = 0;
+  for (let i = ipOff + SADDR; i < ipOff + ADDRS_END; i += 2) s += (buf[i] << 8) | buf[i + 1];
+  return csumFold(s);
+}
 
 /** Running sum of the IPv6 pseudo-header of the packet at ipOff. */
 export function ipv6PseudoHeaderSum(

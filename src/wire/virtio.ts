@@ -32,7 +32,9 @@
 // the packet, NEEDS_CSUM with csum_start at the transport header and csum_offset 16/6 for
 // TCP/UDP (mandatory for GSO, kernel commit 89add40066f9), never GSO without NEEDS_CSUM. After
 // VNET_OK the accessors below read only the 10 header bytes; vnetSegments reads the IPv4 and
-// TCP header lengths, bounds-checked. Never throws, never allocates.
+// TCP header lengths, bounds-checked. An IPv6 packet has its own check (vnetCheck6: the same
+// rules after a 40-byte header, GSO as UDP_L4 only) and segment count. Never throws, never
+// allocates.
 
 import { IPPROTO_TCP, IPPROTO_UDP } from './proto.ts';
 import {
@@ -180,6 +182,58 @@ export function vnetCheck(buf: Uint8Array, off: number, end: number): number {
     return VNET_ERR_GSO_SIZE;
   }
   return VNET_OK;
+}
+
+/** An IPv6 header without extension headers: where a GSO packet's UDP header sits. */
+const IP6_HDR_LEN = 40;
+const IP6_NEXT_HEADER = 6;
+
+/**
+ * vnetCheck for an IPv6 packet (version 6: the packet loop tells the two apart). The same rules
+ * with the transport header after the 40-byte IPv6 header; NEEDS_CSUM past extension headers is
+ * accepted (csum_start beyond 40, only bounds checked), GSO only as UDP_L4 of a bare header:
+ * tun.ts never offers TSO6, and USO6 comes with USO4 (the pair tun.c accepts).
+ */
+export function vnetCheck6(buf: Uint8Array, off: number, end: number): number {
+  if (end - off < VNET_HDR_LEN) return VNET_ERR_TRUNCATED;
+  const len = end - off - VNET_HDR_LEN;
+  const ip = off + VNET_HDR_LEN;
+  const type = buf[off + GSO_TYPE];
+  const next = len >= IP6_HDR_LEN ? buf[ip + IP6_NEXT_HEADER] : -1;
+  if (type !== VNET_GSO_NONE) {
+    if (type !== VNET_GSO_UDP_L4 || next !== IPPROTO_UDP) return VNET_ERR_GSO_TYPE;
+    if (le16(buf, off + GSO_SIZE) === 0) return VNET_ERR_GSO_SIZE;
+    if ((buf[off + FLAGS] & VNET_F_NEEDS_CSUM) === 0) return VNET_ERR_CSUM;
+  }
+  if (le16(buf, off + HDR_LEN) > len) return VNET_ERR_HDR_LEN;
+  if ((buf[off + FLAGS] & VNET_F_NEEDS_CSUM) !== 0) {
+    const start = le16(buf, off + CSUM_START);
+    const at = le16(buf, off + CSUM_OFFSET);
+    if (start < IP6_HDR_LEN || start + at + 2 > len) return VNET_ERR_CSUM;
+    if (next === IPPROTO_TCP || next === IPPROTO_UDP) {
+      if (start !== IP6_HDR_LEN) return VNET_ERR_CSUM;
+      if (at !== (next === IPPROTO_TCP ? TCP_CSUM : UDP_CSUM)) return VNET_ERR_CSUM;
+    }
+  }
+  if (type === VNET_GSO_UDP_L4 && vnetSegments6(buf, off, end) > VNET_UDP_MAX_SEGMENTS) {
+    return VNET_ERR_GSO_SIZE;
+  }
+  return VNET_OK;
+}
+
+/** vnetSegments of an IPv6 packet (after vnetCheck6: GSO is UDP_L4 behind 40 + 8 bytes). */
+export function vnetSegments6(buf: Uint8Array, off: number, end: number): number {
+  if (buf[off + GSO_TYPE] === VNET_GSO_NONE) return 1;
+  const size = le16(buf, off + GSO_SIZE);
+  const payload = end - off - VNET_HDR_LEN - IP6_HDR_LEN - UDP_HDR_LEN;
+  if (size === 0 || payload <= size) return 1;
+  return Math.ceil(payload / size);
+}
+
+/** vnetExtraBytes of an IPv6 packet (after vnetCheck6). */
+export function vnetExtraBytes6(buf: Uint8Array, off: number, end: number): number {
+  const segs = vnetSegments6(buf, off, end);
+  return segs === 1 ? 0 : (segs - 1) * (IP6_HDR_LEN + UDP_HDR_LEN);
 }
 
 /** Bytes of IPv4 + L4 headers every segment repeats; 0 when they do not fit in [ip, end). */

@@ -15,6 +15,8 @@ import {
 } from '../../src/node/loop.ts';
 import type { TunDevice } from '../../src/tun/tun.ts';
 import { parseCidr } from '../../src/wire/addr.ts';
+import { type Cidr6Words, parseCidr6Words } from '../../src/wire/addr6.ts';
+import { buildTcp6, servicePort6, tuple6 } from '../datapath/harness6.ts';
 import {
   buildIcmpEcho,
   buildTcp,
@@ -30,11 +32,12 @@ import {
 
 const CLIENT = '10.244.1.10';
 
-function setup(accept = Number.POSITIVE_INFINITY) {
+function setup(accept = Number.POSITIVE_INFINITY, serviceCidr6?: Cidr6Words) {
   const dp = createDatapath();
   loaderOf(dp).load([
     servicePort(service('web', '10.96.0.10'), 80, 'TCP', [endpoint('10.244.1.11:8080')]),
     servicePort(service('empty', '10.96.0.20'), 80, 'TCP', []),
+    servicePort6('web6', 'fd00:10:96::10', 80, 'TCP', ['[fd00:244:1::11]:8080']),
   ]);
   const calls: { kind: string; pkts: Uint8Array[] }[] = [];
   const fake = {
@@ -49,7 +52,9 @@ function setup(accept = Number.POSITIVE_INFINITY) {
       return true;
     },
   } as unknown as TunDevice;
-  const loop = createPacketLoop(dp, fake, parseCidr('10.96.0.0/16'), 16, () => 5_000_000);
+  const loop = createPacketLoop(dp, fake, parseCidr('10.96.0.0/16'), 16, () => 5_000_000, {
+    serviceCidr6,
+  });
   return { dp, loop, calls };
 }
 
@@ -93,6 +98,20 @@ describe('packet loop', () => {
     expect(loop.counters[AGENT_DROP_SERVICE_CIDR_LOOP]).toBe(1);
     expect(loop.counters[AGENT_PACKETS]).toBe(6);
     expect(loop.counters[AGENT_BATCHES]).toBe(1);
+  });
+
+  it('drops an IPv6 packet passed to the IPv6 service CIDR (a loop), only that one', () => {
+    const { loop, calls } = setup(undefined, parseCidr6Words('fd00:10:96::/112'));
+    const syn6 = (dst: string) =>
+      buildTcp6({ src: 'fd00:244:1::10', dst, sport: 40000, dport: 22, flags: SYN });
+    // an unassigned address of the CIDR; a pod; a pod whose low 32 bits look like 10.96.0.5
+    const b = batch([syn6('fd00:10:96::99'), syn6('fd00:244:1::12'), syn6('fd00::a60:5')]);
+    loop.handle(b.buf, b.offs, b.lens, b.n);
+    expect(loop.counters[AGENT_DROP_SERVICE_CIDR_LOOP]).toBe(1);
+    expect(calls.flatMap((c) => c.pkts.map(tuple6))).toEqual([
+      '[fd00:244:1::10]:40000 > [fd00:244:1::12]:22',
+      '[fd00:244:1::10]:40000 > [fd00::a60:5]:22',
+    ]);
   });
 
   it('counts packets the kernel refused', () => {

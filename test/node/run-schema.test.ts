@@ -42,6 +42,8 @@ const SAMPLE: Record<RunOptionKey, RawValue> = {
   podBridgeInterface: 'br0',
   podInterfaceNamePrefix: 'cali',
   serviceCidr: '10.100.0.0/16',
+  serviceCidrV6: 'fd00:100::/112',
+  podCidrV6: 'fd00:244:7::/64',
   uplink: 'eth1',
   tun: 'kt9',
   procSysNet: '/host/proc/sys/net',
@@ -123,6 +125,23 @@ describe('kubetun run option schema', () => {
       metricsBindAddress: { host: '127.0.0.1', port: 10249 },
       healthzBindAddress: { host: '0.0.0.0', port: 10256 },
     });
+  });
+
+  it('the IPv6 CIDRs: canonical, a bad one named, --pod-cidr-v6 only beside --service-cidr-v6', () => {
+    const base = { manifests: '/m', nodeName: 'n', nodeIp: '10.0.0.1', podCidr: '10.244.0.0/24' };
+    const ok = resolveRunConfig(
+      { ...base, serviceCidrV6: 'FD00:10:96:0::/112', podCidrV6: 'fd00:244:1::/64' },
+      ctx,
+    );
+    expect([ok.serviceCidrV6, ok.podCidrV6]).toEqual(['fd00:10:96::/112', 'fd00:244:1::/64']);
+    expect(ok.net.serviceCidr6?.prefix).toBe(112);
+    expect(resolveRunConfig(base, ctx).serviceCidrV6).toBeUndefined();
+    expect(() => resolveRunConfig({ ...base, serviceCidrV6: '10.96.0.0/16' }, ctx)).toThrow(
+      /^--service-cidr-v6: expected an IPv6 CIDR/,
+    );
+    expect(() => resolveRunConfig({ ...base, podCidrV6: 'fd00:244:1::/64' }, ctx)).toThrow(
+      /^--pod-cidr-v6: needs --service-cidr-v6/,
+    );
   });
 
   it("the lab's agent argv is the schema's: it parses back to the topology's node", () => {

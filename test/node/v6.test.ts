@@ -1,0 +1,520 @@
+// Root test: an IPv6 ClusterIP served live by `kubetun run --service-cidr-v6` on a real TUN
+// (steering.ts, the IPv6 part). Its own namespaces, prefixed `k6-<pid>-`, all removed after:
+//
+//   ns client 10.244.1.10 fd00:244:1::10 ─eth0══vc──┐  ns node: fe80::1 + 10.244.1.1 (proxy
+//   ns be1    10.244.1.11 fd00:244:1::11 ─eth0══vb1─┼─   ARP) on each v*, <pod ip>/32 and /128
+//   ns be2    10.244.1.12 fd00:244:1::12 ─eth0══vb2─┘   dev v*; kt0; uplink eth0
+//                                                       10.250.0.2/24 fd00:250::2/64
+//   ns remote ("another node": eth0 fd00:250::3, pod address fd00:244:2::10 on lo) ═╝
+//                                                       fd00:244:2::/64 via fd00:250::3
+//
+// Service web, dual-stack: 10.96.0.10 and fd00:10:96::10, port 80/TCP → 8080 (HTTP) and
+// 53/UDP → 5353 (a datagram answered with the backend's name), one IPv4 and one IPv6
+// EndpointSlice (be1, be2). Service far, IPv6 only: fd00:10:96::30 → the remote pod. Each IPv6
+// hook is switched off while the agent runs to show the IPv6 VIP fails without it, and a
+// SIGUSR2 restart hands the IPv6 TUN and steering to the next agent as they are. Needs python3
+// (a UDP flow that keeps its socket, a raw ICMPv6 Packet Too Big).
+import type { ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ctlRequest } from '../../src/node/ctl.ts';
+import { running, waitFor } from './wait.ts';
+
+const PREFIX = `k6-${process.pid}-`;
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+const VIP6 = 'fd00:10:96::10';
+const VIP4 = '10.96.0.10';
+const VIP6_FAR = 'fd00:10:96::30';
+const REMOTE_POD6 = 'fd00:244:2::10';
+const CIDR6 = 'fd00:10:96::/112';
+const NODE_IP = '10.250.0.2';
+const NODE_IP6 = 'fd00:250::2';
+const PODS = [
+  { name: 'client', veth: 'vc', ip: '10.244.1.10', ip6: 'fd00:244:1::10' },
+  { name: 'be1', veth: 'vb1', ip: '10.244.1.11', ip6: 'fd00:244:1::11' },
+  { name: 'be2', veth: 'vb2', ip: '10.244.1.12', ip6: 'fd00:244:1::12' },
+] as const;
+const BACKENDS = PODS.filter((p) => p.name !== 'client');
+
+const ep = (ip: string) => `  - {addresses: [${ip}], conditions: {ready: true}, nodeName: node1}`;
+const SLICE_PORTS =
+  'ports: [{name: http, port: 8080, protocol: TCP}, {name: dns, port: 5353, protocol: UDP}]';
+const MANIFESTS = `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  ipFamilyPolicy: RequireDualStack
+  ipFamilies: [IPv4, IPv6]
+  clusterIP: ${VIP4}
+  clusterIPs: [${VIP4}, ${VIP6}]
+  selector: {app: web}
+  ports:
+    - {name: http, port: 80, targetPort: 8080, protocol: TCP}
+    - {name: dns, port: 53, targetPort: 5353, protocol: UDP}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-v4, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+${SLICE_PORTS}
+endpoints:
+${BACKENDS.map((b) => ep(b.ip)).join('\n')}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-v6, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv6
+${SLICE_PORTS}
+endpoints:
+${BACKENDS.map((b) => ep(b.ip6)).join('\n')}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: far, namespace: default}
+spec:
+  ipFamilies: [IPv6]
+  clusterIP: ${VIP6_FAR}
+  selector: {app: far}
+  ports:
+    - {name: http, port: 80, targetPort: 8080, protocol: TCP}
+    - {name: dns, port: 53, targetPort: 5353, protocol: UDP}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: far-v6, namespace: default, labels: {kubernetes.io/service-name: far}}
+addressType: IPv6
+${SLICE_PORTS}
+endpoints:
+  - {addresses: [${REMOTE_POD6}], conditions: {ready: true}, nodeName: node2}
+`;
+
+/** HTTP on :8080 and UDP on :5353 (both families), answering the backend's name. */
+const SERVER = `const name = process.argv[1];
+let up = 0;
+const ready = () => { if (++up === 2) process.stdout.write('up\\n'); };
+require('http').createServer((q, s) => s.end(name)).listen(8080, '::', ready);
+const u = require('dgram').createSocket({ type: 'udp6', ipv6Only: false });
+// 'big': 3000 bytes more, fragmented by the backend's kernel (MTU 1500)
+u.on('message', (m, r) => u.send(String(m) === 'big' ? name + '.'.repeat(3000) : name, r.port, r.address));
+u.bind(5353, '::', ready);`;
+
+/**
+ * One UDP request to [argv1]:argv2; prints the answer and its source address, exits 1 without
+ * one in 2 s. The socket is not connected: a reply the agent did not reverse-NAT (from the
+ * backend's own address) would be read too, and shows in the source.
+ */
+const UDP_CLIENT = `const u = require('dgram').createSocket('udp6');
+u.on('message', (m, r) => { process.stdout.write(m + ' from ' + r.address); process.exit(0); });
+u.send(process.argv[3] ?? 'who', Number(process.argv[2]), process.argv[1]);
+setTimeout(() => process.exit(1), 2000);`;
+
+const dir = mkdtempSync(join(tmpdir(), 'k6-'));
+const manifests = join(dir, 'manifests');
+const socket = join(dir, 'run', 'node1.sock');
+const namespaces: string[] = [];
+const procs: ChildProcess[] = [];
+let agent: ChildProcess;
+let forwardingBefore = '';
+
+interface Exec {
+  status: number | null;
+  out: string;
+  err: string;
+}
+
+function exec(name: string, argv: string[], timeoutMs = 15_000): Exec {
+  const r = spawnSync('ip', ['netns', 'exec', PREFIX + name, ...argv], {
+    encoding: 'utf8',
+    timeout: timeoutMs,
+  });
+  return { status: r.status, out: r.stdout ?? '', err: r.stderr ?? '' };
+}
+
+function must(name: string, ...argv: string[]): string {
+  const r = exec(name, argv);
+  if (r.status !== 0) throw new Error(`${name}: ${argv.join(' ')}: ${r.err}`);
+  return r.out;
+}
+
+function addNs(name: string): void {
+  execFileSync('ip', ['netns', 'add', PREFIX + name]);
+  namespaces.push(PREFIX + name);
+}
+
+function addPod(p: (typeof PODS)[number]): void {
+  addNs(p.name);
+  const node = (...a: string[]) => must('node', ...a);
+  const pod = (...a: string[]) => must(p.name, ...a);
+  node(
+    'ip',
+    'link',
+    'add',
+    p.veth,
+    'type',
+    'veth',
+    'peer',
+    'name',
+    'eth0',
+    'netns',
+    PREFIX + p.name,
+  );
+  node('ip', 'addr', 'add', '10.244.1.1/32', 'dev', p.veth);
+  node('ip', '-6', 'addr', 'add', 'fe80::1/64', 'dev', p.veth, 'nodad');
+  node('sysctl', '-qw', `net.ipv4.conf.${p.veth}.proxy_arp=1`);
+  node('sysctl', '-qw', `net.ipv4.neigh.${p.veth}.proxy_delay=0`);
+  node('ip', 'link', 'set', p.veth, 'up');
+  node('ip', 'route', 'add', `${p.ip}/32`, 'dev', p.veth);
+  node('ip', '-6', 'route', 'add', `${p.ip6}/128`, 'dev', p.veth);
+  pod('ip', 'link', 'set', 'lo', 'up');
+  pod('ip', 'addr', 'add', `${p.ip}/24`, 'dev', 'eth0');
+  // a /128: every other address (pods too) is reached through the node, as the IPv4 side's /24
+  // is through proxy ARP
+  pod('ip', '-6', 'addr', 'add', `${p.ip6}/128`, 'dev', 'eth0', 'nodad');
+  pod('ip', 'link', 'set', 'eth0', 'up');
+  pod('ip', 'route', 'add', 'default', 'via', '10.244.1.1');
+  pod('ip', '-6', 'route', 'add', 'default', 'via', 'fe80::1', 'dev', 'eth0');
+}
+
+async function startServer(name: string): Promise<void> {
+  const p = spawn('ip', ['netns', 'exec', PREFIX + name, process.execPath, '-e', SERVER, name], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  procs.push(p);
+  await new Promise<void>((resolve, reject) => {
+    p.stdout!.once('data', () => resolve());
+    p.once('exit', (code) => reject(new Error(`server ${name} exited (${code})`)));
+  });
+}
+
+let agentRuns = 0;
+
+async function startAgent(): Promise<ChildProcess> {
+  const log = openSync(join(dir, `agent-${agentRuns++}.log`), 'w');
+  const flags = ['--manifests', manifests, '--node-name', 'node1', '--node-ip', NODE_IP];
+  flags.push('--pod-cidr', '10.244.1.0/24', '--service-cidr-v6', CIDR6, '--ctl-socket', socket);
+  flags.push('--pod-cidr-v6', 'fd00:244:1::/64', '--pod-rescan-ms', '200', '--log-level', 'debug');
+  const argv = ['netns', 'exec', PREFIX + 'node', process.execPath, '--import', 'tsx', MAIN];
+  const p = spawn('ip', [...argv, 'run', ...flags], { stdio: ['ignore', log, log] });
+  procs.push(p);
+  let exited = false;
+  p.once('exit', () => {
+    exited = true;
+  });
+  for (let i = 0; i < 600 && !exited; i++) {
+    try {
+      await ctlRequest(socket, { cmd: 'status' });
+      return p;
+    } catch {
+      await sleep(100);
+    }
+  }
+  throw new Error(`agent not ready (exited: ${exited}); see ${dir}/agent-*.log`);
+}
+
+const counters = async () =>
+  ((await ctlRequest(socket, { cmd: 'counters' })) as { counters: Record<string, number> })
+    .counters;
+const curl = (from: string, url: string, family = '-6') =>
+  exec(from, ['curl', family, '-s', '--max-time', '2', url], 10_000);
+const viaVip6 = (from = 'client') => curl(from, `http://[${VIP6}]/`);
+const udpVip6 = (from = 'client', msg = 'who', vip = VIP6) =>
+  exec(from, [process.execPath, '-e', UDP_CLIENT, vip, '53', msg], 10_000);
+const MIRRED = ['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'];
+
+/** A UDP flow from port argv3 to [argv1]:53, its socket kept open argv2 s (PMTU updates need it). */
+const UDP_FLOW = `import socket, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind(('::', int(sys.argv[3])))
+s.settimeout(3)
+s.sendto(b'who', (sys.argv[1], 53))
+print(s.recvfrom(100)[0].decode(), flush=True)
+time.sleep(float(sys.argv[2]))`;
+
+/**
+ * An ICMPv6 Packet Too Big (MTU 1280) from argv1 (a router: no endpoint) to argv2, quoting the
+ * DNATed packet argv2:argv4 > [argv3]:5353, as the path to the backend would send it.
+ */
+const PTB = `import socket, struct, sys
+src, client, backend, port = sys.argv[1:5]
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+s.bind((src, 0))
+a = lambda x: socket.inet_pton(socket.AF_INET6, x)
+udp = struct.pack('!HHHH', int(port), 5353, 11, 0) + b'who'
+ip6 = struct.pack('!IHBB', 0x60000000, len(udp), 17, 63) + a(client) + a(backend)
+s.sendto(struct.pack('!BBHI', 2, 0, 0, 1280) + ip6 + udp, (client, 0))`;
+
+/** Switch something off, show the IPv6 VIP fails, switch it back on, show it works again. */
+function breaksWithout(off: () => void, on: () => void, from = 'client'): void {
+  off();
+  let r: Exec;
+  try {
+    r = viaVip6(from);
+  } finally {
+    on();
+  }
+  expect(r.status).not.toBe(0);
+  expect(viaVip6(from).out).toMatch(/^be[12]$/);
+}
+
+beforeAll(async () => {
+  addNs('node');
+  const node = (...a: string[]) => must('node', ...a);
+  node('ip', 'link', 'set', 'lo', 'up');
+  node('sysctl', '-qw', 'net.ipv4.ip_forward=1');
+  // the uplink: a veth to "another node", ns remote, with a pod address of its own
+  addNs('remote');
+  const remote = (...a: string[]) => must('remote', ...a);
+  node(
+    'ip',
+    'link',
+    'add',
+    'eth0',
+    'type',
+    'veth',
+    'peer',
+    'name',
+    'eth0',
+    'netns',
+    `${PREFIX}remote`,
+  );
+  node('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0');
+  node('ip', '-6', 'addr', 'add', `${NODE_IP6}/64`, 'dev', 'eth0', 'nodad');
+  node('ip', 'link', 'set', 'eth0', 'up');
+  node('ip', '-6', 'route', 'add', 'fd00:244:2::/64', 'via', 'fd00:250::3');
+  remote('ip', 'link', 'set', 'lo', 'up');
+  remote('ip', '-6', 'addr', 'add', `${REMOTE_POD6}/128`, 'dev', 'lo');
+  remote('ip', '-6', 'addr', 'add', 'fd00:250::3/64', 'dev', 'eth0', 'nodad');
+  remote('ip', 'link', 'set', 'eth0', 'up');
+  // a pod answers from its one address: the UDP server's replies (a socket on ::) too
+  remote('ip', '-6', 'route', 'add', 'fd00:244:1::/64', 'via', NODE_IP6, 'src', REMOTE_POD6);
+  for (const p of PODS) addPod(p);
+  forwardingBefore = node('sysctl', '-n', 'net.ipv6.conf.all.forwarding').trim();
+  mkdirSync(manifests);
+  writeFileSync(join(manifests, 'web.yaml'), MANIFESTS);
+  await Promise.all([...BACKENDS.map((b) => b.name), 'remote'].map((b) => startServer(b)));
+  agent = await startAgent();
+}, 120_000);
+
+afterAll(async () => {
+  const alive = procs.filter((p) => p.exitCode === null && p.signalCode === null);
+  await Promise.all(
+    alive.map((p) => {
+      const gone = new Promise((r) => p.once('exit', r));
+      p.kill('SIGKILL');
+      return gone;
+    }),
+  );
+  for (const n of namespaces) {
+    for (let i = 0; i < 20; i++) {
+      if (spawnSync('ip', ['netns', 'del', n]).status === 0) break;
+      await sleep(100);
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+describe('kubetun run --service-cidr-v6', () => {
+  it('takes a pod to both backends through the IPv6 ClusterIP (TCP)', () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 40 && seen.size < 2; i++) {
+      const r = viaVip6();
+      expect(r.status, r.err).toBe(0);
+      seen.add(r.out);
+    }
+    expect([...seen].sort()).toEqual(['be1', 'be2']);
+  });
+
+  it('answers a UDP request to the IPv6 ClusterIP from a backend', () => {
+    const r = udpVip6();
+    expect(r.status, r.err).toBe(0);
+    expect(r.out).toMatch(new RegExp(`^be[12] from ${VIP6}$`));
+  });
+
+  it("reverse-NATs a backend's fragmented UDP reply (block pref 7727), and not without it", () => {
+    const big = new RegExp(`^be[12]\\.{3000} from ${VIP6}$`);
+    expect(udpVip6('client', 'big').out).toMatch(big);
+    const at = ['block', '7700', 'pref', '7727'];
+    must('node', 'tc', 'filter', 'del', ...at);
+    let r: Exec;
+    try {
+      r = udpVip6('client', 'big');
+    } finally {
+      const frag = ['protocol', 'ipv6', 'u32', 'match', 'ip6', 'protocol', '44', '0xff'];
+      must('node', 'tc', 'filter', 'add', ...at, ...frag, ...MIRRED);
+    }
+    expect(r.out).not.toMatch(big);
+    expect(udpVip6('client', 'big').out).toMatch(big);
+  });
+
+  it("serves the node's own traffic to the IPv6 ClusterIP (route to the TUN)", () => {
+    const r = viaVip6('node');
+    expect(r.status, r.err).toBe(0);
+    expect(r.out).toMatch(/^be[12]$/);
+  });
+
+  it('still serves the IPv4 ClusterIP of the same Service', () => {
+    expect(curl('client', `http://${VIP4}/`, '-4').out).toMatch(/^be[12]$/);
+  });
+
+  it('gives no answer to ping -6 of the ClusterIP (as IPv4 ClusterIPs)', async () => {
+    const before = (await counters()).DROP_ECHO_TO_VIP ?? 0;
+    const r = exec('client', ['ping', '-6', '-c', '2', '-W', '1', VIP6]);
+    expect(r.status).not.toBe(0);
+    expect(r.out).toMatch(/0 received/);
+    expect((await counters()).DROP_ECHO_TO_VIP).toBeGreaterThan(before);
+  });
+
+  it('translates its flows in the agent, and no ND, MLD or router traffic reaches it', async () => {
+    const c = await counters();
+    expect(c.TX_DNAT_NEW).toBeGreaterThan(0);
+    expect(c.TX_REVNAT).toBeGreaterThan(0);
+    expect(c.PASS_ND_MLD ?? 0).toBe(0);
+    const lls = must('node', 'ip', '-6', 'addr', 'show', 'dev', 'kt0');
+    expect(lls).not.toMatch(/inet6/);
+    expect(must('node', 'sysctl', '-n', 'net.ipv6.conf.kt0.disable_ipv6').trim()).toBe('0');
+  });
+
+  it("takes a pod's packets to the IPv6 VIP by the block filter (pref 7725), before routing", () => {
+    // the route alone would carry them too, routed twice (one hop more than the kernel's DNAT
+    // spends): the filter is what takes them, and the two together are what the VIP needs
+    const hits = () => {
+      const out = must('node', 'tc', '-s', 'filter', 'show', 'block', '7700', 'pref', '7725');
+      return Number(/Sent \d+ bytes (\d+) pkt/.exec(out)?.[1] ?? -1);
+    };
+    const before = hits();
+    expect(viaVip6().out).toMatch(/^be[12]$/);
+    expect(hits()).toBeGreaterThan(before);
+    const at = ['block', '7700', 'pref', '7725'];
+    const filter = ['protocol', 'ipv6', 'u32', 'match', 'ip6', 'dst', CIDR6, ...MIRRED];
+    const route = [CIDR6, 'dev', 'kt0'];
+    breaksWithout(
+      () => {
+        must('node', 'tc', 'filter', 'del', ...at);
+        must('node', 'ip', '-6', 'route', 'del', ...route);
+      },
+      () => {
+        must('node', 'tc', 'filter', 'add', ...at, ...filter);
+        must('node', 'ip', '-6', 'route', 'add', ...route);
+      },
+    );
+  });
+
+  it('fails without the IPv6 service route for node-originated traffic', () => {
+    breaksWithout(
+      () => must('node', 'ip', '-6', 'route', 'del', CIDR6, 'dev', 'kt0'),
+      () => must('node', 'ip', '-6', 'route', 'add', CIDR6, 'dev', 'kt0'),
+      'node',
+    );
+  });
+
+  it('SIGUSR2 stops for a restart; the next agent takes over the IPv6 TUN and steering', async () => {
+    const { pid } = (await ctlRequest(socket, { cmd: 'status' })) as { pid: number };
+    const code = new Promise<number | null>((r) => agent.once('exit', (c) => r(c)));
+    agent.kill('SIGUSR2');
+    expect(await code).toBe(0);
+    expect(must('node', 'ip', '-6', 'route', 'show', CIDR6)).toContain('kt0');
+    agent = await startAgent();
+    const s = (await ctlRequest(socket, { cmd: 'status' })) as { tookOverPid: number };
+    expect(s.tookOverPid).toBe(pid);
+    expect(must('node', 'sysctl', '-n', 'net.ipv6.conf.kt0.disable_ipv6').trim()).toBe('0');
+    expect(viaVip6().out).toMatch(/^be[12]$/);
+    expect(udpVip6().out).toMatch(new RegExp(`^be[12] from ${VIP6}$`));
+  });
+
+  it('takes a pod to an IPv6 backend on another node, its replies steered on the uplink', () => {
+    const r = curl('client', `http://[${VIP6_FAR}]/`);
+    expect(r.status, r.err).toBe(0);
+    expect(r.out).toBe('remote');
+  });
+
+  it("reverse-NATs a remote backend's fragmented UDP reply (uplink pref 7727)", () => {
+    const big = new RegExp(`^remote\\.{3000} from ${VIP6_FAR}$`);
+    expect(udpVip6('client', 'big', VIP6_FAR).out).toMatch(big);
+    const at = ['dev', 'eth0', 'ingress', 'pref', '7727'];
+    must('node', 'tc', 'filter', 'del', ...at);
+    let r: Exec;
+    try {
+      r = udpVip6('client', 'big', VIP6_FAR);
+    } finally {
+      const m = [
+        'match',
+        'ip6',
+        'protocol',
+        '44',
+        '0xff',
+        'match',
+        'ip6',
+        'dst',
+        'fd00:244:1::/64',
+      ];
+      must('node', 'tc', 'filter', 'add', ...at, 'protocol', 'ipv6', 'u32', ...m, ...MIRRED);
+    }
+    expect(r.out).not.toMatch(big);
+    expect(udpVip6('client', 'big', VIP6_FAR).out).toMatch(big);
+  });
+
+  it("translates a router's Packet Too Big about a flow to a remote backend (uplink pref 7726)", async () => {
+    const ptb = (port: string) => {
+      const argv = [
+        'netns',
+        'exec',
+        `${PREFIX}client`,
+        'python3',
+        '-c',
+        UDP_FLOW,
+        VIP6_FAR,
+        '2',
+        port,
+      ];
+      const flow = spawn('ip', argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+      procs.push(flow);
+      return new Promise<string>((resolve) => {
+        flow.stdout!.once('data', (d) => {
+          const router = 'fd00:250::3';
+          must('remote', 'python3', '-c', PTB, router, PODS[0].ip6, REMOTE_POD6, port);
+          resolve(String(d).trim());
+        });
+        flow.once('exit', () => resolve(''));
+      });
+    };
+    const route = () => must('client', 'ip', '-6', 'route', 'get', VIP6_FAR);
+    const flush = () => must('client', 'ip', '-6', 'route', 'flush', 'cache');
+    expect(await ptb('40123')).toBe('remote');
+    await waitFor(() => /mtu 1280/.test(route()), 'the VIP learnt MTU 1280');
+    flush();
+    const at = ['dev', 'eth0', 'ingress', 'pref', '7726'];
+    must('node', 'tc', 'filter', 'del', ...at);
+    expect(await ptb('40124')).toBe('remote');
+    await sleep(500);
+    expect(route()).not.toMatch(/mtu 1280/);
+  });
+
+  it("fails without the uplink's IPv6 endpoint table (pref 7721/7731, --pod-cidr-v6)", () => {
+    for (const p of ['7721', '7731']) {
+      exec('node', ['tc', 'filter', 'del', 'dev', 'eth0', 'ingress', 'pref', p]);
+    }
+    expect(curl('client', `http://[${VIP6_FAR}]/`).status).not.toBe(0);
+  });
+
+  it("fails without the IPv6 endpoint table (backends' replies not reverse-NATed)", () => {
+    for (const p of ['7720', '7730']) {
+      exec('node', ['tc', 'filter', 'del', 'block', '7700', 'pref', p]);
+    }
+    expect(viaVip6().status).not.toBe(0);
+  });
+
+  it('removes its IPv6 route, filters and forwarding switch on SIGTERM', async () => {
+    agent.kill('SIGTERM');
+    await waitFor(() => !running(agent.pid!), 'the agent to exit');
+    expect(must('node', 'ip', '-6', 'route', 'show', CIDR6).trim()).toBe('');
+    expect(must('node', 'tc', 'qdisc', 'show')).not.toContain('clsact');
+    expect(must('node', 'sysctl', '-n', 'net.ipv6.conf.all.forwarding').trim()).toBe(
+      forwardingBefore,
+    );
+  });
+});
