@@ -222,7 +222,11 @@ function updateServices(
   const sorted = [...changed].sort((a, b) => cmp(portKey(a), portKey(b)));
   for (const rsp of sorted) {
     for (const f of FAMILIES) {
-      plans.set(unitOf(rsp.servicePortName, f), planServicePort(rsp, opts, txn, f));
+      const unit = unitOf(rsp.servicePortName, f);
+      const plan = planServicePort(rsp, opts, txn, f);
+      // a half with nothing to write and nothing written before changes nothing: left out
+      // (the IPv6 half of every single-stack port), so no step below visits it
+      if (plan !== null || st.ports.has(unit)) plans.set(unit, plan);
     }
   }
   checkExternal(changed); // nodeport.ts: external addresses checked before any write
