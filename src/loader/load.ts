@@ -222,7 +222,11 @@ function updateServices(
   const sorted = [...changed].sort((a, b) => cmp(portKey(a), portKey(b)));
   for (const rsp of sorted) {
     for (const f of FAMILIES) {
-      plans.set(unitOf(rsp.servicePortName, f), planServicePort(rsp, opts, txn, f));
+      const unit = unitOf(rsp.servicePortName, f);
+      const plan = planServicePort(rsp, opts, txn, f);
+      // a half with nothing to write and nothing written before changes nothing: left out
+      // (the IPv6 half of every single-stack port), so no step below visits it
+      if (plan !== null || st.ports.has(unit)) plans.set(unit, plan);
     }
   }
   checkExternal(changed); // nodeport.ts: external addresses checked before any write
@@ -296,15 +300,22 @@ function planServicePort(
 ): PortPlan | null {
   const svc = rsp.service;
   if (svc.type === 'ExternalName' || svc.clusterIPs.length === 0) return null; // headless / DNS
-  const where = describe(rsp);
-  const ips = svc.clusterIPs.map((ip, k) => [ip, k] as const);
-  const own = ips.filter(([ip]) => familyOfIP(ip) === family);
-  if (own.length === 0) return null; // no ClusterIP of this family: nothing to program in it
-  const vips = own.map(([ip, k]) => planVip(ip, family, `${where}: spec.clusterIPs[${k}]`));
+  // no ClusterIP of this family: nothing to program in it (asked before anything is allocated:
+  // every single-stack port is asked once for the family it does not have)
+  if (!hasFamily(svc.clusterIPs, family)) return null;
+  // the message's "where", built only when one is thrown
+  const where = () => describe(rsp);
+  const vips: PlanVip[] = [];
+  for (let k = 0; k < svc.clusterIPs.length; k++) {
+    const ip = svc.clusterIPs[k];
+    if (familyOfIP(ip) === family) vips.push(planVip(ip, family, where, k));
+  }
   const plan: PortPlan = { frontends: [], backends: [], local: [], vips };
   const proto = DP_PROTO_NUM[rsp.port.protocol];
   if (proto === undefined) return plan; // not a protocol the datapath serves; the VIP is still known
-  checkPort(rsp.port.port, `${where}: spec.ports[${rsp.port.name || rsp.port.port}].port`);
+  if (!isPort(rsp.port.port)) {
+    fail(where, `spec.ports[${rsp.port.name || rsp.port.port}].port`, portWhy(rsp.port.port));
+  }
   const sched = serviceScheduler(svc, opts, where);
   const weightOf = serviceWeights(svc, where);
   const itp = svc.internalTrafficPolicy === 'Local' && opts.nodeName !== undefined;
@@ -312,34 +323,43 @@ function planServicePort(
   const famRsp = family === 'IPv4' ? rsp : { ...rsp, endpoints: rsp.endpoints6 ?? [] };
   const sel = selectPortEndpoints(famRsp, opts);
   const byKey = new Map<string, PlanBackend>();
-  const slots = (list: readonly ResolvedEndpoint[], terminating: boolean) => {
-    const out: { be: PlanBackend; w: number }[] = [];
+  // The slots of `list` into bes/ws (same index); weight 0 skipped under `random`, where it
+  // only means "no new flows".
+  const slots = (
+    list: readonly ResolvedEndpoint[],
+    terminating: boolean,
+    bes: PlanBackend[],
+    ws: number[],
+  ) => {
     for (const ep of list) {
       const w = weightOf(ep);
-      if (sched === SCHED_RANDOM && w === 0) continue; // random: weight 0 only means "no new flows"
+      if (sched === SCHED_RANDOM && w === 0) continue;
       const be = planBackend(ep, proto, terminating, opts, txn.be, where, family);
       if (!be) continue;
       const known = byKey.get(be.key) ?? be;
       byKey.set(be.key, known);
-      out.push({ be: known, w });
+      bes.push(known);
+      ws.push(w);
     }
-    return out;
   };
   // The ClusterIP frontend's slots: internalTrafficPolicy Local sends to this node's endpoints.
-  const vipSlots = itp
-    ? slots(sel.local, sel.localTerminating)
-    : slots(sel.cluster, sel.clusterTerminating);
+  const backends: PlanBackend[] = [];
+  const weights: number[] = [];
+  if (itp) slots(sel.local, sel.localTerminating, backends, weights);
+  else slots(sel.cluster, sel.clusterTerminating, backends, weights);
   // externalTrafficPolicy Local: external clients go to kube-proxy's local set (nodeport.ts).
-  plan.local = slots(sel.local, sel.localTerminating).map((x) => x.be.id);
+  const local: PlanBackend[] = [];
+  slots(sel.local, sel.localTerminating, local, []);
+  plan.local = local.map((b) => b.id);
   // External traffic ignores internalTrafficPolicy: with Local, the NodePort, externalIPs and
   // LoadBalancer frontends get the cluster set, not the ClusterIP's local slots (picked at
   // random there, so weight 0 means no new flows as in `random`).
   if (itp) {
-    const all = slots(sel.cluster, sel.clusterTerminating);
-    plan.cluster = all.filter((x) => x.w > 0).map((x) => x.be.id);
+    const all: PlanBackend[] = [];
+    const ws: number[] = [];
+    slots(sel.cluster, sel.clusterTerminating, all, ws);
+    plan.cluster = all.filter((_, k) => ws[k] > 0).map((b) => b.id);
   }
-  const backends = vipSlots.map((x) => x.be);
-  const weights = vipSlots.map((x) => x.w);
   plan.backends = [...byKey.values()];
   // kube-proxy: internalTrafficPolicy Local drops when endpoints exist only elsewhere, but a
   // service with no endpoint anywhere is rejected like any other.
@@ -353,8 +373,22 @@ function planServicePort(
     const rnKey = `${rsp.servicePortName}:${proto}:${v.key}`;
     const revNat = txn.rn.assign(rnKey, fnv1a(rnKey));
     const vipText = v6 ? v.key.slice(1, -1) : u32ToIpv4(v.addr as number);
-    const f = { key, vip: v.addr, vipText, v6, port: rsp.port.port, proto, rnKey, revNat };
-    plan.frontends.push({ ...f, flags, sched, affinityTimeout, backends, weights });
+    const port = rsp.port.port;
+    plan.frontends.push({
+      key,
+      vip: v.addr,
+      vipText,
+      v6,
+      port,
+      proto,
+      rnKey,
+      revNat,
+      flags,
+      sched,
+      affinityTimeout,
+      backends,
+      weights,
+    });
   }
   return plan;
 }
@@ -364,32 +398,39 @@ function planServicePort(
  * decimal text, as it always was (ids are hashes of keys: they stay what they were); IPv6's is
  * the bracketed RFC 5952 text.
  */
-function planVip(ip: string, family: IPFamily, where: string): PlanVip {
-  if (family === 'IPv4') {
-    const addr = parseAddr(ip, where);
-    return { key: String(addr), addr, v6: false };
+function planVip(ip: string, family: IPFamily, where: Where, k: number): PlanVip {
+  try {
+    if (family === 'IPv4') {
+      const addr = ipv4ToU32(ip);
+      return { key: String(addr), addr, v6: false };
+    }
+    const addr = ipv6ToWords(ip);
+    return { key: `[${canonIpv6(ip)}]`, addr, v6: true };
+  } catch (e) {
+    fail(where, `spec.clusterIPs[${k}]`, (e as Error).message);
   }
-  const addr = parseAddr6(ip, where);
-  return { key: `[${canonIpv6(ip)}]`, addr, v6: true };
 }
 
-function serviceScheduler(svc: Service, opts: DpLoadOptions, where: string): number {
+function serviceScheduler(svc: Service, opts: DpLoadOptions, where: Where): number {
   const name = svc.annotations?.[SCHED_ANNOTATION];
   if (name === undefined) return opts.defaultScheduler ?? SCHED_RANDOM;
   try {
     return schedulerFromName(name.trim());
   } catch (e) {
     throw new Error(
-      `${where}: metadata.annotations["${SCHED_ANNOTATION}"]: ${(e as Error).message}`,
+      `${where()}: metadata.annotations["${SCHED_ANNOTATION}"]: ${(e as Error).message}`,
     );
   }
 }
 
 /** Parse kubetun.io/weights: "10.244.1.2=3,web-1=1" (endpoint IP or pod name = weight). */
-export function serviceWeights(svc: Service, where = ''): (ep: ResolvedEndpoint) => number {
+export function serviceWeights(
+  svc: Service,
+  where: Where = () => '',
+): (ep: ResolvedEndpoint) => number {
   const text = svc.annotations?.[WEIGHTS_ANNOTATION];
-  if (text === undefined || text.trim() === '') return () => 1;
-  const field = `${where}: metadata.annotations["${WEIGHTS_ANNOTATION}"]`;
+  if (text === undefined || text.trim() === '') return weightOne;
+  const field = `${where()}: metadata.annotations["${WEIGHTS_ANNOTATION}"]`;
   const byName = new Map<string, number>();
   for (const part of text.split(',')) {
     const m = /^\s*([^=\s]+)\s*=\s*(\d+)\s*$/.exec(part);
@@ -402,22 +443,30 @@ export function serviceWeights(svc: Service, where = ''): (ep: ResolvedEndpoint)
   return (ep) => byName.get(ep.ip) ?? (ep.targetName ? byName.get(ep.targetName) : undefined) ?? 1;
 }
 
+/** Every endpoint's weight without the annotation (one function, not one per service port). */
+const weightOne = () => 1;
+
 function planBackend(
   ep: ResolvedEndpoint,
   proto: number,
   terminating: boolean,
   opts: DpLoadOptions,
   ids: IdTxn,
-  where: string,
+  where: Where,
   family: IPFamily,
 ): PlanBackend | undefined {
   if (familyOfIP(ep.ip) !== family) return undefined; // an address of the other family
   const v6 = family === 'IPv6';
-  const addr = v6
-    ? parseAddr6(ep.ip, `${where}: endpoint ${ep.ip}`)
-    : parseAddr(ep.ip, `${where}: endpoint ${ep.ip}`);
-  checkPort(ep.port, `${where}: endpoint ${ep.ip} port`);
-  const text = v6 ? (canonIpv6(ep.ip) ?? ep.ip) : u32ToIpv4(addr as number);
+  let addr: MapAddr;
+  try {
+    addr = v6 ? ipv6ToWords(ep.ip) : ipv4ToU32(ep.ip);
+  } catch (e) {
+    fail(where, `endpoint ${ep.ip}`, (e as Error).message);
+  }
+  if (!isPort(ep.port)) fail(where, `endpoint ${ep.ip} port`, portWhy(ep.port));
+  // IPv4: ipv4ToU32 accepts only the text u32ToIpv4 prints (no leading zeros), so the
+  // endpoint's own text is the canonical one (test/wire/addr.test.ts holds the parser to it)
+  const text = v6 ? (canonIpv6(ep.ip) ?? ep.ip) : ep.ip;
   const key = v6 ? `[${text}]:${ep.port}:${proto}` : `${text}:${ep.port}:${proto}`;
   const flags = opts.nodeName !== undefined && ep.nodeName === opts.nodeName ? BE_F_LOCAL : 0;
   const state = terminating || (!ep.ready && ep.terminating) ? BE_TERMINATING : BE_ACTIVE;
@@ -440,13 +489,14 @@ function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | nu
     st.revNatIds.release(f.rnKey, f.revNat);
   }
   if (dp.aff.size + dp.aff6.size > 0 && plans.size > 0) forgetStaleAffinity(dp, st);
-  const units = [...plans].filter(([, p]) => p !== null).map(([u]) => portOfUnit(u));
+  const ports = new Set<string>();
+  if (written > 0) for (const [u, p] of plans) if (p !== null) ports.add(portOfUnit(u));
   return {
     frontends: st.feOwner.size,
     backends: st.beRefs.size,
     vips: st.vipRefs.size,
     removed: gone.length,
-    written: written > 0 ? new Set(units).size : 0,
+    written: ports.size,
   };
 }
 
@@ -458,9 +508,10 @@ function removeGoneFrontends(
 ): PlanFrontend[] {
   const gone: PlanFrontend[] = [];
   for (const [spn, plan] of plans) {
-    const keep = new Set(plan?.frontends.map((f) => f.key));
-    for (const f of st.ports.get(spn)?.frontends ?? []) {
-      if (keep.has(f.key)) continue;
+    const old = st.ports.get(spn);
+    if (old === undefined) continue; // nothing written before (a first load: every unit)
+    for (const f of old.frontends) {
+      if (plan?.frontends.some((p) => p.key === f.key)) continue;
       const svc = mapsOf(dp, f.v6).svc;
       svc.delete(f.vip, f.port, f.proto, 0);
       for (let s = 1; s <= f.backends.length; s++) svc.delete(f.vip, f.port, f.proto, s);
@@ -485,13 +536,16 @@ function writePlans(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | n
   }
   let written = 0;
   for (const [spn, plan] of plans) {
-    const old = new Map(st.ports.get(spn)?.frontends.map((f) => [f.key, f]));
-    for (const f of plan?.frontends ?? []) {
-      applyFrontend(dp, st, f, old.get(f.key)?.backends.length ?? 0);
+    if (plan === null) continue;
+    const old = st.ports.get(spn)?.frontends;
+    for (const f of plan.frontends) {
+      // a unit's frontends have distinct keys, and a few of them: a search, not a Map per unit
+      const was = old?.find((o) => o.key === f.key);
+      applyFrontend(dp, st, f, was?.backends.length ?? 0);
       st.feOwner.set(f.key, spn);
       st.feByRevNat.set(f.revNat, f);
     }
-    if (plan) written++;
+    written++;
   }
   return written;
 }
@@ -661,24 +715,24 @@ function describe(rsp: ResolvedServicePort): string {
   return `${file}Service ${rsp.service.namespace}/${rsp.service.name} port ${rsp.port.name || rsp.port.port}`;
 }
 
-function parseAddr(ip: string, where: string): number {
-  try {
-    return ipv4ToU32(ip);
-  } catch (e) {
-    throw new Error(`${where}: ${(e as Error).message}`);
-  }
+/** Where a plan is in the input (file, Service, port), for messages: made only on a throw. */
+type Where = () => string;
+
+/** The planner's one way to refuse: "<where>: <field>: <why>". */
+function fail(where: Where, field: string, why: string): never {
+  throw new Error(`${where()}: ${field}: ${why}`);
 }
 
-function parseAddr6(ip: string, where: string): Int32Array {
-  try {
-    return ipv6ToWords(ip);
-  } catch (e) {
-    throw new Error(`${where}: ${(e as Error).message}`);
-  }
+function isPort(port: number): boolean {
+  return Number.isInteger(port) && port >= 1 && port <= 65535;
 }
 
-function checkPort(port: number, where: string): void {
-  if (!Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new Error(`${where}: port must be 1..65535, got ${port}`);
-  }
+function portWhy(port: number): string {
+  return `port must be 1..65535, got ${port}`;
+}
+
+/** Whether one of `ips` is of `family` (no array made). */
+function hasFamily(ips: readonly string[], family: IPFamily): boolean {
+  for (const ip of ips) if (familyOfIP(ip) === family) return true;
+  return false;
 }

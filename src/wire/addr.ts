@@ -11,6 +11,43 @@ const OCTET = /^(0|[1-9][0-9]{0,2})$/;
  * inet_aton, read as octal — refusing them avoids two tools disagreeing about one address).
  */
 export function ipv4ToU32(s: string): number {
+  const n = dottedQuad(s);
+  return n >= 0 ? n : ipv4ToU32Checked(s);
+}
+
+/**
+ * ipv4ToU32's fast path (a loader parses every endpoint of 10k services): the address, or -1
+ * for anything it does not accept at a glance, which ipv4ToU32Checked then parses or refuses
+ * with its reason. It accepts only what the regex does (no leading zero, four octets <= 255).
+ */
+function dottedQuad(s: string): number {
+  const len = s.length;
+  if (len < 7 || len > 15) return -1;
+  let n = 0;
+  let octet = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < len; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 46) {
+      if (digits === 0 || dots === 3) return -1;
+      n = n * 256 + octet;
+      octet = 0;
+      digits = 0;
+      dots++;
+    } else if (c >= 48 && c <= 57) {
+      if (digits === 3 || (digits === 1 && octet === 0)) return -1; // 4 digits, a leading zero
+      octet = octet * 10 + (c - 48);
+      if (octet > 255) return -1;
+      digits++;
+    } else return -1;
+  }
+  if (dots !== 3 || digits === 0) return -1;
+  return (n * 256 + octet) >>> 0;
+}
+
+/** The rule itself, and every refusal's message. */
+function ipv4ToU32Checked(s: string): number {
   const parts = s.split('.');
   if (parts.length !== 4) throw new Error(`invalid IPv4 address ${JSON.stringify(s)}`);
   let n = 0;
@@ -59,7 +96,7 @@ export function parseCidr(s: string): Cidr {
 
 /** Whether `addr` (u32 or int32) is inside c. */
 export function cidrContains(c: Cidr, addr: number): boolean {
-  return ((addr & c.mask) >>> 0) === c.addr;
+  return (addr & c.mask) >>> 0 === c.addr;
 }
 
 export function cidrToString(c: Cidr): string {

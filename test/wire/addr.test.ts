@@ -7,6 +7,7 @@ import {
   prefixMask,
   u32ToIpv4,
 } from '../../src/wire/addr.ts';
+import { below, mulberry32 } from '../maps/prng.ts';
 
 describe('ipv4ToU32 / u32ToIpv4', () => {
   it('converts both ways, high addresses stay positive', () => {
@@ -18,9 +19,70 @@ describe('ipv4ToU32 / u32ToIpv4', () => {
   });
 
   it('rejects malformed text', () => {
-    for (const bad of ['', '1.2.3', '1.2.3.4.5', '256.0.0.1', '01.2.3.4', '1.2.3.-4', ' 1.2.3.4', '1.2.3.4 ', 'a.b.c.d', '1..2.3']) {
+    for (const bad of [
+      '',
+      '1.2.3',
+      '1.2.3.4.5',
+      '256.0.0.1',
+      '01.2.3.4',
+      '1.2.3.-4',
+      ' 1.2.3.4',
+      '1.2.3.4 ',
+      'a.b.c.d',
+      '1..2.3',
+    ]) {
       expect(() => ipv4ToU32(bad), bad).toThrow(/invalid IPv4 address/);
     }
+  });
+
+  // ipv4ToU32 has a character loop in front of the regex rule: on random text it must accept
+  // exactly what the rule accepts, with the same value, and the text it accepts must be the
+  // one u32ToIpv4 prints (the loader keys backends by the endpoint's text on that ground).
+  it('accepts what the dotted-quad rule accepts, nothing else (random text)', () => {
+    const rule = (s: string): number | undefined => {
+      const m =
+        /^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$/.exec(
+          s,
+        );
+      if (!m) return undefined;
+      const o = m.slice(1).map(Number);
+      return o.every((v) => v <= 255)
+        ? (o[0] * 2 ** 24 + o[1] * 65536 + o[2] * 256 + o[3]) >>> 0
+        : undefined;
+    };
+    const rnd = mulberry32(18);
+    const chars = '0123456789.0123456789...25 -+a:x';
+    const octet = () => {
+      const k = below(rnd, 10);
+      if (k === 0) return below(rnd, 2) ? '256' : `0${below(rnd, 10)}`;
+      return k === 1 ? '255' : String(below(rnd, k < 5 ? 10 : 256));
+    };
+    const wrong: string[] = [];
+    let accepted = 0;
+    for (let i = 0; i < 20_000; i++) {
+      let s: string;
+      if (i % 2 === 0) {
+        s = '';
+        const len = below(rnd, 18);
+        for (let k = 0; k < len; k++) s += chars[below(rnd, chars.length)];
+      } else {
+        const n = below(rnd, 4) === 0 ? 3 + 2 * below(rnd, 2) : 4;
+        s = Array.from({ length: n }, octet).join('.');
+      }
+      const want = rule(s);
+      let got: number | string;
+      try {
+        got = ipv4ToU32(s);
+      } catch (e) {
+        got = (e as Error).message.startsWith('invalid IPv4 address') ? 'refused' : 'other error';
+      }
+      if (want !== undefined) accepted++;
+      if (got !== (want ?? 'refused') || (want !== undefined && u32ToIpv4(want) !== s)) {
+        wrong.push(`${JSON.stringify(s)}: ${got}, want ${want ?? 'refused'}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(accepted).toBeGreaterThan(1000);
   });
 });
 
