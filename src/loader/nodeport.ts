@@ -123,8 +123,6 @@ function updateExternal(
     }
   }
   for (const [unit, plan] of plans) {
-    // nothing written before and nothing to write: most units (no NodePort, no external IPs)
-    if (!st.ports.has(unit) && (plan === null || plan.frontends.length === 0)) continue;
     const keep = new Set(plan?.frontends.map(feKey));
     const old = new Map(st.ports.get(unit)?.frontends.map((f) => [feKey(f), f]));
     for (const f of plan?.frontends ?? []) writeFrontend(dp, plan!, f, old.get(feKey(f)));
@@ -145,8 +143,6 @@ function updateExternal(
 export function checkExternal(changed: readonly ResolvedServicePort[]): void {
   for (const rsp of changed) {
     const svc = rsp.service;
-    const n = svc.externalIPs.length + svc.loadBalancerIPs.length;
-    if (n + svc.loadBalancerSourceRanges.length === 0) continue; // nothing to check (most ports)
     const where = `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;
     svc.externalIPs.forEach((ip, k) => {
       addr(ip, `${where}: spec.externalIPs[${k}]`);
@@ -177,9 +173,7 @@ function planExternal(
   if (proto === undefined || vipText === undefined) return null;
   const v6 = family === 'IPv6';
   const mine = (ip: string) => familyOfIP(ip) === family;
-  // the messages' "where", built only for the fields a port has (and the VIP's on a throw)
-  const where = () =>
-    `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;
+  const where = `${svc.origin ? `${svc.origin.file}: ` : ''}Service ${svc.namespace}/${svc.name}`;
   const addrs: [MapAddr, number][] = []; // [addr, flag]
   const isLb = svc.type === 'LoadBalancer';
   const nodePort = (svc.type === 'NodePort' || isLb) && rsp.port.nodePort > 0;
@@ -188,20 +182,17 @@ function planExternal(
   }
   if (nodePort && v6 && dp.nat.hasNode6 === 1) addrs.push([dp.nat.nodeIp6, SVC_F_NODEPORT]);
   svc.externalIPs.forEach((ip, k) => {
-    if (mine(ip)) addrs.push([addr(ip, `${where()}: spec.externalIPs[${k}]`), SVC_F_EXTERNAL_IP]);
+    if (mine(ip)) addrs.push([addr(ip, `${where}: spec.externalIPs[${k}]`), SVC_F_EXTERNAL_IP]);
   });
   const ranges: [number, number][] = [];
   const ranges6: Cidr6Words[] = [];
   if (isLb) {
     svc.loadBalancerIPs.forEach((ip, k) => {
       if (!mine(ip)) return;
-      addrs.push([
-        addr(ip, `${where()}: status.loadBalancer.ingress[${k}].ip`),
-        SVC_F_LOADBALANCER,
-      ]);
+      addrs.push([addr(ip, `${where}: status.loadBalancer.ingress[${k}].ip`), SVC_F_LOADBALANCER]);
     });
     svc.loadBalancerSourceRanges.forEach((c, k) => {
-      const field = `${where()}: spec.loadBalancerSourceRanges[${k}]`;
+      const field = `${where}: spec.loadBalancerSourceRanges[${k}]`;
       if (c.includes(':')) {
         if (v6) ranges6.push(cidr6(c, field));
       } else if (!v6) {
@@ -210,7 +201,7 @@ function planExternal(
       }
     });
   }
-  const vip = addr(vipText, () => `${where()}: spec.clusterIPs`);
+  const vip = addr(vipText, `${where}: spec.clusterIPs`);
   const map = v6 ? dp.svc6 : dp.svc;
   const m = map.lookupAny(vip, rsp.port.port, proto, 0);
   if (m < 0 || addrs.length === 0) return null;
@@ -230,11 +221,11 @@ function planExternal(
 }
 
 /** An address of either family as the maps take it; throws naming `where`. */
-function addr(ip: string, where: string | (() => string)): MapAddr {
+function addr(ip: string, where: string): MapAddr {
   try {
     return ip.includes(':') ? ipv6ToWords(ip) : ipv4ToU32(ip);
   } catch (e) {
-    throw new Error(`${typeof where === 'string' ? where : where()}: ${(e as Error).message}`);
+    throw new Error(`${where}: ${(e as Error).message}`);
   }
 }
 
