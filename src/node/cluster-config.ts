@@ -6,6 +6,7 @@
 //   node facts   the Node object: InternalIP (else ExternalIP) → --node-ip, spec.podCIDR(s) →
 //                --pod-cidr, label topology.kubernetes.io/zone → --node-zone. A flag given on
 //                the command line always wins over the Node object.
+import { parseCidr6 } from '../wire/addr6.ts';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ClusterConfigError, inCluster } from './in-cluster.ts';
 
@@ -49,6 +50,8 @@ export interface NodeFacts {
   ip?: string;
   /** spec.podCIDRs' IPv4 entry, else spec.podCIDR */
   podCidr?: string;
+  /** spec.podCIDRs' IPv6 entry (a dual-stack node's): --pod-cidr-v6 */
+  podCidr6?: string;
   zone?: string;
 }
 
@@ -59,6 +62,7 @@ interface ApiNode {
 }
 
 const isV4 = (s: string) => /^\d{1,3}(\.\d{1,3}){3}(\/\d+)?$/.test(s);
+const isV6 = (s: string) => s.includes(':') && parseCidr6(s) !== null;
 
 /** The facts kube-proxy reads from its Node object (pure: the object as the API returns it). */
 export function nodeFacts(node: ApiNode): NodeFacts {
@@ -68,6 +72,7 @@ export function nodeFacts(node: ApiNode): NodeFacts {
   return {
     ip: pick('InternalIP') ?? pick('ExternalIP'),
     podCidr: cidrs.find(isV4),
+    ...(cidrs.some(isV6) ? { podCidr6: parseCidr6(cidrs.find(isV6)!)?.text } : {}),
     zone: node.metadata?.labels?.[ZONE_LABEL],
   };
 }

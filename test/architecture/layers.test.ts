@@ -136,7 +136,7 @@ describe('the import graph of src/ (docs/architecture.md)', () => {
 
   it('keeps the stages inside the datapath and housekeeping', () => {
     const users = [...g]
-      .filter(([f, deps]) => deps.some((d) => d.startsWith('datapath/stages/')))
+      .filter(([, deps]) => deps.some((d) => d.startsWith('datapath/stages/')))
       .map(([f]) => layerOf(f));
     expect([...new Set(users)].sort()).toEqual([
       'datapath/program',

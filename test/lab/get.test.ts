@@ -46,7 +46,7 @@ describe('lab get', () => {
       'AGE',
       'SELECTOR',
     ]);
-    expect(row!.split(/\s{2,}/).filter((c, i) => i !== 5)).toEqual([
+    expect(row!.split(/\s{2,}/).filter((_, i) => i !== 5)).toEqual([
       'web-np',
       'NodePort',
       '10.96.0.80',

@@ -18,7 +18,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const ROOT = join(import.meta.dirname, '../..');
 const A = process.env.KUBETUN_LAB_PREFIX || 'kt-';
 const B = process.env.KUBETUN_LAB_PREFIX_B || `${A.replace(/-+$/, '')}2-`;
-const WEB_URL = 'http://10.96.0.10:80/';
 /** Each test runs a dozen CLI commands; on a loaded 2-core machine one takes seconds. */
 const SLOW = 600_000;
 

@@ -198,12 +198,17 @@ describe("the node's facts from its Node object", () => {
     },
   };
 
-  it('InternalIP (IPv4), the IPv4 pod CIDR and the zone label', () => {
+  it('InternalIP (IPv4), the IPv4 pod CIDR and the zone label; the IPv6 pod CIDR of a dual-stack node', () => {
     expect(nodeFacts(node)).toEqual({
       ip: '172.30.0.11',
       podCidr: '10.244.1.0/24',
+      podCidr6: 'fd00:10:244:1::/64',
       zone: 'zone-a',
     });
+    // canonical text (it goes into a tc match); a single-stack node has none
+    const upper = { spec: { podCIDRs: ['10.244.1.0/24', 'FD00:10:244:0001:0::/64'] } };
+    expect(nodeFacts(upper).podCidr6).toBe('fd00:10:244:1::/64');
+    expect(nodeFacts({ spec: { podCIDR: '10.244.1.0/24' } })).not.toHaveProperty('podCidr6');
     expect(
       nodeFacts({ status: { addresses: [{ type: 'ExternalIP', address: '192.0.2.7' }] } }),
     ).toEqual({ ip: '192.0.2.7', podCidr: undefined, zone: undefined });
@@ -253,6 +258,7 @@ describe("the node's facts from its Node object", () => {
       expect(await readNodeFacts(kc, 'node1')).toEqual({
         ip: '172.30.0.11',
         podCidr: '10.244.1.0/24',
+        podCidr6: 'fd00:10:244:1::/64',
         zone: 'zone-a',
       });
       expect(api.lastAuthorization).toBe('Bearer sa-token-123');
