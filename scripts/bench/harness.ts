@@ -124,26 +124,42 @@ export function packetSet(
 
 /** Seed `count` services straight into the maps (VIP i:80/TCP, 3 backends each), Cilium order. */
 export function seedServices(dp: Datapath, count: number): void {
+  seedInto(dp.svc, dp.be, count, vipOf, beOf);
+}
+
+/** seedServices into one family's service and backend maps, with its addresses. */
+export function seedInto<A extends number | Int32Array>(
+  svc: Datapath['svc'],
+  be: Datapath['be'],
+  count: number,
+  vipAt: (i: number) => A,
+  beAt: (i: number, k: number) => A,
+): void {
   for (let i = 0; i < count; i++) {
-    const vip = vipOf(i);
+    const vip = vipAt(i);
     for (let k = 0; k < BACKENDS_PER_SVC; k++) {
       const id = i * BACKENDS_PER_SVC + k + 1;
-      dp.be.upsert(id, beOf(i, k), 8080, 6, 0, 0);
-      dp.svc.upsertSlot(vip, 80, 6, k + 1, id);
+      be.upsert(id, beAt(i, k), 8080, 6, 0, 0);
+      svc.upsertSlot(vip, 80, 6, k + 1, id);
     }
-    dp.svc.upsertMaster(vip, 80, 6, BACKENDS_PER_SVC, (i % 65535) + 1, 0, 0, 0);
-    dp.svc.upsertMaster(vip, 0, 0, 0, 0, SVC_F_WILDCARD, 0, 0);
+    svc.upsertMaster(vip, 80, 6, BACKENDS_PER_SVC, (i % 65535) + 1, 0, 0, 0);
+    svc.upsertMaster(vip, 0, 0, 0, 0, SVC_F_WILDCARD, 0, 0);
   }
 }
 
-export function datapathFor(services: number, ctCapacity: number): Datapath {
+/** A datapath sized for `services`, seeded by `seed` (IPv4 by default). */
+export function datapathFor(
+  services: number,
+  ctCapacity: number,
+  seed: (dp: Datapath, count: number) => void = seedServices,
+): Datapath {
   const dp = createDatapath({
     svcCapacity: services * (BACKENDS_PER_SVC + 2) + 16,
     beCapacity: services * BACKENDS_PER_SVC + 16,
     ctCapacity,
     seed: 1,
   });
-  seedServices(dp, services);
+  seed(dp, services);
   return dp;
 }
 

@@ -9,13 +9,13 @@
 // Not part of bench-ab's copy set: an A/B against a revision runs the IPv4 scenarios only.
 
 import { l4v6FillCsum } from '../../src/wire/checksum6.ts';
-import { SVC_F_WILDCARD } from '../../src/maps/services.ts';
 import {
   BACKENDS_PER_SVC,
-  createDatapath,
   type Datapath,
+  datapathFor,
   type PacketSet,
   packetSet,
+  seedInto,
   sportOf,
 } from './harness.ts';
 
@@ -71,29 +71,9 @@ export function writeTcp6(
   l4v6FillCsum(b, off, t, off + PKT6, 6);
 }
 
-/** Seed `count` IPv6 services straight into the IPv6 maps, as seedServices does IPv4 ones. */
-export function seedServices6(dp: Datapath, count: number): void {
-  for (let i = 0; i < count; i++) {
-    const vip = vip6Of(i);
-    for (let k = 0; k < BACKENDS_PER_SVC; k++) {
-      const id = i * BACKENDS_PER_SVC + k + 1;
-      dp.be6.upsert(id, be6Of(i, k), 8080, 6, 0, 0);
-      dp.svc6.upsertSlot(vip, 80, 6, k + 1, id);
-    }
-    dp.svc6.upsertMaster(vip, 80, 6, BACKENDS_PER_SVC, (i % 65535) + 1, 0, 0, 0);
-    dp.svc6.upsertMaster(vip, 0, 0, 0, 0, SVC_F_WILDCARD, 0, 0);
-  }
-}
-
+/** A datapath with `services` IPv6 services seeded into its IPv6 maps (harness.ts's shape). */
 export function datapathFor6(services: number, ctCapacity: number): Datapath {
-  const dp = createDatapath({
-    svcCapacity: services * (BACKENDS_PER_SVC + 2) + 16,
-    beCapacity: services * BACKENDS_PER_SVC + 16,
-    ctCapacity,
-    seed: 1,
-  });
-  seedServices6(dp, services);
-  return dp;
+  return datapathFor(services, ctCapacity, (dp, n) => seedInto(dp.svc6, dp.be6, n, vip6Of, be6Of));
 }
 
 /** n SYNs of new flows, flow f toward VIP (f * 7919) % services:80 (synSet's order). */
