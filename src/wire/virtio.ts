@@ -36,12 +36,9 @@
 // rules after a 40-byte header, GSO as UDP_L4 only) and segment count. Never throws, never
 // allocates.
 
+import { IPV6_HEADER_LEN, ipv6NextHeader } from './ipv6.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from './proto.ts';
-import {
-  IPV4_PROTO as IP_PROTO,
-  TCP_CSUM,
-  UDP_CSUM,
-} from './layout.ts';
+import { IPV4_PROTO as IP_PROTO, TCP_CSUM, UDP_CSUM } from './layout.ts';
 import { UDP_HEADER_LEN as UDP_HDR_LEN } from './udp.ts';
 
 export const VNET_HDR_LEN = 10;
@@ -86,7 +83,6 @@ const HDR_LEN = 2;
 const GSO_SIZE = 4;
 const CSUM_START = 6;
 const CSUM_OFFSET = 8;
-
 
 function le16(buf: Uint8Array, at: number): number {
   return buf[at] | (buf[at + 1] << 8);
@@ -184,10 +180,6 @@ export function vnetCheck(buf: Uint8Array, off: number, end: number): number {
   return VNET_OK;
 }
 
-/** An IPv6 header without extension headers: where a GSO packet's UDP header sits. */
-const IP6_HDR_LEN = 40;
-const IP6_NEXT_HEADER = 6;
-
 /**
  * vnetCheck for an IPv6 packet (version 6: the packet loop tells the two apart). The same rules
  * with the transport header after the 40-byte IPv6 header; NEEDS_CSUM past extension headers is
@@ -199,7 +191,7 @@ export function vnetCheck6(buf: Uint8Array, off: number, end: number): number {
   const len = end - off - VNET_HDR_LEN;
   const ip = off + VNET_HDR_LEN;
   const type = buf[off + GSO_TYPE];
-  const next = len >= IP6_HDR_LEN ? buf[ip + IP6_NEXT_HEADER] : -1;
+  const next = len >= IPV6_HEADER_LEN ? ipv6NextHeader(buf, ip) : -1;
   if (type !== VNET_GSO_NONE) {
     if (type !== VNET_GSO_UDP_L4 || next !== IPPROTO_UDP) return VNET_ERR_GSO_TYPE;
     if (le16(buf, off + GSO_SIZE) === 0) return VNET_ERR_GSO_SIZE;
@@ -209,9 +201,9 @@ export function vnetCheck6(buf: Uint8Array, off: number, end: number): number {
   if ((buf[off + FLAGS] & VNET_F_NEEDS_CSUM) !== 0) {
     const start = le16(buf, off + CSUM_START);
     const at = le16(buf, off + CSUM_OFFSET);
-    if (start < IP6_HDR_LEN || start + at + 2 > len) return VNET_ERR_CSUM;
+    if (start < IPV6_HEADER_LEN || start + at + 2 > len) return VNET_ERR_CSUM;
     if (next === IPPROTO_TCP || next === IPPROTO_UDP) {
-      if (start !== IP6_HDR_LEN) return VNET_ERR_CSUM;
+      if (start !== IPV6_HEADER_LEN) return VNET_ERR_CSUM;
       if (at !== (next === IPPROTO_TCP ? TCP_CSUM : UDP_CSUM)) return VNET_ERR_CSUM;
     }
   }
@@ -225,7 +217,7 @@ export function vnetCheck6(buf: Uint8Array, off: number, end: number): number {
 export function vnetSegments6(buf: Uint8Array, off: number, end: number): number {
   if (buf[off + GSO_TYPE] === VNET_GSO_NONE) return 1;
   const size = le16(buf, off + GSO_SIZE);
-  const payload = end - off - VNET_HDR_LEN - IP6_HDR_LEN - UDP_HDR_LEN;
+  const payload = end - off - VNET_HDR_LEN - IPV6_HEADER_LEN - UDP_HDR_LEN;
   if (size === 0 || payload <= size) return 1;
   return Math.ceil(payload / size);
 }
@@ -233,7 +225,7 @@ export function vnetSegments6(buf: Uint8Array, off: number, end: number): number
 /** vnetExtraBytes of an IPv6 packet (after vnetCheck6). */
 export function vnetExtraBytes6(buf: Uint8Array, off: number, end: number): number {
   const segs = vnetSegments6(buf, off, end);
-  return segs === 1 ? 0 : (segs - 1) * (IP6_HDR_LEN + UDP_HDR_LEN);
+  return segs === 1 ? 0 : (segs - 1) * (IPV6_HEADER_LEN + UDP_HDR_LEN);
 }
 
 /** Bytes of IPv4 + L4 headers every segment repeats; 0 when they do not fit in [ip, end). */
