@@ -40,15 +40,18 @@ export type { CtEntry, CtTuple } from '../inspect/types.ts';
 export { ctStateName } from '../inspect/ct-state.ts';
 
 /**
- * One family's conntrack as the listings read it: its map, where a flow's reply goes (word k of
- * the client, or of the masquerade address), an address column as text, and its SNAT entry.
+ * One family's conntrack as the listings read it: its map and SNAT table, its address columns,
+ * where a flow's reply goes (word k of the client, or of the masquerade address), and an
+ * address as text.
  */
 interface CtView {
   ct: ConntrackMap;
+  snat: SnatMap;
   cols: ReturnType<typeof ctAddrWords>;
   /** the SNAT entry of flow i, or -1 */
   snatOf(i: number): number;
-  snat: SnatMap;
+  /** word k of SNAT entry e's masquerade address */
+  natWord: AddrWord;
   replyDst: AddrWord;
   text(word: AddrWord, i: number): string;
 }
@@ -66,7 +69,7 @@ function ctView(dp: Datapath, ipv6: boolean): CtView {
     const e = snatOf(i);
     return e < 0 ? cols.s(i, k) : natWord(e, k);
   };
-  return { ct, cols, snatOf, snat, replyDst, text: (w, i) => text(w, i) };
+  return { ct, snat, cols, snatOf, natWord, replyDst, text };
 }
 
 /** Both families' views, IPv4 first (the order of every listing). */
@@ -86,7 +89,7 @@ export function ctEntry(dp: Datapath, i: number, nowSec: number, v = ctView(dp, 
   const flags = ct.flags(i);
   const client = v.text(cols.s, i);
   const e = v.snatOf(i);
-  const nat = e < 0 ? undefined : { addr: v.text(v.replyDst, i), port: snat.natPort(e) };
+  const nat = e < 0 ? undefined : { addr: v.text(v.natWord, e), port: snat.natPort(e) };
   return {
     proto: protoName(proto),
     protoNum: proto,
