@@ -47,8 +47,8 @@ describe('test-summary.mjs', () => {
     expect(summary(vms)).toMatchObject({ status: 1, last: '0 passed, 1 failed, 2 skipped' });
   });
 
-  it('names each failed test before the count: file, name, the first line of its error', () => {
-    const file = join(DIR, 'named.json');
+  it('names each failed test before the count: stage, file, name, the first line of its error', () => {
+    const file = join(DIR, 'api.json');
     writeFileSync(
       file,
       JSON.stringify({
@@ -71,11 +71,14 @@ describe('test-summary.mjs', () => {
         ],
       }),
     );
-    const r = summary(file);
+    const main = join(DIR, 'vitest.json'); // the main suite's report: stage "suite"
+    writeFileSync(main, JSON.stringify({ testResults: [{ name: 'z.test.ts', status: 'failed' }] }));
+    const r = summary(file, main);
     expect(r.out.trim().split('\n')).toEqual([
-      'FAILED test/lab/x.test.ts > x restarts pod-c: AssertionError: expected 2 to be 1',
-      'FAILED test/y.test.ts: boom',
-      '1 passed, 2 failed',
+      'FAILED [api] test/lab/x.test.ts > x restarts pod-c: AssertionError: expected 2 to be 1',
+      'FAILED [api] test/y.test.ts: boom',
+      'FAILED [suite] z.test.ts: failed to run',
+      '1 passed, 3 failed',
     ]);
   });
 });
