@@ -24,6 +24,7 @@ import { readSupervisor } from '../../src/lab/supervisor.ts';
 import { CTL_DIR, LAB_DIR, type LabState, readState, writeState } from '../../src/lab/state.ts';
 import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
 import { missingCapabilities } from '../../src/node/capabilities.ts';
+import { curlMany } from './curl.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const KUBETUN = join(ROOT, 'bin/kubetun.mjs');
@@ -46,11 +47,6 @@ const TRIES = 40; // 3 backends: the chance one is never picked is 3 * (2/3)^40 
 function inNs(ns: string, argv: string[]): { out: string; status: number } {
   const r = spawnSync('ip', ['netns', 'exec', ns, ...argv], { encoding: 'utf8', timeout: 60_000 });
   return { out: r.stdout, status: r.status ?? -1 };
-}
-
-function curlMany(ns: string, url: string, n: number): string[] {
-  const script = `for i in $(seq ${n}); do curl -sS -m 2 '${url}' || echo "curl exit $?"; done`;
-  return inNs(ns, ['sh', '-c', script]).out.trim().split('\n');
 }
 
 const who = (answers: string[]) => [...new Set(answers.map((a) => a.split(' ')[0]))].sort();

@@ -19,6 +19,7 @@ import { labCtl } from '../../src/lab/ctl.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import type { LabState } from '../../src/lab/state.ts';
 import { loadTopology, POD_BRIDGE } from '../../src/lab/topology.ts';
+import { curlMany } from './curl.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'kt-bridge-cni-'));
@@ -37,12 +38,6 @@ const TRIES = 40; // 3 backends: the chance one is never picked is 3 * (2/3)^40 
 function inNs(ns: string, argv: string[]): string {
   const r = spawnSync('ip', ['netns', 'exec', ns, ...argv], { encoding: 'utf8', timeout: 60_000 });
   return r.stdout;
-}
-
-/** n curls of /whoami, each a new connection: "<pod> <pod ip> <peer ip>" per answer. */
-function whoamiMany(ns: string, url: string, n: number): string[] {
-  const script = `for i in $(seq ${n}); do curl -sS -m 2 '${url}' || echo "curl exit $?"; done`;
-  return inNs(ns, ['sh', '-c', script]).trim().split('\n');
 }
 
 let state: LabState;
@@ -88,7 +83,7 @@ describe('bridge CNI layout under kubetun', () => {
   ])('ClusterIP web from %s (%s): every backend answers, same bridge and across nodes', (from) => {
     const client = pod(from);
     const gw = node(client.node).gateway;
-    const answers = whoamiMany(client.ns, 'http://10.96.0.10:80/whoami', TRIES);
+    const answers = curlMany(client.ns, 'http://10.96.0.10:80/whoami', TRIES);
     const seen = new Set<string>();
     for (const a of answers) {
       const [who, , peer] = a.split(' ');
@@ -101,7 +96,7 @@ describe('bridge CNI layout under kubetun', () => {
 
   it('NodePort web-np on node1 from the external client: local and remote backend, masqueraded', () => {
     const n1 = node('node1');
-    const answers = whoamiMany(t.clients[0]!.ns, `http://${n1.ip}:30080/whoami`, 20);
+    const answers = curlMany(t.clients[0]!.ns, `http://${n1.ip}:30080/whoami`, 20);
     const seen = new Set<string>();
     for (const a of answers) {
       const [who, , peer] = a.split(' ');

@@ -32,6 +32,7 @@ import {
   labNamespaces,
   loadTopology,
 } from '../../src/lab/topology.ts';
+import { curlMany } from './curl.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const TOPOLOGY = join(ROOT, 'lab/topology.yaml');
@@ -73,16 +74,6 @@ const EMPTY_URL = 'http://10.96.0.30:80/';
 /** New flows per client and service: the chance that uniform selection misses one of 3
  * backends in 40 tries is 3 * (2/3)^40 ≈ 3e-7. */
 const TRIES = 40;
-
-/** n curls from one namespace, each a new connection; the body of each answer. */
-function curlMany(ns: string, url: string, n: number): string[] {
-  const script = `for i in $(seq ${n}); do curl -sS -m 1 '${url}' || echo "curl exit $?"; done`;
-  const r = spawnSync('ip', ['netns', 'exec', ns, 'sh', '-c', script], {
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
-  return r.stdout.trim().split('\n');
-}
 
 /** n UDP queries, each from a new socket (a new flow). */
 function udpMany(ns: string, ip: string, port: number, n: number): string[] {

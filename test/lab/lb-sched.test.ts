@@ -26,6 +26,7 @@ import { longConnectionsDemo } from '../../src/lab/demo/long-connections.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import type { LabState } from '../../src/lab/state.ts';
 import { allPods, loadTopology } from '../../src/lab/topology.ts';
+import { curlMany } from './curl.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'kubetun-lb-lab-'));
@@ -46,16 +47,8 @@ const t = loadTopology(TOPOLOGY);
 const pod = (name: string) => allPods(t).find((p) => p.name === name)!;
 
 /** n curls from one pod, each a new connection: who answered each. */
-function curlMany(from: string, url: string, n: number): string[] {
-  const script = `for i in $(seq ${n}); do curl -sS -m 2 '${url}' || echo "curl-exit-$?"; done`;
-  const r = spawnSync('ip', ['netns', 'exec', pod(from).ns, 'sh', '-c', script], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  return r.stdout
-    .trim()
-    .split('\n')
-    .map((l) => l.split(' ')[0]!);
+function answersFrom(from: string, url: string, n: number): string[] {
+  return curlMany(pod(from).ns, url, n).map((l) => l.split(' ')[0]!);
 }
 
 function kubetunOut(args: string[]): string {
@@ -143,7 +136,7 @@ describe('schedulers, hot reload and UDP cleanup on the lab', () => {
   });
 
   it('rr: new connections rotate strictly over the three endpoints', () => {
-    const got = curlMany('pod-d', 'http://10.96.0.50/', 9);
+    const got = answersFrom('pod-d', 'http://10.96.0.50/', 9);
     expect(new Set(got.slice(0, 3))).toEqual(new Set(['pod-a', 'pod-b', 'pod-c']));
     expect(got).toEqual([...got.slice(0, 3), ...got.slice(0, 3), ...got.slice(0, 3)]);
   });
@@ -163,14 +156,14 @@ describe('schedulers, hot reload and UDP cleanup on the lab', () => {
       (v) => v !== undefined,
     );
     expect(['pod-a', 'pod-b', 'pod-c']).toContain(holder);
-    const got = curlMany('pod-d', 'http://10.96.0.51/', 12);
+    const got = answersFrom('pod-d', 'http://10.96.0.51/', 12);
     expect(got.filter((p) => p === holder)).toEqual([]);
     expect(new Set(got).size).toBe(2);
   });
 
   it('sessionAffinity ClientIP: every new connection of a client goes to one pod', () => {
     // sticky 10.96.0.40 -> pod-a, pod-b; without affinity 20 picks agree with chance 2^-19
-    const got = curlMany('pod-d', 'http://10.96.0.40/', 20);
+    const got = answersFrom('pod-d', 'http://10.96.0.40/', 20);
     expect(['pod-a', 'pod-b']).toContain(got[0]);
     expect(got).toEqual(Array(20).fill(got[0]));
   });
@@ -191,7 +184,7 @@ describe('schedulers, hot reload and UDP cleanup on the lab', () => {
     writeFileSync(file, edited);
     const got = await eventually(
       15_000,
-      () => curlMany('pod-d', 'http://10.96.0.50/', 6),
+      () => answersFrom('pod-d', 'http://10.96.0.50/', 6),
       (v) => !v.includes('pod-c'),
     );
     expect(new Set(got)).toEqual(new Set(['pod-a', 'pod-b']));
@@ -210,7 +203,7 @@ describe('schedulers, hot reload and UDP cleanup on the lab', () => {
       (v) => v.includes('zz-broken.yaml'),
     );
     expect(seen).toMatch(/zz-broken\.yaml: Service default\/broken: spec\.clusterIP/);
-    expect(new Set(curlMany('pod-d', 'http://10.96.0.50/', 4))).toEqual(
+    expect(new Set(answersFrom('pod-d', 'http://10.96.0.50/', 4))).toEqual(
       new Set(['pod-a', 'pod-b']),
     );
     rmSync(bad);

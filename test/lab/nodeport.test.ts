@@ -16,6 +16,7 @@ import { nodePortDemo } from '../../src/lab/demo/nodeport.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import type { LabState } from '../../src/lab/state.ts';
 import { allPods, loadTopology } from '../../src/lab/topology.ts';
+import { ANSWER_S, curlMany, DROPPED_S } from './curl.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const TOPOLOGY = join(ROOT, 'lab/topology.yaml');
@@ -25,11 +26,6 @@ const client = t.clients[0]!;
 const [node1, node2] = t.nodes as [(typeof t.nodes)[0], (typeof t.nodes)[0]];
 const podByIp = new Map(allPods(t).map((p) => [p.ip, p]));
 const TRIES = 24; // 2 backends: both seen with probability 1 - 2 * 2^-24
-// curl's limit for a connection that must succeed: long enough for two lost SYNs (retransmits at
-// 1 s and 3 s) or a loaded machine's stall, which a 2 s limit turned into a failed check in CI.
-// A connection that must be dropped is waited for 2 s (DROPPED).
-const ANSWERS = 5;
-const DROPPED = 2;
 
 function sh(ns: string, script: string): string {
   const r = spawnSync('ip', ['netns', 'exec', ns, 'sh', '-c', script], {
@@ -40,9 +36,8 @@ function sh(ns: string, script: string): string {
 }
 
 /** n curls of /whoami, each a new connection: "<pod> <pod ip> <peer>" or "curl exit N". */
-function whoami(ns: string, url: string, n: number, limit = ANSWERS): string[] {
-  const s = `for i in $(seq ${n}); do curl -sS -m ${limit} '${url}/whoami' 2>/dev/null || echo "curl exit $?"; done`;
-  return sh(ns, s).trim().split('\n');
+function whoami(ns: string, url: string, n: number, limitS = ANSWER_S): string[] {
+  return curlMany(ns, `${url}/whoami`, n, limitS);
 }
 
 /** pod -> set of peers it saw */
@@ -84,7 +79,7 @@ function expectPodToNodePort(): void {
 function expectLocalPolicy(): void {
   const got = seen(whoami(client.ns, `http://${node2.ip}:30081`, 4));
   expect(got).toEqual({ 'pod-d': [client.ip] });
-  expect(whoami(client.ns, `http://${node1.ip}:30081`, 1, DROPPED)).toEqual(['curl exit 28']);
+  expect(whoami(client.ns, `http://${node1.ip}:30081`, 1, DROPPED_S)).toEqual(['curl exit 28']);
   const podA = allPods(t).find((p) => p.name === 'pod-a')!;
   expect(seen(whoami(podA.ns, `http://${node1.ip}:30081`, 4))).toEqual({ 'pod-d': [podA.ip] });
 }
@@ -92,7 +87,7 @@ function expectLocalPolicy(): void {
 function expectLoadBalancer(): void {
   const got = seen(whoami(client.ns, 'http://172.30.0.200', TRIES));
   expect(got).toEqual({ 'pod-a': [node1.gateway], 'pod-d': [node1.ip] });
-  expect(whoami(client.ns, 'http://172.30.0.201', 1, DROPPED)).toEqual(['curl exit 28']);
+  expect(whoami(client.ns, 'http://172.30.0.201', 1, DROPPED_S)).toEqual(['curl exit 28']);
 }
 
 function expectHairpin(): void {
@@ -234,7 +229,7 @@ describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
   // Each steering piece switched off in turn (last: the lab is torn down afterwards).
   it('needs the uplink SNAT-port redirect for replies of remote backends', () => {
     sh(node1.ns, 'tc filter del dev eth0 ingress pref 7703');
-    const got = whoami(client.ns, `http://${node1.ip}:30080`, 10, DROPPED); // both seen: p = 1 - 2^-9
+    const got = whoami(client.ns, `http://${node1.ip}:30080`, 10, DROPPED_S); // both seen: p = 1 - 2^-9
     // pod-a (local, masqueraded to the gateway) still answers; pod-d's replies to node1's SNAT
     // ports now reach node1's own stack instead of kubetun and the connection never completes.
     expect(new Set(got.map((a) => a.split(' ')[0]))).toEqual(new Set(['pod-a', 'curl']));
