@@ -79,7 +79,7 @@ const curl = (from: string, host: string, port: number) =>
 const udp = (from: string, host: string, port: number) =>
   t.exec(from, [process.execPath, '-e', UDP_CLIENT, host, String(port)], 10_000);
 
-/** Answers of `n` requests (until every one of `want` is seen), each "<backend> <peer>". */
+/** The distinct answers of `n` requests (each must succeed): "<backend> <peer>"..., sorted. */
 function answers(n: number, ask: () => { status: number | null; out: string; err: string }) {
   const seen = new Set<string>();
   for (let i = 0; i < n; i++) {
@@ -202,6 +202,15 @@ describe('kubetun run --node-ip-v6: IPv6 NodePorts and masquerade', () => {
     );
     const c = await t.counters();
     expect(c.TX_REVSNAT).toBeGreaterThan(0);
+  });
+
+  it('SIGUSR2 stops for a restart; the next agent serves the IPv6 NodePort as it was', async () => {
+    const code = new Promise<number | null>((r) => agent.once('exit', (c) => r(c)));
+    agent.kill('SIGUSR2');
+    expect(await code).toBe(0);
+    agent = await t.startAgent(['--node-ip-v6', NODE_IP6]);
+    const seen = answers(30, () => curl('ext', NODE_IP6, 30080));
+    expect(seen).toEqual([`be1 ${NODE_IP6}`, `remote ${NODE_IP6}`]);
   });
 
   it('removes its IPv6 NodePort, SNAT and external-IP filters on SIGTERM', async () => {
