@@ -17,6 +17,9 @@
 // SIGTERM removes them all. Everything started here is killed by PID, every namespace removed.
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_DATAPATH_CONFIG as DP } from '../../src/datapath/state/config.ts';
+import { snatRangeMask } from '../../src/datapath/state/nat-config.ts';
+import { NODEPORT_KEYS } from '../../src/node/steering.ts';
 import { MIRRED, NODE_IP6, PODS, REMOTE_NODE_IP6, REMOTE_POD6, Topo6 } from './topo6.ts';
 import { running, waitFor } from './wait.ts';
 
@@ -111,18 +114,15 @@ function breaksWithout(
   expect(probe().status).toBe(0);
 }
 
-const dportKeys = (ip: string, value: string, mask: string) =>
-  ['6', '17', '132'].map((p) => [
-    ...['match', 'ip6', 'dst', `${ip}/128`, 'match', 'ip6', 'protocol', p, '0xff'],
-    ...['match', 'ip6', 'dport', value, mask],
-  ]);
-const NODEPORT_KEYS = [
-  ['0x7530', '0xfff0'],
-  ['0x7540', '0xffc0'],
-  ['0x7580', '0xff80'],
-  ['0x7600', '0xfe00'],
-  ['0x7800', '0xf800'],
-];
+/** The u32 matches steering.ts installs for (value, mask) dport keys to ip, TCP/UDP/SCTP. */
+const dportKeys = (ip: string, keys: readonly (readonly [number, number])[]) =>
+  ['6', '17', '132'].flatMap((p) =>
+    keys.map(([v, m]) => [
+      ...['match', 'ip6', 'dst', `${ip}/128`, 'match', 'ip6', 'protocol', p, '0xff'],
+      ...['match', 'ip6', 'dport', `0x${v.toString(16)}`, `0x${m.toString(16)}`],
+    ]),
+  );
+const snat6 = snatRangeMask(DP.snat6PortMin, DP.snat6PortMax);
 
 beforeAll(async () => {
   t.setup(MANIFESTS);
@@ -174,7 +174,7 @@ describe('kubetun run --node-ip-v6: IPv6 NodePorts and masquerade', () => {
     const node = curl('node', NODE_IP6, 30082);
     expect(node.status, node.err).toBe(0);
     expect(node.out).toBe(`remote ${NODE_IP6}`);
-    const keys = NODEPORT_KEYS.flatMap(([v, m]) => dportKeys(NODE_IP6, v, m));
+    const keys = dportKeys(NODE_IP6, NODEPORT_KEYS);
     breaksWithout(['block', '7700', 'pref', '7722'], keys, () => curl('client', NODE_IP6, 30082));
   });
 
@@ -188,7 +188,7 @@ describe('kubetun run --node-ip-v6: IPv6 NodePorts and masquerade', () => {
   });
 
   it('fails without the uplink IPv6 NodePort filter (pref 7722)', () => {
-    const keys = NODEPORT_KEYS.flatMap(([v, m]) => dportKeys(NODE_IP6, v, m));
+    const keys = dportKeys(NODE_IP6, NODEPORT_KEYS);
     breaksWithout(['dev', 'eth0', 'ingress', 'pref', '7722'], keys, () =>
       curl('ext', NODE_IP6, 30082),
     );
@@ -197,7 +197,7 @@ describe('kubetun run --node-ip-v6: IPv6 NodePorts and masquerade', () => {
   it('fails without the IPv6 SNAT-reply filter (pref 7723): replies of a remote backend', async () => {
     breaksWithout(
       ['dev', 'eth0', 'ingress', 'pref', '7723'],
-      dportKeys(NODE_IP6, '0xf000', '0xfc00'),
+      dportKeys(NODE_IP6, [[snat6.value, snat6.mask]]),
       () => curl('ext', NODE_IP6, 30082),
     );
     const c = await t.counters();
@@ -217,7 +217,7 @@ describe('kubetun run --node-ip-v6: IPv6 NodePorts and masquerade', () => {
     const prefs = () => t.must('node', 'tc', 'filter', 'show', 'dev', 'eth0', 'ingress');
     expect(prefs()).toMatch(/pref 7722 .*pref 7723|pref 7723 .*pref 7722/s);
     const reserved = t.must('node', 'sysctl', '-n', 'net.ipv4.ip_local_reserved_ports').trim();
-    expect(reserved).toContain('61440-62463');
+    expect(reserved).toContain(`${DP.snat6PortMin}-${DP.snat6PortMax}`);
     agent.kill('SIGTERM');
     await waitFor(() => !running(agent.pid!), 'the agent to exit');
     expect(t.must('node', 'tc', 'qdisc', 'show')).not.toContain('clsact');
