@@ -115,13 +115,15 @@ async function runAgent(config: () => Promise<AgentConfig>, log: pino.Logger): P
 /**
  * With the Kubernetes API as the source, what the command line left out comes from this node's
  * Node object (cluster-config.ts): --node-ip, --pod-cidr, --node-zone, and with
- * --service-cidr-v6 the IPv6 pod CIDR of a dual-stack node (--pod-cidr-v6). Flags win.
+ * --service-cidr-v6 the IPv6 pod CIDR and IPv6 InternalIP of a dual-stack node (--pod-cidr-v6,
+ * --node-ip-v6). Flags win.
  */
 async function withNodeFacts(f: RunFlags, log: pino.Logger): Promise<RunFlags> {
   const api = typeof f.kubeconfig === 'string' ? f.kubeconfig : undefined;
   if (!api && (f.manifests || !inCluster())) return f;
   const want6 = !!f.serviceCidrV6 && !f.podCidrV6;
-  if (f.nodeIp && f.podCidr && f.nodeZone && !want6) return f;
+  const wantIp6 = !!f.serviceCidrV6 && !f.nodeIpV6;
+  if (f.nodeIp && f.podCidr && f.nodeZone && !want6 && !wantIp6) return f;
   const nodeName = typeof f.nodeName === 'string' ? f.nodeName : '';
   if (!nodeName) throw new ClusterConfigError('no node name: give --node-name, or set NODE_NAME');
   const { loadKubeConfig, readNodeFacts } = await import('../node/cluster-config.ts');
@@ -132,13 +134,20 @@ async function withNodeFacts(f: RunFlags, log: pino.Logger): Promise<RunFlags> {
     podCidr: f.podCidr || facts.podCidr || '',
     nodeZone: f.nodeZone ?? facts.zone,
     ...(want6 && facts.podCidr6 ? { podCidrV6: facts.podCidr6 } : {}),
+    ...(wantIp6 && facts.ip6 ? { nodeIpV6: facts.ip6 } : {}),
   };
   if (!out.nodeIp)
     throw new ClusterConfigError(`Node ${nodeName} has no IPv4 InternalIP: give --node-ip`);
   if (!out.podCidr)
     throw new ClusterConfigError(`Node ${nodeName} has no IPv4 spec.podCIDR: give --pod-cidr`);
   log.info(
-    { nodeIp: out.nodeIp, podCidr: out.podCidr, podCidrV6: out.podCidrV6, zone: out.nodeZone },
+    {
+      nodeIp: out.nodeIp,
+      podCidr: out.podCidr,
+      nodeIpV6: out.nodeIpV6,
+      podCidrV6: out.podCidrV6,
+      zone: out.nodeZone,
+    },
     'node facts from the Node object',
   );
   return out;

@@ -403,7 +403,14 @@ export class NodeAgent {
     const snatPorts = { min: dp.cfg.snatPortMin, max: dp.cfg.snatPortMax };
     const cidrs = { serviceCidr, serviceCidrV6, podCidrV6 };
     const cfg = { tun: tun.name, uplink, nodeIp, podCidr, ...cidrs, snatPorts, procSysNet };
-    this.steering = new Steering({ ...cfg, nodePorts: true }, this.undo, log, endpoints);
+    // IPv6 NodePorts and masquerade: the address the datapath has (nodeIp6, from --node-ip-v6)
+    const nat6 = dp.cfg.nodeIp6
+      ? {
+          nodeIp6: dp.cfg.nodeIp6,
+          snatPorts6: { min: dp.cfg.snat6PortMin, max: dp.cfg.snat6PortMax },
+        }
+      : {};
+    this.steering = new Steering({ ...cfg, ...nat6, nodePorts: true }, this.undo, log, endpoints);
     for (const dev of hookedPods(handover?.undo ?? [])) this.steering.hooked.add(dev);
     this.health = new HealthNodePorts(opts.nodeIp, log);
     this.tookOver = handover;

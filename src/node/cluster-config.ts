@@ -4,9 +4,11 @@
 //                ServiceAccount token + CA under /var/run/secrets/kubernetes.io/serviceaccount)
 //   node name    --node-name / --hostname-override; else $NODE_NAME (the downward API)
 //   node facts   the Node object: InternalIP (else ExternalIP) → --node-ip, spec.podCIDR(s) →
-//                --pod-cidr, label topology.kubernetes.io/zone → --node-zone. A flag given on
-//                the command line always wins over the Node object.
-import { parseCidr6 } from '../wire/addr6.ts';
+//                --pod-cidr, label topology.kubernetes.io/zone → --node-zone; with
+//                --service-cidr-v6 the IPv6 InternalIP → --node-ip-v6 and spec.podCIDRs' IPv6
+//                entry → --pod-cidr-v6. A flag given on the command line always wins over the
+//                Node object.
+import { canonIpv6, parseCidr6 } from '../wire/addr6.ts';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ClusterConfigError, inCluster } from './in-cluster.ts';
 
@@ -52,6 +54,8 @@ export interface NodeFacts {
   podCidr?: string;
   /** spec.podCIDRs' IPv6 entry (a dual-stack node's): --pod-cidr-v6 */
   podCidr6?: string;
+  /** the IPv6 InternalIP (a dual-stack node's), canonical: --node-ip-v6 */
+  ip6?: string;
   zone?: string;
 }
 
@@ -69,8 +73,13 @@ export function nodeFacts(node: ApiNode): NodeFacts {
   const addrs = node.status?.addresses ?? [];
   const pick = (type: string) => addrs.find((a) => a.type === type && isV4(a.address))?.address;
   const cidrs = node.spec?.podCIDRs ?? (node.spec?.podCIDR ? [node.spec.podCIDR] : []);
+  const ip6 = addrs
+    .filter((a) => a.type === 'InternalIP')
+    .map((a) => canonIpv6(a.address))
+    .find((a) => a !== null);
   return {
     ip: pick('InternalIP') ?? pick('ExternalIP'),
+    ...(ip6 ? { ip6 } : {}),
     podCidr: cidrs.find(isV4),
     ...(cidrs.some(isV6) ? { podCidr6: parseCidr6(cidrs.find(isV6)!)?.text } : {}),
     zone: node.metadata?.labels?.[ZONE_LABEL],

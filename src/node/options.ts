@@ -20,7 +20,13 @@ import { type CtGcConfig, DEFAULT_CT_GC } from '../housekeeping/ct-gc.ts';
 import { schedulerFromName } from '../sched/kinds.ts';
 import { type LocalDetector, localDetector, localSourceCidr } from '../rules/local-detect.ts';
 import { type Cidr, ipv4ToU32, parseCidr } from '../wire/addr.ts';
-import { type Cidr6Words, parseCidr6, parseCidr6Words } from '../wire/addr6.ts';
+import {
+  type Cidr6Words,
+  canonIpv6,
+  ipv6Groups,
+  parseCidr6,
+  parseCidr6Words,
+} from '../wire/addr6.ts';
 
 /** A `kubetun run` flag with a bad value: the user's to fix (src/errors.ts). */
 export class OptionError extends UserError {
@@ -104,6 +110,32 @@ function cidr6(v: RawValue): string | undefined {
   if (!c)
     throw new Error(`expected an IPv6 CIDR such as fd00:10:96::/112, got ${JSON.stringify(s)}`);
   return c.text;
+}
+
+/**
+ * The node's IPv6 address (canonical; absent = none): a global or unique-local unicast address,
+ * the destination of IPv6 NodePorts and the source of IPv6 masquerade. Refused: the unspecified
+ * and loopback addresses, multicast (ff00::/8), link-local (fe80::/10: not routable, one per
+ * link) and IPv4-mapped (::ffff:0:0/96: IPv4 traffic, --node-ip's).
+ */
+function nodeIp6(v: RawValue): string | undefined {
+  const s = text(v);
+  if (s === undefined || s === '') return undefined;
+  const g = ipv6Groups(s);
+  if (!g) throw new Error(`expected an IPv6 address such as fd00:250::2, got ${JSON.stringify(s)}`);
+  const zero = g.slice(0, 5).every((x) => x === 0);
+  const why =
+    zero && g[5] === 0 && g[6] === 0 && g[7] <= 1
+      ? 'the unspecified or loopback address'
+      : g[0] >= 0xff00
+        ? 'a multicast address'
+        : (g[0] & 0xffc0) === 0xfe80
+          ? 'a link-local address'
+          : zero && g[5] === 0xffff
+            ? 'an IPv4-mapped address (give IPv4 to --node-ip)'
+            : '';
+  if (why) throw new Error(`${s} is ${why}, not a routable IPv6 unicast address of this node`);
+  return canonIpv6(s) ?? s;
 }
 
 /** "host:port" ("" or "0" = off; kube-proxy's convention). */
@@ -230,6 +262,11 @@ export const RUN_OPTIONS = {
       ipv4ToU32(s);
       return s;
     },
+  }),
+  nodeIpV6: option({
+    arg: '<ip>',
+    help: "this node's IPv6 address: IPv6 NodePorts are served on it and IPv6 masquerade uses it (with --service-cidr-v6; default: the Node's IPv6 InternalIP, else none: no IPv6 NodePort, no IPv6 masquerade)",
+    parse: nodeIp6,
   }),
   podCidr: option({
     arg: '<cidr>',
@@ -486,6 +523,8 @@ export function resolveRunConfig(
     nodeIp: set.nodeIp,
     podCidr: set.podCidr,
     localCidr: localSourceCidr(net.local, set.podCidr),
+    nodeIp6: set.nodeIpV6,
+    podCidr6: set.podCidrV6,
   });
   const gc: Partial<CtGcConfig> = {};
   for (const k of KEYS) {
@@ -498,6 +537,13 @@ export function resolveRunConfig(
       'pod-cidr-v6',
       'needs --service-cidr-v6 (without it nothing IPv6 is steered)',
     );
+  if (set.nodeIpV6 && !set.serviceCidrV6)
+    throw new OptionError(
+      'node-ip-v6',
+      'needs --service-cidr-v6 (without it nothing IPv6 is steered)',
+    );
+  if (set.nodeIpV6 && net.serviceCidr6 && inCidr6(set.nodeIpV6, net.serviceCidr6))
+    throw new OptionError('node-ip-v6', `${set.nodeIpV6} lies in --service-cidr-v6`);
   const g = { ...DEFAULT_CT_GC, ...gc };
   if (g.minIntervalSec > g.maxIntervalSec)
     throw new OptionError('ct-gc-min-interval', 'larger than --ct-gc-max-interval');
@@ -536,18 +582,32 @@ function netOf(s: RunSettings): AgentNet {
   };
 }
 
+function inCidr6(ip: string, c: Cidr6Words): boolean {
+  const w = parseCidr6Words(`${ip}/128`).net;
+  return [0, 1, 2, 3].every((k) => (w[k] & c.mask[k]) === c.net[k]);
+}
+
 /**
  * The NAT part of the datapath config for this node (nat.ts). localCidr is the local traffic
  * detector's source network (src/rules/local-detect.ts localSourceCidr; '' = no detector): the
  * datapath's clusterCidr, "from a pod" in kube-proxy's masquerade decisions.
+ *
+ * IPv6 (nat6.ts): nodeIp6 (--node-ip-v6) is the IPv6 NodePorts' address and every IPv6
+ * masquerade's source — toward a local pod too (podGateway6 left to default to it): a pod veth's
+ * node side has only a link-local address, so the kernel's MASQUERADE picks this one as well.
+ * No IPv6 cluster CIDR: IPv6 ClusterIP traffic is not masqueraded (as without --cluster-cidr).
  */
 export function natDatapathConfig(o: {
   nodeIp: string;
   podCidr: string;
   localCidr: string;
+  nodeIp6?: string;
+  podCidr6?: string;
 }): Partial<DatapathConfig> {
   const pod = parseCidr(o.podCidr);
   return {
+    ...(o.nodeIp6 ? { nodeIp6: o.nodeIp6 } : {}),
+    ...(o.nodeIp6 && o.podCidr6 ? { podCidr6: o.podCidr6 } : {}),
     nodeIp: ipv4ToU32(o.nodeIp),
     // The node side of every pod veth carries the pod CIDR's first address (the lab's and the
     // usual CNI bridge convention): MASQUERADE toward a local pod picks it.

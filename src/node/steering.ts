@@ -107,6 +107,34 @@
 //                                                reply is reverse-NATed whole (frag6.ts). On
 //                                                the uplink too, guarded by `match ip6 dst
 //                                                <pod-cidr-v6>`, with --pod-cidr-v6. Rare.
+//   tc filter ... pref 7724 protocol ipv6 u32 match ip6 dst <external/LB ip>/128 ...   IPv6
+//                                                externalIPs and LoadBalancer ingress IPs, on
+//                                                the uplink and the block, as pref 7704
+//
+// With --node-ip-v6 too (IPv6 NodePorts and masquerade: the datapath's nodeIp6), as the IPv4
+// prefs 7702/7703 are for --node-ip:
+//
+//   sysctl net.ipv4.ip_local_reserved_ports=<prev>,61440-62463   the IPv6 SNAT range (the
+//                                                datapath's snat6PortMin..Max): Linux keeps one
+//                                                reserved-port list for both families (an IPv6
+//                                                bind or connect checks the ipv4 sysctl), so
+//                                                this is the IPv4 step's when the ranges agree
+//   tc filter add dev <uplink> ingress pref 7722 protocol ipv6 u32 \
+//      match ip6 dst <node-ip-v6>/128 match ip6 protocol 6|17|132 0xff match ip6 dport <v> <m> ...
+//                                                IPv6 NodePorts 30000-32767, the IPv4 keys; on
+//                                                the block too (pods, and the node itself
+//                                                through lo's egress). u32 reads the port right
+//                                                behind a bare IPv6 header: with extension
+//                                                headers a packet bypasses the NodePort, as
+//                                                IPv4 packets with options do.
+//   tc filter ... dev <uplink> ingress pref 7723 protocol ipv6 u32 match ip6 dst <node-ip-v6>/128 \
+//      match ip6 protocol 6|17|132 0xff match ip6 dport 0xf000 0xfc00 ...   replies to the IPv6
+//                                                SNAT ports (masqueraded flows to other nodes'
+//                                                endpoints), as pref 7703
+//
+// No ip6tables and no other sysctl: IPv6 has no rp_filter (the TUN's written-back packets,
+// sources of other links, pass) and no accept_local (the node's own address as a source is
+// taken on any device, as the IPv6 ClusterIP from the node already shows).
 //
 // Nothing of Neighbour Discovery, MLD or router traffic is steered: the VIP filter matches
 // destinations in the service CIDR only, the endpoint table ICMPv6 errors only; the TUN is
@@ -121,6 +149,7 @@
 // clean exit, the fail-open watchdog and a restart after a crash all remove exactly what was
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
+import { canonIpv6 } from '../wire/addr6.ts';
 import { IPV6_EXT_FRAGMENT } from '../wire/ipv6.ts';
 import {
   IPPROTO_ICMP,
@@ -162,6 +191,10 @@ export const TC_PREF_POD6 = 7720;
 export const TC_PREF_POD6_ALT = 7730;
 export const TC_PREF_UPLINK6 = 7721;
 export const TC_PREF_UPLINK6_ALT = 7731;
+/** IPv6 NodePorts, SNAT replies, external/LB IPs: the IPv4 prefs 7702-7704 plus 20 */
+export const TC_PREF_NODEPORT6 = 7722;
+export const TC_PREF_SNAT6 = 7723;
+export const TC_PREF_EXTERNAL6 = 7724;
 export const TC_PREF_VIP6 = 7725;
 export const TC_PREF_ICMP6 = 7726;
 export const TC_PREF_FRAG6 = 7727;
@@ -180,6 +213,9 @@ const KUBETUN_PREFS = [
   TC_PREF_POD6_ALT,
   TC_PREF_UPLINK6,
   TC_PREF_UPLINK6_ALT,
+  TC_PREF_NODEPORT6,
+  TC_PREF_SNAT6,
+  TC_PREF_EXTERNAL6,
   TC_PREF_VIP6,
   TC_PREF_ICMP6,
   TC_PREF_FRAG6,
@@ -200,6 +236,26 @@ export const NODEPORT_KEYS: readonly [number, number][] = [
 /** the protocols with ports at the same offset that Services serve (NodePorts, SNAT replies) */
 const L4_PROTOS = [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP].map(String);
 
+/**
+ * One u32 match per protocol and port key: to `ip` on port value/mask, TCP, UDP or SCTP. IPv4
+ * (`ip`/32) with the IHL=5 guard, IPv6 (`ip6`/128) behind a bare header (see the header).
+ */
+function dportMatches(
+  family: 'ip' | 'ip6',
+  ip: string,
+  keys: readonly (readonly [number, number])[],
+): string[][] {
+  const dst = ['match', family, 'dst', `${ip}/${family === 'ip' ? 32 : 128}`];
+  const bare = family === 'ip' ? IHL5 : [];
+  return L4_PROTOS.flatMap((p) =>
+    keys.map(([v, m]) => [
+      ...dst,
+      ...['match', family, 'protocol', p, '0xff', ...bare],
+      ...['match', family, 'dport', hex(v), hex(m)],
+    ]),
+  );
+}
+
 export interface SteeringConfig {
   tun: string;
   uplink: string;
@@ -212,6 +268,10 @@ export interface SteeringConfig {
   podCidrV6?: string;
   /** SNAT port range (power-of-two aligned), reserved and steered; absent = no NAT steering */
   snatPorts?: { min: number; max: number };
+  /** this node's IPv6 address (--node-ip-v6, with serviceCidrV6): IPv6 NodePorts, SNAT replies */
+  nodeIp6?: string;
+  /** the IPv6 SNAT port range (the datapath's snat6PortMin..Max), steered to nodeIp6 */
+  snatPorts6?: { min: number; max: number };
   /** steer NodePorts 30000-32767 on the node IP into the TUN */
   nodePorts?: boolean;
   /** where the host's /proc/sys/net is (--proc-sys-net; default /proc/sys/net) */
@@ -341,10 +401,17 @@ export class Steering {
     this.endpoints.rebuild();
   }
 
-  /** The IPv6 service CIDR's route and VIP filters (see the header); none without one. */
+  /**
+   * The IPv6 service CIDR's route and VIP filters, and with nodeIp6 the IPv6 NodePorts and SNAT
+   * replies (see the header); none without an IPv6 service CIDR.
+   */
   private installV6(): void {
-    const { serviceCidrV6: cidr, tun, uplink } = this.cfg;
+    const { serviceCidrV6: cidr, tun, uplink, nodeIp6 } = this.cfg;
     if (!cidr) return;
+    if (nodeIp6) {
+      const prefs: [number, number] = [TC_PREF_NODEPORT6, TC_PREF_SNAT6];
+      this.installNatOf('ip6', nodeIp6, this.cfg.snatPorts6, prefs);
+    }
     this.undo.add(['ip', '-6', 'route', 'del', cidr, 'dev', tun]);
     this.exec(['ip', '-6', 'route', 'replace', cidr, 'dev', tun]);
     const vip = [['match', 'ip6', 'dst', cidr]];
@@ -370,57 +437,56 @@ export class Steering {
 
   /** NodePorts and SNAT replies on the uplink, and the reserved SNAT ports (see the header). */
   private installNat(): void {
-    const { uplink, nodeIp, snatPorts, nodePorts } = this.cfg;
-    const up = ['dev', uplink, 'ingress'];
-    const dst = ['match', 'ip', 'dst', `${nodeIp}/32`];
+    const { nodeIp, snatPorts } = this.cfg;
+    this.installNatOf('ip', nodeIp, snatPorts, [TC_PREF_NODEPORT, TC_PREF_SNAT]);
+  }
+
+  /** installNat for one family: `prefs` its NodePort and SNAT-reply prefs. */
+  private installNatOf(
+    family: 'ip' | 'ip6',
+    ip: string,
+    snatPorts: { min: number; max: number } | undefined,
+    [nodePortPref, snatPref]: [number, number],
+  ): void {
+    const up = ['dev', this.cfg.uplink, 'ingress'];
+    const protocol = family === 'ip' ? 'ip' : 'ipv6';
     if (snatPorts) {
       this.reservePorts(snatPorts.min, snatPorts.max);
       const { value, mask } = snatRangeMask(snatPorts.min, snatPorts.max);
-      const key = ['match', 'ip', 'dport', hex(value), hex(mask)];
-      const matches = L4_PROTOS.map((p) => [
-        ...dst,
-        'match',
-        'ip',
-        'protocol',
-        p,
-        '0xff',
-        ...IHL5,
-        ...key,
-      ]);
-      this.hook(up, TC_PREF_SNAT, matches);
+      this.hook(up, snatPref, dportMatches(family, ip, [[value, mask]]), protocol);
     }
-    if (nodePorts) {
-      const matches = L4_PROTOS.flatMap((p) =>
-        NODEPORT_KEYS.map(([v, m]) => [
-          ...dst,
-          ...['match', 'ip', 'protocol', p, '0xff', ...IHL5],
-          ...['match', 'ip', 'dport', hex(v), hex(m)],
-        ]),
-      );
+    if (this.cfg.nodePorts) {
+      const matches = dportMatches(family, ip, NODEPORT_KEYS);
       // from outside, from the node's pods, and from the node itself (lo's egress, the block)
-      this.hook(up, TC_PREF_NODEPORT, matches);
-      this.hook(BLOCK_AT, TC_PREF_NODEPORT, matches);
+      this.hook(up, nodePortPref, matches, protocol);
+      this.hook(BLOCK_AT, nodePortPref, matches, protocol);
     }
   }
 
   /**
    * externalIPs and LoadBalancer ingress IPs arriving on the uplink or from a pod go to the TUN
    * (the client routes them to a node). Replaces the previous set; an empty set removes them.
+   * IPv6 ones (pref 7724) only with an IPv6 service CIDR: else the TUN is IPv4-only.
    */
   setExternalAddrs(addrs: readonly string[]): void {
-    const key = [...addrs].sort().join(',');
+    const v6 = this.cfg.serviceCidrV6 ? addrs.filter((a) => a.includes(':')) : [];
+    const v4 = addrs.filter((a) => !a.includes(':'));
+    const key = [...v4, ...v6].sort().join(',');
     if (key === this.externalKey) return;
     this.externalKey = key;
+    this.hookExternal(v4, 'ip', TC_PREF_EXTERNAL);
+    this.hookExternal(v6, 'ip6', TC_PREF_EXTERNAL6);
+  }
+
+  private hookExternal(addrs: readonly string[], family: 'ip' | 'ip6', pref: number): void {
+    const len = family === 'ip' ? 32 : 128;
     for (const at of [['dev', this.cfg.uplink, 'ingress'], BLOCK_AT]) {
       if (addrs.length === 0) {
-        shTry(['tc', 'filter', 'del', ...at, 'pref', String(TC_PREF_EXTERNAL)]);
+        shTry(['tc', 'filter', 'del', ...at, 'pref', String(pref)]);
         continue;
       }
-      this.hook(
-        at,
-        TC_PREF_EXTERNAL,
-        addrs.map((a) => ['match', 'ip', 'dst', `${a}/32`]),
-      );
+      const matches = addrs.map((a) => ['match', family, 'dst', `${a}/${len}`]);
+      this.hook(at, pref, matches, family === 'ip' ? 'ip' : 'ipv6');
     }
   }
 
@@ -597,12 +663,19 @@ function hex(n: number): string {
   return `0x${n.toString(16)}`;
 }
 
-/** externalIPs and LoadBalancer ingress IPs (IPv4) of the services, for setExternalAddrs. */
+/**
+ * externalIPs and LoadBalancer ingress IPs of the services, both families (IPv6 ones in
+ * canonical text: a tc match), for setExternalAddrs. IPv6 text that does not parse is left out
+ * (the loader refuses the Service, naming the field).
+ */
 export function externalAddrs(ports: readonly ResolvedServicePort[]): string[] {
   const out = new Set<string>();
   for (const { service: s } of ports) {
     const lb = s.type === 'LoadBalancer' ? s.loadBalancerIPs : [];
-    for (const ip of [...s.externalIPs, ...lb]) if (!ip.includes(':')) out.add(ip);
+    for (const ip of [...s.externalIPs, ...lb]) {
+      const a = ip.includes(':') ? canonIpv6(ip) : ip;
+      if (a !== null) out.add(a);
+    }
   }
   return [...out].sort();
 }

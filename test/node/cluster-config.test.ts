@@ -198,9 +198,10 @@ describe("the node's facts from its Node object", () => {
     },
   };
 
-  it('InternalIP (IPv4), the IPv4 pod CIDR and the zone label; the IPv6 pod CIDR of a dual-stack node', () => {
+  it('InternalIP (IPv4), the IPv4 pod CIDR and the zone label; the IPv6 pod CIDR and InternalIP of a dual-stack node', () => {
     expect(nodeFacts(node)).toEqual({
       ip: '172.30.0.11',
+      ip6: 'fd00::11',
       podCidr: '10.244.1.0/24',
       podCidr6: 'fd00:10:244:1::/64',
       zone: 'zone-a',
@@ -209,6 +210,12 @@ describe("the node's facts from its Node object", () => {
     const upper = { spec: { podCIDRs: ['10.244.1.0/24', 'FD00:10:244:0001:0::/64'] } };
     expect(nodeFacts(upper).podCidr6).toBe('fd00:10:244:1::/64');
     expect(nodeFacts({ spec: { podCIDR: '10.244.1.0/24' } })).not.toHaveProperty('podCidr6');
+    // the IPv6 InternalIP (--node-ip-v6), canonical; an ExternalIP is not the node's own
+    const v6 = [
+      { type: 'ExternalIP', address: 'fd00::99' },
+      { type: 'InternalIP', address: 'FD00:0::0011' },
+    ];
+    expect(nodeFacts({ status: { addresses: v6 } }).ip6).toBe('fd00::11');
     expect(
       nodeFacts({ status: { addresses: [{ type: 'ExternalIP', address: '192.0.2.7' }] } }),
     ).toEqual({ ip: '192.0.2.7', podCidr: undefined, zone: undefined });
@@ -257,6 +264,7 @@ describe("the node's facts from its Node object", () => {
       expect(kc.getCurrentCluster()?.server).toBe(`https://127.0.0.1:${api.port}`);
       expect(await readNodeFacts(kc, 'node1')).toEqual({
         ip: '172.30.0.11',
+        ip6: 'fd00::11',
         podCidr: '10.244.1.0/24',
         podCidr6: 'fd00:10:244:1::/64',
         zone: 'zone-a',

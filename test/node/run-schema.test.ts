@@ -36,6 +36,7 @@ const SAMPLE: Record<RunOptionKey, RawValue> = {
   nodeName: 'node7',
   hostnameOverride: 'ignored-by-node-name',
   nodeIp: '10.250.0.7',
+  nodeIpV6: 'fd00:250::7',
   podCidr: '10.244.7.0/24',
   clusterCidr: '10.240.0.0/12',
   detectLocalMode: 'InterfaceNamePrefix',
@@ -141,6 +142,40 @@ describe('kubetun run option schema', () => {
     );
     expect(() => resolveRunConfig({ ...base, podCidrV6: 'fd00:244:1::/64' }, ctx)).toThrow(
       /^--pod-cidr-v6: needs --service-cidr-v6/,
+    );
+  });
+
+  it('--node-ip-v6: an IPv6 unicast address of the node, canonical, into the datapath (nodeIp6)', () => {
+    const base = {
+      manifests: '/m',
+      nodeName: 'n',
+      nodeIp: '10.0.0.1',
+      podCidr: '10.244.0.0/24',
+      serviceCidrV6: 'fd00:10:96::/112',
+      podCidrV6: 'fd00:244:1::/64',
+    };
+    const ok = resolveRunConfig({ ...base, nodeIpV6: 'FD00:250:0::2' }, ctx);
+    expect(ok.nodeIpV6).toBe('fd00:250::2');
+    expect(ok.datapath).toMatchObject({ nodeIp6: 'fd00:250::2', podCidr6: 'fd00:244:1::/64' });
+    expect(resolveRunConfig(base, ctx).datapath).not.toHaveProperty('nodeIp6');
+    const bad = (v: string) => () => resolveRunConfig({ ...base, nodeIpV6: v }, ctx);
+    expect(bad('10.0.0.2')).toThrow(/^--node-ip-v6: expected an IPv6 address/);
+    expect(bad('fd00::/64')).toThrow(/^--node-ip-v6: expected an IPv6 address/);
+    for (const [v, why] of [
+      ['::', 'unspecified or loopback'],
+      ['::1', 'unspecified or loopback'],
+      ['ff02::1', 'multicast'],
+      ['fe80::1', 'link-local'],
+      ['::ffff:10.0.0.1', 'IPv4-mapped'],
+      ['fd00:10:96::5', ''],
+    ] as const) {
+      expect(bad(v)).toThrow(
+        why ? new RegExp(`^--node-ip-v6: .*${why}`) : /lies in --service-cidr-v6/,
+      );
+    }
+    const { serviceCidrV6: _s, podCidrV6: _p, ...v4only } = base;
+    expect(() => resolveRunConfig({ ...v4only, nodeIpV6: 'fd00:250::2' }, ctx)).toThrow(
+      /^--node-ip-v6: needs --service-cidr-v6/,
     );
   });
 

@@ -1,12 +1,6 @@
 // Root test: an IPv6 ClusterIP served live by `kubetun run --service-cidr-v6` on a real TUN
 // (steering.ts, the IPv6 part). Its own namespaces, prefixed `k6-<pid>-`, all removed after:
-//
-//   ns client 10.244.1.10 fd00:244:1::10 ─eth0══vc──┐  ns node: fe80::1 + 10.244.1.1 (proxy
-//   ns be1    10.244.1.11 fd00:244:1::11 ─eth0══vb1─┼─   ARP) on each v*, <pod ip>/32 and /128
-//   ns be2    10.244.1.12 fd00:244:1::12 ─eth0══vb2─┘   dev v*; kt0; uplink eth0
-//                                                       10.250.0.2/24 fd00:250::2/64
-//   ns remote ("another node": eth0 fd00:250::3, pod address fd00:244:2::10 on lo) ═╝
-//                                                       fd00:244:2::/64 via fd00:250::3
+// topo6.ts's node, pods and remote node.
 //
 // Service web, dual-stack: 10.96.0.10 and fd00:10:96::10, port 80/TCP → 8080 (HTTP) and
 // 53/UDP → 5353 (a datagram answered with the backend's name), one IPv4 and one IPv6
@@ -15,30 +9,21 @@
 // SIGUSR2 restart hands the IPv6 TUN and steering to the next agent as they are. Needs python3
 // (a UDP flow that keeps its socket, a raw ICMPv6 Packet Too Big).
 import type { ChildProcess } from 'node:child_process';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ctlRequest } from '../../src/node/ctl.ts';
+import { CIDR6, type Exec, MIRRED, PODS, REMOTE_POD6, Topo6 } from './topo6.ts';
 import { running, waitFor } from './wait.ts';
 
-const PREFIX = `k6-${process.pid}-`;
-const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+const t = new Topo6(`k6-${process.pid}-`);
+const PREFIX = t.prefix;
+const socket = t.socket;
+const exec = t.exec.bind(t);
+const must = t.must.bind(t);
 const VIP6 = 'fd00:10:96::10';
 const VIP4 = '10.96.0.10';
 const VIP6_FAR = 'fd00:10:96::30';
-const REMOTE_POD6 = 'fd00:244:2::10';
-const CIDR6 = 'fd00:10:96::/112';
-const NODE_IP = '10.250.0.2';
-const NODE_IP6 = 'fd00:250::2';
-const PODS = [
-  { name: 'client', veth: 'vc', ip: '10.244.1.10', ip6: 'fd00:244:1::10' },
-  { name: 'be1', veth: 'vb1', ip: '10.244.1.11', ip6: 'fd00:244:1::11' },
-  { name: 'be2', veth: 'vb2', ip: '10.244.1.12', ip6: 'fd00:244:1::12' },
-] as const;
 const BACKENDS = PODS.filter((p) => p.name !== 'client');
 
 const ep = (ip: string) => `  - {addresses: [${ip}], conditions: {ready: true}, nodeName: node1}`;
@@ -113,118 +98,15 @@ u.on('message', (m, r) => { process.stdout.write(m + ' from ' + r.address); proc
 u.send(process.argv[3] ?? 'who', Number(process.argv[2]), process.argv[1]);
 setTimeout(() => process.exit(1), 2000);`;
 
-const dir = mkdtempSync(join(tmpdir(), 'k6-'));
-const manifests = join(dir, 'manifests');
-const socket = join(dir, 'run', 'node1.sock');
-const namespaces: string[] = [];
-const procs: ChildProcess[] = [];
 let agent: ChildProcess;
 let forwardingBefore = '';
 
-interface Exec {
-  status: number | null;
-  out: string;
-  err: string;
-}
-
-function exec(name: string, argv: string[], timeoutMs = 15_000): Exec {
-  const r = spawnSync('ip', ['netns', 'exec', PREFIX + name, ...argv], {
-    encoding: 'utf8',
-    timeout: timeoutMs,
-  });
-  return { status: r.status, out: r.stdout ?? '', err: r.stderr ?? '' };
-}
-
-function must(name: string, ...argv: string[]): string {
-  const r = exec(name, argv);
-  if (r.status !== 0) throw new Error(`${name}: ${argv.join(' ')}: ${r.err}`);
-  return r.out;
-}
-
-function addNs(name: string): void {
-  execFileSync('ip', ['netns', 'add', PREFIX + name]);
-  namespaces.push(PREFIX + name);
-}
-
-function addPod(p: (typeof PODS)[number]): void {
-  addNs(p.name);
-  const node = (...a: string[]) => must('node', ...a);
-  const pod = (...a: string[]) => must(p.name, ...a);
-  node(
-    'ip',
-    'link',
-    'add',
-    p.veth,
-    'type',
-    'veth',
-    'peer',
-    'name',
-    'eth0',
-    'netns',
-    PREFIX + p.name,
-  );
-  node('ip', 'addr', 'add', '10.244.1.1/32', 'dev', p.veth);
-  node('ip', '-6', 'addr', 'add', 'fe80::1/64', 'dev', p.veth, 'nodad');
-  node('sysctl', '-qw', `net.ipv4.conf.${p.veth}.proxy_arp=1`);
-  node('sysctl', '-qw', `net.ipv4.neigh.${p.veth}.proxy_delay=0`);
-  node('ip', 'link', 'set', p.veth, 'up');
-  node('ip', 'route', 'add', `${p.ip}/32`, 'dev', p.veth);
-  node('ip', '-6', 'route', 'add', `${p.ip6}/128`, 'dev', p.veth);
-  pod('ip', 'link', 'set', 'lo', 'up');
-  pod('ip', 'addr', 'add', `${p.ip}/24`, 'dev', 'eth0');
-  // a /128: every other address (pods too) is reached through the node, as the IPv4 side's /24
-  // is through proxy ARP
-  pod('ip', '-6', 'addr', 'add', `${p.ip6}/128`, 'dev', 'eth0', 'nodad');
-  pod('ip', 'link', 'set', 'eth0', 'up');
-  pod('ip', 'route', 'add', 'default', 'via', '10.244.1.1');
-  pod('ip', '-6', 'route', 'add', 'default', 'via', 'fe80::1', 'dev', 'eth0');
-}
-
-async function startServer(name: string): Promise<void> {
-  const p = spawn('ip', ['netns', 'exec', PREFIX + name, process.execPath, '-e', SERVER, name], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  procs.push(p);
-  await new Promise<void>((resolve, reject) => {
-    p.stdout!.once('data', () => resolve());
-    p.once('exit', (code) => reject(new Error(`server ${name} exited (${code})`)));
-  });
-}
-
-let agentRuns = 0;
-
-async function startAgent(): Promise<ChildProcess> {
-  const log = openSync(join(dir, `agent-${agentRuns++}.log`), 'w');
-  const flags = ['--manifests', manifests, '--node-name', 'node1', '--node-ip', NODE_IP];
-  flags.push('--pod-cidr', '10.244.1.0/24', '--service-cidr-v6', CIDR6, '--ctl-socket', socket);
-  flags.push('--pod-cidr-v6', 'fd00:244:1::/64', '--pod-rescan-ms', '200', '--log-level', 'debug');
-  const argv = ['netns', 'exec', PREFIX + 'node', process.execPath, '--import', 'tsx', MAIN];
-  const p = spawn('ip', [...argv, 'run', ...flags], { stdio: ['ignore', log, log] });
-  procs.push(p);
-  let exited = false;
-  p.once('exit', () => {
-    exited = true;
-  });
-  for (let i = 0; i < 600 && !exited; i++) {
-    try {
-      await ctlRequest(socket, { cmd: 'status' });
-      return p;
-    } catch {
-      await sleep(100);
-    }
-  }
-  throw new Error(`agent not ready (exited: ${exited}); see ${dir}/agent-*.log`);
-}
-
-const counters = async () =>
-  ((await ctlRequest(socket, { cmd: 'counters' })) as { counters: Record<string, number> })
-    .counters;
+const counters = () => t.counters();
 const curl = (from: string, url: string, family = '-6') =>
   exec(from, ['curl', family, '-s', '--max-time', '2', url], 10_000);
 const viaVip6 = (from = 'client') => curl(from, `http://[${VIP6}]/`);
 const udpVip6 = (from = 'client', msg = 'who', vip = VIP6) =>
   exec(from, [process.execPath, '-e', UDP_CLIENT, vip, '53', msg], 10_000);
-const MIRRED = ['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'];
 
 /** A UDP flow from port argv3 to [argv1]:53, its socket kept open argv2 s (PMTU updates need it). */
 const UDP_FLOW = `import socket, sys, time
@@ -262,61 +144,14 @@ function breaksWithout(off: () => void, on: () => void, from = 'client'): void {
 }
 
 beforeAll(async () => {
-  addNs('node');
-  const node = (...a: string[]) => must('node', ...a);
-  node('ip', 'link', 'set', 'lo', 'up');
-  node('sysctl', '-qw', 'net.ipv4.ip_forward=1');
-  // the uplink: a veth to "another node", ns remote, with a pod address of its own
-  addNs('remote');
-  const remote = (...a: string[]) => must('remote', ...a);
-  node(
-    'ip',
-    'link',
-    'add',
-    'eth0',
-    'type',
-    'veth',
-    'peer',
-    'name',
-    'eth0',
-    'netns',
-    `${PREFIX}remote`,
-  );
-  node('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0');
-  node('ip', '-6', 'addr', 'add', `${NODE_IP6}/64`, 'dev', 'eth0', 'nodad');
-  node('ip', 'link', 'set', 'eth0', 'up');
-  node('ip', '-6', 'route', 'add', 'fd00:244:2::/64', 'via', 'fd00:250::3');
-  remote('ip', 'link', 'set', 'lo', 'up');
-  remote('ip', '-6', 'addr', 'add', `${REMOTE_POD6}/128`, 'dev', 'lo');
-  remote('ip', '-6', 'addr', 'add', 'fd00:250::3/64', 'dev', 'eth0', 'nodad');
-  remote('ip', 'link', 'set', 'eth0', 'up');
-  // a pod answers from its one address: the UDP server's replies (a socket on ::) too
-  remote('ip', '-6', 'route', 'add', 'fd00:244:1::/64', 'via', NODE_IP6, 'src', REMOTE_POD6);
-  for (const p of PODS) addPod(p);
-  forwardingBefore = node('sysctl', '-n', 'net.ipv6.conf.all.forwarding').trim();
-  mkdirSync(manifests);
-  writeFileSync(join(manifests, 'web.yaml'), MANIFESTS);
-  await Promise.all([...BACKENDS.map((b) => b.name), 'remote'].map((b) => startServer(b)));
-  agent = await startAgent();
+  t.setup(MANIFESTS);
+  forwardingBefore = must('node', 'sysctl', '-n', 'net.ipv6.conf.all.forwarding').trim();
+  const servers = [...BACKENDS.map((b) => b.name), 'remote'];
+  await Promise.all(servers.map((b) => t.startServer(b, SERVER)));
+  agent = await t.startAgent();
 }, 120_000);
 
-afterAll(async () => {
-  const alive = procs.filter((p) => p.exitCode === null && p.signalCode === null);
-  await Promise.all(
-    alive.map((p) => {
-      const gone = new Promise((r) => p.once('exit', r));
-      p.kill('SIGKILL');
-      return gone;
-    }),
-  );
-  for (const n of namespaces) {
-    for (let i = 0; i < 20; i++) {
-      if (spawnSync('ip', ['netns', 'del', n]).status === 0) break;
-      await sleep(100);
-    }
-  }
-  rmSync(dir, { recursive: true, force: true });
-}, 60_000);
+afterAll(() => t.teardown(), 60_000);
 
 describe('kubetun run --service-cidr-v6', () => {
   it('takes a pod to both backends through the IPv6 ClusterIP (TCP)', () => {
@@ -418,7 +253,7 @@ describe('kubetun run --service-cidr-v6', () => {
     agent.kill('SIGUSR2');
     expect(await code).toBe(0);
     expect(must('node', 'ip', '-6', 'route', 'show', CIDR6)).toContain('kt0');
-    agent = await startAgent();
+    agent = await t.startAgent();
     const s = (await ctlRequest(socket, { cmd: 'status' })) as { tookOverPid: number };
     expect(s.tookOverPid).toBe(pid);
     expect(must('node', 'sysctl', '-n', 'net.ipv6.conf.kt0.disable_ipv6').trim()).toBe('0');
@@ -472,7 +307,7 @@ describe('kubetun run --service-cidr-v6', () => {
         port,
       ];
       const flow = spawn('ip', argv, { stdio: ['ignore', 'pipe', 'inherit'] });
-      procs.push(flow);
+      t.adopt(flow);
       return new Promise<string>((resolve) => {
         flow.stdout!.once('data', (d) => {
           const router = 'fd00:250::3';
