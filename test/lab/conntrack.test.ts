@@ -24,6 +24,7 @@ import { startInNs, stopProcess, waitForLog } from '../../src/lab/procs.ts';
 import { waitAgent } from '../../src/lab/provision.ts';
 import type { LabState } from '../../src/lab/state.ts';
 import { allPods, loadTopology } from '../../src/lab/topology.ts';
+import { ANSWER_S } from './curl.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const TOPOLOGY = join(ROOT, 'lab/topology.yaml');
@@ -200,7 +201,10 @@ s.on('error',e=>console.log('error',e.code));s.on('close',()=>console.log('close
       expect(lines[0]).toMatch(/^ok pod-/);
       const results: string[] = [];
       for (let k = 0; k < 10; k++) {
-        results.push(sh(podC.ns, `curl -sS -m 1 http://${WEB}/ >/dev/null 2>&1; echo $?`).trim());
+        const limit = k < 7 ? ANSWER_S : 1; // must answer / must time out (test/lab/curl.ts)
+        results.push(
+          sh(podC.ns, `curl -sS -m ${limit} http://${WEB}/ >/dev/null 2>&1; echo $?`).trim(),
+        );
       }
       expect(results.slice(0, 7)).toEqual(Array(7).fill('0')); // 1 + 7 flows fill 8 entries
       expect(results.slice(7)).toEqual(['28', '28', '28']); // SYN dropped: curl times out
