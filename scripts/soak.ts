@@ -34,6 +34,7 @@ import { patternChunks } from '../lab/servers/pattern.mjs';
 import { dpProcess } from '../src/datapath/program.ts';
 import { REASON_COUNT, REASON_NAMES, reasonIsDrop } from '../src/datapath/state/reasons.ts';
 import { V_DROP, V_REPLY } from '../src/datapath/state/verdict.ts';
+import { DEFAULT_RESTART_GRACE_MS } from '../src/node/failure.ts';
 import {
   clockMs,
   damage,
@@ -74,7 +75,7 @@ const HERE = import.meta.dirname;
 const ROOT = join(HERE, '..');
 const WEB = 'http://10.96.0.10/';
 const API = 'http://10.96.0.70/';
-const GRACE_NOTE = 'the default 5 s';
+const GRACE_NOTE = `the default ${DEFAULT_RESTART_GRACE_MS / 1000} s`;
 
 const t0 = Date.now();
 const say = (m: string) =>
