@@ -51,6 +51,35 @@ export const TCP_URG = 32;
 export const TCP_ECE = 64;
 export const TCP_CWR = 128;
 
+/**
+ * The flag combinations nf_conntrack accepts (nf_conntrack_proto_tcp.c tcp_valid_flags; PSH,
+ * ECE and CWR are always valid): SYN, SYN|URG, SYN|ACK, RST, RST|ACK, FIN|ACK, FIN|ACK|URG,
+ * ACK, ACK|URG. Anything else — no flag at all, SYN|FIN, SYN|RST, a FIN without ACK — is
+ * INVALID before any conntrack lookup: the kernel tracks and translates no such packet.
+ * One bit per combination of FIN, SYN, RST, ACK, URG packed into five bits (tcpFlagsIndex).
+ */
+const TCP_VALID_FLAGS_MASK = [
+  TCP_SYN,
+  TCP_SYN | TCP_URG,
+  TCP_SYN | TCP_ACK,
+  TCP_RST,
+  TCP_RST | TCP_ACK,
+  TCP_FIN | TCP_ACK,
+  TCP_FIN | TCP_ACK | TCP_URG,
+  TCP_ACK,
+  TCP_ACK | TCP_URG,
+].reduce((m, f) => m | (1 << tcpFlagsIndex(f)), 0);
+
+/** FIN, SYN, RST (bits 0-2) and ACK, URG (bits 4-5, moved to 3-4): PSH, ECE, CWR dropped. */
+function tcpFlagsIndex(flags: number): number {
+  return (flags & 7) | ((flags >>> 1) & 0x18);
+}
+
+/** Whether conntrack takes a TCP packet with this flags byte (see TCP_VALID_FLAGS_MASK). */
+export function tcpFlagsValid(flags: number): boolean {
+  return ((TCP_VALID_FLAGS_MASK >>> tcpFlagsIndex(flags)) & 1) === 1;
+}
+
 export const TCP_OK = 0;
 /** fewer than 20 bytes, or Data Offset*4 beyond end */
 export const TCP_ERR_TRUNCATED = 1;

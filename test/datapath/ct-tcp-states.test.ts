@@ -220,6 +220,18 @@ describe('conntrack TCP states', () => {
     expect(dp.ctInvalid).toBe(1);
   });
 
+  it('always drops a first packet whose flags conntrack never tracks (SYN|FIN, none, FIN alone)', () => {
+    const dp = setup();
+    for (const flags of [SYN | FIN, 0, FIN, SYN | RST]) {
+      const r = run(dp, c(flags), T0);
+      expect([flags, r.verdict, r.reason]).toEqual([flags, V_DROP, 'DROP_CT_INVALID']);
+    }
+    expect([dp.ct.size, dp.ctInvalid]).toEqual([0, 4]);
+    // PSH, ECE and CWR change nothing: SYN|ECE|CWR (an ECN setup) and SYN|URG open a flow
+    expect(run(dp, c(SYN | 0x40 | 0x80), T0).reason).toBe('TX_DNAT_NEW');
+    expect(run(dp, c(SYN | 0x20, 40001), T0).reason).toBe('TX_DNAT_NEW');
+  });
+
   it('always drops an RST for no flow (nothing to reset; counted INVALID)', () => {
     const dp = setup();
     const r = run(dp, c(RST), T0);

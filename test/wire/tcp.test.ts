@@ -14,6 +14,7 @@ import {
   tcpDstPort,
   tcpEmit,
   tcpFlags,
+  tcpFlagsValid,
   tcpParse,
   tcpSeq,
   tcpSetAck,
@@ -124,5 +125,15 @@ describe('tcpCheck error codes', () => {
   });
   it('end beyond the buffer counts as the buffer end', () => {
     expect(tcpCheck(SYN_PKT.subarray(0, 50), L4, 60)).toBe(TCP_ERR_TRUNCATED);
+  });
+});
+
+describe('tcpFlagsValid (nf_conntrack_proto_tcp.c tcp_valid_flags)', () => {
+  // The kernel's table as it reads: FIN 1, SYN 2, RST 4, PSH 8, ACK 16, URG 32, ECE 64, CWR 128.
+  const KERNEL_VALID = new Set([2, 2 | 32, 2 | 16, 4, 4 | 16, 1 | 16, 1 | 16 | 32, 16, 16 | 32]);
+  it('takes exactly the kernel table for all 256 flag bytes, PSH, ECE and CWR ignored', () => {
+    for (let f = 0; f < 256; f++) {
+      expect([f, tcpFlagsValid(f)]).toEqual([f, KERNEL_VALID.has(f & ~(8 | 64 | 128))]);
+    }
   });
 });

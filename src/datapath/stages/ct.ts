@@ -368,10 +368,11 @@ function ct4OnAck(s: number, dir: number, bits: number): number {
 }
 
 /**
- * Count an INVALID packet; true when it must be dropped (cfg.ctDropInvalid). An RST for no
- * flow is always dropped: there is nothing to reset, and unNATed it would go nowhere.
+ * Count an INVALID packet; true when it must be dropped (cfg.ctDropInvalid, or `always`). The
+ * callers' `always`: an RST for no flow (nothing to reset, and unNATed it would go nowhere), a
+ * first packet whose flags conntrack never tracks (tcpFlagsValid).
  */
-export function ctInvalid(dp: Datapath, rstNoFlow: boolean): boolean {
+export function ctInvalid(dp: Datapath, always: boolean): boolean {
   dp.ctInvalid++;
-  return rstNoFlow || dp.cfg.ctDropInvalid;
+  return always || dp.cfg.ctDropInvalid;
 }

@@ -11,7 +11,7 @@ import {
   SVC_F_WILDCARD,
   type ServiceMap,
 } from '../../maps/services.ts';
-import { TCP_RST } from '../../wire/tcp.ts';
+import { TCP_RST, tcpFlagsValid } from '../../wire/tcp.ts';
 import { ctSctpMayStart } from './ct-sctp.ts';
 import { SCHED_LC, SCHED_NQ, SCHED_RANDOM } from '../../sched/kinds.ts';
 import { IPPROTO_SCTP, IPPROTO_TCP } from '../../wire/proto.ts';
@@ -121,9 +121,12 @@ export function lbNewFlowGate(dp: Datapath, svc: ServiceMap, m: number): number 
     if ((svc.flags(m) & SVC_F_ITP_LOCAL) !== 0) return DROP_NO_LOCAL_ENDPOINTS;
     return REPLY_REJECT_NO_ENDPOINTS;
   }
-  // nothing legitimate starts a TCP connection without a SYN (conntrack: INVALID)
+  // nothing legitimate starts a TCP connection without a SYN (conntrack: INVALID); a flag
+  // combination conntrack refuses outright (SYN|FIN, no flag, ...) is never tracked, so there
+  // is nothing to translate it to: dropped whatever ctDropInvalid says
   if (dp.proto === IPPROTO_TCP && !ctTcpMayStart(dp.tcpFlags)) {
-    if (ctInvalid(dp, (dp.tcpFlags & TCP_RST) !== 0)) return DROP_CT_INVALID;
+    const never = (dp.tcpFlags & TCP_RST) !== 0 || !tcpFlagsValid(dp.tcpFlags);
+    if (ctInvalid(dp, never)) return DROP_CT_INVALID;
   }
   // nor an SCTP association without INIT (or another opener): the kernel tracks no such flow,
   // and untranslated it would go to the VIP, which no host owns — always dropped
