@@ -184,7 +184,7 @@ export const REASONS: readonly ReasonInfo[] = [
   row(
     'DROP_CT_INVALID',
     V_DROP,
-    'Conntrack INVALID (e.g. a non-SYN first packet, an RST for no flow) and ctDropInvalid set.',
+    'Conntrack INVALID: a non-SYN first packet or a transition conntrack refuses, with ctDropInvalid set; always an RST for no flow and a first packet with a flag combination conntrack never tracks (SYN|FIN, no flag, FIN without ACK).',
   ),
   row(
     'TX_FRAG',
