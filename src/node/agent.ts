@@ -52,7 +52,7 @@ import { agentTable, inspectAnswer, reasonTable, servicePortNames } from './insp
 import { MonitorHub } from './monitor.ts';
 import { traceAnswer } from './trace.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
-import type { AgentConfig, AgentNet } from './options.ts';
+import { type AgentConfig, type AgentNet, clusterCidrText } from './options.ts';
 import { HealthNodePorts, healthServices } from './health-nodeport.ts';
 import { configzBody, type KpcView } from './kube-proxy-config.ts';
 import { findKubeProxyRules, removeKubeProxyRules } from './kube-proxy-leftovers.ts';
@@ -98,7 +98,7 @@ async function startControl(
     // server's part: ClusterIPs from the service CIDR, no external IP over a Pod's. The reading
     // runs in the manifest worker: when taking over, the packet loop already runs on this thread.
     const cidrs = [opts.serviceCidr, ...(opts.serviceCidrV6 ? [opts.serviceCidrV6] : [])];
-    const parse = { serviceCidr: cidrs.join(','), clusterCidr: opts.clusterCidr };
+    const parse = { serviceCidr: cidrs.join(','), clusterCidr: clusterCidrText(opts) };
     source = { dir: opts.manifests, pollIntervalMs: 1000, parse, worker: true, strictStart: true };
   }
   const cp = await startControlPlane({
@@ -158,7 +158,7 @@ function configView(opts: AgentConfig, net: AgentNet, dp: Datapath): KpcView {
   const c = dp.cfg;
   return {
     nodeName: opts.nodeName,
-    clusterCidr: opts.clusterCidr,
+    clusterCidr: clusterCidrText(opts),
     healthzBindAddress: bind(opts.healthzBindAddress),
     metricsBindAddress: bind(opts.metricsBindAddress),
     syncPeriodMs: opts.syncPeriod,
