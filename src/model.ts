@@ -146,6 +146,12 @@ export function familyOfIP(ip: string): IPFamily {
   return ip.includes(':') ? 'IPv6' : 'IPv4';
 }
 
+/** Whether one of `ips` is of `family` (no array made). */
+export function hasFamily(ips: readonly string[], family: IPFamily): boolean {
+  for (const ip of ips) if (familyOfIP(ip) === family) return true;
+  return false;
+}
+
 /** The addresses of `ips` in family `f` (a kube-proxy of one family sees only those). */
 export function ipsOfFamily(ips: readonly string[], f: IPFamily): string[] {
   return ips.filter((ip) => familyOfIP(ip) === f);

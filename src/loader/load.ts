@@ -35,6 +35,7 @@ import type { MapAddr } from '../maps/hashtab.ts';
 import { SVC_F_AFFINITY, SVC_F_ITP_LOCAL, SVC_F_WILDCARD } from '../maps/services.ts';
 import {
   familyOfIP,
+  hasFamily,
   type IPFamily,
   type ResolvedEndpoint,
   type ResolvedServicePort,
@@ -729,10 +730,4 @@ function isPort(port: number): boolean {
 
 function portWhy(port: number): string {
   return `port must be 1..65535, got ${port}`;
-}
-
-/** Whether one of `ips` is of `family` (no array made). */
-function hasFamily(ips: readonly string[], family: IPFamily): boolean {
-  for (const ip of ips) if (familyOfIP(ip) === family) return true;
-  return false;
 }

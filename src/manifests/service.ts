@@ -36,7 +36,10 @@ export interface ServiceParseOptions {
    * may lie in it (it would shadow a Service's VIP).
    */
   serviceCidr?: string;
-  /** --cluster-cidr (the pod network): when given, no external IP may shadow a Pod address. */
+  /**
+   * --cluster-cidr (the pod network), one CIDR or one per family ("10.244.0.0/16,fd00:10:244::/56",
+   * kube-proxy's form): when given, no external IP may shadow a Pod address.
+   */
   clusterCidr?: string;
 }
 
@@ -275,11 +278,12 @@ function readExternalIPs(
         `"${ip}" is inside the service CIDR ${opts.serviceCidr}: it would shadow ClusterIPs (use an address outside it)`,
       );
     }
-    if (opts.clusterCidr !== undefined && ipInCidr(ip, opts.clusterCidr)) {
+    const pods = opts.clusterCidr?.split(',').find((c) => ipInCidr(ip, c.trim()));
+    if (pods !== undefined) {
       r.fail(
         'MANIFEST_BAD_IP',
         f,
-        `"${ip}" is inside the pod network ${opts.clusterCidr}: it would take over a Pod's address`,
+        `"${ip}" is inside the pod network ${pods.trim()}: it would take over a Pod's address`,
       );
     }
     return ip;

@@ -52,7 +52,7 @@ import { agentTable, inspectAnswer, reasonTable, servicePortNames } from './insp
 import { MonitorHub } from './monitor.ts';
 import { traceAnswer } from './trace.ts';
 import { AGENT_PACKETS, createPacketLoop, type PacketLoop } from './loop.ts';
-import type { AgentConfig, AgentNet } from './options.ts';
+import { type AgentConfig, type AgentNet, clusterCidrText } from './options.ts';
 import { HealthNodePorts, healthServices } from './health-nodeport.ts';
 import { configzBody, type KpcView } from './kube-proxy-config.ts';
 import { findKubeProxyRules, removeKubeProxyRules } from './kube-proxy-leftovers.ts';
@@ -98,7 +98,7 @@ async function startControl(
     // server's part: ClusterIPs from the service CIDR, no external IP over a Pod's. The reading
     // runs in the manifest worker: when taking over, the packet loop already runs on this thread.
     const cidrs = [opts.serviceCidr, ...(opts.serviceCidrV6 ? [opts.serviceCidrV6] : [])];
-    const parse = { serviceCidr: cidrs.join(','), clusterCidr: opts.clusterCidr };
+    const parse = { serviceCidr: cidrs.join(','), clusterCidr: clusterCidrText(opts) };
     source = { dir: opts.manifests, pollIntervalMs: 1000, parse, worker: true, strictStart: true };
   }
   const cp = await startControlPlane({
@@ -158,7 +158,7 @@ function configView(opts: AgentConfig, net: AgentNet, dp: Datapath): KpcView {
   const c = dp.cfg;
   return {
     nodeName: opts.nodeName,
-    clusterCidr: opts.clusterCidr,
+    clusterCidr: clusterCidrText(opts),
     healthzBindAddress: bind(opts.healthzBindAddress),
     metricsBindAddress: bind(opts.metricsBindAddress),
     syncPeriodMs: opts.syncPeriod,
@@ -315,6 +315,8 @@ export class NodeAgent {
   readonly undo = new UndoLog();
   readonly steering: Steering;
   readonly health: HealthNodePorts;
+  /** with --node-ip-v6: the IPv6 services' health-check node ports on it (health-nodeport.ts) */
+  readonly health6?: HealthNodePorts;
   readonly loop: PacketLoop;
   readonly watchdog: Watchdog | undefined;
   private readonly statePath: string;
@@ -413,6 +415,7 @@ export class NodeAgent {
     this.steering = new Steering({ ...cfg, ...nat6, nodePorts: true }, this.undo, log, endpoints);
     for (const dev of hookedPods(handover?.undo ?? [])) this.steering.hooked.add(dev);
     this.health = new HealthNodePorts(opts.nodeIp, log);
+    if (opts.nodeIpV6) this.health6 = new HealthNodePorts(opts.nodeIpV6, log);
     this.tookOver = handover;
   }
 
@@ -670,6 +673,7 @@ export class NodeAgent {
       this.monitor.stopAll();
       await this.ctl?.close();
       await this.health.close();
+      await this.health6?.close();
       await this.cp?.stop();
       if (forRestart && graceMs(this.opts) > 0) {
         this.tun.close(); // persistent: the device stays, its packets drop until a reader comes
@@ -699,7 +703,8 @@ export class NodeAgent {
     try {
       const ports = this.ports();
       this.steering.setExternalAddrs(externalAddrs(ports));
-      await this.health.sync(healthServices(ports, this.opts.nodeName));
+      await this.health.sync(healthServices(ports, this.opts.nodeName, 'IPv4'));
+      await this.health6?.sync(healthServices(ports, this.opts.nodeName, 'IPv6'));
       this.externalFor = synced;
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'external addresses not synced');

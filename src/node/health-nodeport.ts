@@ -9,10 +9,16 @@
 // kube-proxy counts the service's ready local endpoints (src/endpoints/select.ts; terminating
 // ones never count), once per endpoint whatever the number of ports. Servers follow the manifests on every
 // sync: new ports are opened, gone ones closed, counts updated in place.
+//
+// Per family, as kube-proxy's proxier of each family runs its own server on that family's node
+// IP (nodePortAddresses "primary"): one HealthNodePorts on --node-ip for the services with an
+// IPv4 ClusterIP, counting IPv4 endpoints, and with --node-ip-v6 one on the node's IPv6
+// address for those with an IPv6 ClusterIP, counting IPv6 endpoints (the IPv6 EndpointSlices,
+// `endpoints6`). A dual-stack service answers on both, each with its own family's count.
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import { localReadyAddresses } from '../endpoints/select.ts';
-import type { ResolvedServicePort } from '../model.ts';
+import { hasFamily, type IPFamily, type ResolvedServicePort } from '../model.ts';
 
 export interface HealthService {
   namespace: string;
@@ -21,22 +27,28 @@ export interface HealthService {
   localEndpoints: number;
 }
 
-/** The health-check node ports the manifests ask for on this node, with local counts. */
+/**
+ * The health-check node ports the manifests ask for on this node in `family` (the services with
+ * a ClusterIP of it), with that family's local counts.
+ */
 export function healthServices(
   ports: readonly ResolvedServicePort[],
   nodeName: string,
+  family: IPFamily = 'IPv4',
 ): HealthService[] {
   const byPort = new Map<number, HealthService & { ips: Set<string> }>();
   for (const rsp of ports) {
     const svc = rsp.service;
     if (svc.externalTrafficPolicy !== 'Local' || svc.healthCheckNodePort === 0) continue;
+    if (!hasFamily(svc.clusterIPs, family)) continue;
+    const endpoints = family === 'IPv4' ? rsp.endpoints : (rsp.endpoints6 ?? []);
     let h = byPort.get(svc.healthCheckNodePort);
     if (!h) {
       const { namespace, name } = svc;
       h = { namespace, name, port: svc.healthCheckNodePort, localEndpoints: 0, ips: new Set() };
       byPort.set(h.port, h);
     }
-    for (const ip of localReadyAddresses(rsp.endpoints, nodeName)) h.ips.add(ip);
+    for (const ip of localReadyAddresses(endpoints, nodeName)) h.ips.add(ip);
   }
   return [...byPort.values()].map(({ ips, ...h }) => ({ ...h, localEndpoints: ips.size }));
 }

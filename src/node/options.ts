@@ -102,6 +102,31 @@ function cidr(v: RawValue): string {
   return String(v);
 }
 
+/** --cluster-cidr's families: the IPv4 CIDR, and the IPv6 one when given beside it. */
+export interface ClusterCidrs {
+  v4: string;
+  v6?: string;
+}
+
+/**
+ * --cluster-cidr as kube-proxy takes it: one CIDR per family, comma-separated, either order
+ * ("10.244.0.0/16,fd00:10:244::/56"). kubetun's IPv4 path always runs, so the IPv4 one is
+ * required; the IPv6 one is the same as --cluster-cidr-v6. Throws the user's one-line message.
+ */
+export function clusterCidrs(s: string): ClusterCidrs {
+  const parts = s.split(',').map((x) => x.trim());
+  const v6 = parts.filter((x) => x.includes(':'));
+  const v4 = parts.filter((x) => !x.includes(':'));
+  const form = 'one CIDR per family, comma-separated (10.244.0.0/16,fd00:10:244::/56)';
+  if (v4.length !== 1 || v6.length > 1)
+    throw new Error(
+      v4.length === 0
+        ? `needs an IPv4 CIDR: ${form}`
+        : `expected ${form}, got ${JSON.stringify(s)}`,
+    );
+  return { v4: cidr(v4[0]), ...(v6.length ? { v6: cidr6(v6[0]) } : {}) };
+}
+
 /** An IPv6 CIDR ("fd00:10:96::/112"), canonical; absent = none. */
 function cidr6(v: RawValue): string | undefined {
   const s = text(v);
@@ -273,7 +298,21 @@ export const RUN_OPTIONS = {
     help: "this node's pod CIDR (default: the Node's spec.podCIDR)",
     parse: cidr,
   }),
-  clusterCidr: option({ arg: '<cidr>', default: '10.244.0.0/16', help: 'all pods', parse: cidr }),
+  clusterCidr: option({
+    arg: '<cidr>',
+    default: '10.244.0.0/16',
+    help: "all pods; kube-proxy's dual-stack form too: 10.244.0.0/16,fd00:10:244::/56 (the IPv6 one as --cluster-cidr-v6)",
+    // canonical "v4[,v6]", kube-proxy's spelling (what /configz shows)
+    parse: (v) => {
+      const c = clusterCidrs(String(v ?? ''));
+      return c.v6 ? `${c.v4},${c.v6}` : c.v4;
+    },
+  }),
+  clusterCidrV6: option({
+    arg: '<cidr>',
+    help: 'all pods, IPv6: IPv6 ClusterIP traffic from outside it is masqueraded, a pod in it reaching an eTP=Local frontend gets every endpoint (with --service-cidr-v6; default: none, as without --cluster-cidr)',
+    parse: cidr6,
+  }),
   detectLocalMode: option({
     arg: '<mode>',
     help: 'what counts as pod traffic: ClusterCIDR (default) | NodeCIDR | BridgeInterface | InterfaceNamePrefix',
@@ -457,8 +496,12 @@ export interface AgentNet {
   serviceCidr: Cidr;
   /** --service-cidr-v6, if given */
   serviceCidr6?: Cidr6Words;
+  /** the IPv6 cluster CIDR (--cluster-cidr-v6, or --cluster-cidr's IPv6 part), if given */
+  clusterCidr6?: string;
   /** kube-proxy's local traffic detector for these options */
   local: LocalDetector;
+  /** the IPv6 one (kube-proxy builds one per family): the IPv6 cluster or pod CIDR */
+  local6: LocalDetector;
 }
 
 /** The one validated configuration of `kubetun run`: what NodeAgent.start takes. */
@@ -525,6 +568,7 @@ export function resolveRunConfig(
     localCidr: localSourceCidr(net.local, set.podCidr),
     nodeIp6: set.nodeIpV6,
     podCidr6: set.podCidrV6,
+    localCidr6: localSourceCidr(net.local6, set.podCidrV6 ?? ''),
   });
   const gc: Partial<CtGcConfig> = {};
   for (const k of KEYS) {
@@ -542,6 +586,11 @@ export function resolveRunConfig(
       'node-ip-v6',
       'needs --service-cidr-v6 (without it nothing IPv6 is steered)',
     );
+  if (net.clusterCidr6 && !set.serviceCidrV6)
+    throw new OptionError(
+      set.clusterCidrV6 ? 'cluster-cidr-v6' : 'cluster-cidr',
+      `the IPv6 cluster CIDR ${net.clusterCidr6} needs --service-cidr-v6 (without it nothing IPv6 is steered)`,
+    );
   if (set.nodeIpV6 && net.serviceCidr6 && inCidr6(set.nodeIpV6, net.serviceCidr6))
     throw new OptionError('node-ip-v6', `${set.nodeIpV6} lies in --service-cidr-v6`);
   const g = { ...DEFAULT_CT_GC, ...gc };
@@ -557,28 +606,45 @@ export function resolveRunConfig(
   };
 }
 
+/** The cluster CIDRs in effect, kube-proxy's spelling ("v4[,v6]": /configz, the manifest reader). */
+export function clusterCidrText(c: Pick<AgentConfig, 'clusterCidr' | 'net'>): string {
+  const v4 = clusterCidrs(c.clusterCidr).v4;
+  return c.net.clusterCidr6 ? `${v4},${c.net.clusterCidr6}` : v4;
+}
+
 function netOf(s: RunSettings): AgentNet {
-  const local = (() => {
+  const cc = clusterCidrs(s.clusterCidr);
+  if (cc.v6 && s.clusterCidrV6 && cc.v6 !== s.clusterCidrV6)
+    throw new OptionError(
+      'cluster-cidr-v6',
+      `${s.clusterCidrV6} differs from the IPv6 CIDR in --cluster-cidr (${cc.v6}): give one`,
+    );
+  const clusterCidr6 = s.clusterCidrV6 ?? cc.v6;
+  // one detector per family, as kube-proxy: each family's cluster CIDR (ClusterCIDR) or pod
+  // CIDR (NodeCIDR); the interface modes are the same device test for both
+  const detector = (clusterCidr: string | undefined, nodeCidr: string | undefined) => {
     try {
       return localDetector({
         mode: s.detectLocalMode,
-        clusterCidr: s.clusterCidr,
-        nodeCidr: s.podCidr,
+        clusterCidr,
+        nodeCidr,
         bridgeInterface: s.podBridgeInterface,
         interfaceNamePrefix: s.podInterfaceNamePrefix,
       });
     } catch (err) {
       throw new OptionError('detect-local-mode', (err as Error).message);
     }
-  })();
+  };
   return {
     scheduler: schedulerFromName(s.scheduler),
     nodeIp: ipv4ToU32(s.nodeIp),
     podCidr: parseCidr(s.podCidr),
-    clusterCidr: parseCidr(s.clusterCidr),
+    clusterCidr: parseCidr(cc.v4),
     serviceCidr: parseCidr(s.serviceCidr),
     serviceCidr6: s.serviceCidrV6 ? parseCidr6Words(s.serviceCidrV6) : undefined,
-    local,
+    ...(clusterCidr6 ? { clusterCidr6 } : {}),
+    local: detector(cc.v4, s.podCidr),
+    local6: detector(clusterCidr6, s.podCidrV6),
   };
 }
 
@@ -595,7 +661,9 @@ function inCidr6(ip: string, c: Cidr6Words): boolean {
  * IPv6 (nat6.ts): nodeIp6 (--node-ip-v6) is the IPv6 NodePorts' address and every IPv6
  * masquerade's source — toward a local pod too (podGateway6 left to default to it): a pod veth's
  * node side has only a link-local address, so the kernel's MASQUERADE picks this one as well.
- * No IPv6 cluster CIDR: IPv6 ClusterIP traffic is not masqueraded (as without --cluster-cidr).
+ * localCidr6 is the IPv6 detector's source network (the datapath's clusterCidr6; '' = none:
+ * IPv6 ClusterIP traffic is not masqueraded, as kube-proxy without an IPv6 --cluster-cidr).
+ * Without nodeIp6 nothing IPv6 is masqueraded, whatever localCidr6 says.
  */
 export function natDatapathConfig(o: {
   nodeIp: string;
@@ -603,11 +671,13 @@ export function natDatapathConfig(o: {
   localCidr: string;
   nodeIp6?: string;
   podCidr6?: string;
+  localCidr6?: string;
 }): Partial<DatapathConfig> {
   const pod = parseCidr(o.podCidr);
   return {
     ...(o.nodeIp6 ? { nodeIp6: o.nodeIp6 } : {}),
     ...(o.nodeIp6 && o.podCidr6 ? { podCidr6: o.podCidr6 } : {}),
+    ...(o.localCidr6 ? { clusterCidr6: o.localCidr6 } : {}),
     nodeIp: ipv4ToU32(o.nodeIp),
     // The node side of every pod veth carries the pod CIDR's first address (the lab's and the
     // usual CNI bridge convention): MASQUERADE toward a local pod picks it.

@@ -4,8 +4,10 @@
 // is lost in a round trip), and — by running the agent's API client against the fake API server
 // and recording its calls — that the ClusterRole covers every list/watch the agent makes.
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
 import {
   dumpYaml,
   KubeConfig,
@@ -21,7 +23,9 @@ import { KubernetesSource } from '../../src/control/source-k8s.ts';
 import { agentCapabilities, dropPrivilegesArgv } from '../../src/lab/daemonset.ts';
 import { AGENT_CAPABILITIES } from '../../src/node/capabilities.ts';
 import { API_HOST_PLACEHOLDER, readNodeFacts } from '../../src/node/cluster-config.ts';
-import { readKubeProxyConfig } from '../../src/node/kube-proxy-config.ts';
+import { addRunOptions } from '../../src/cli/run.ts';
+import { mergeUnderFlags, readKubeProxyConfig } from '../../src/node/kube-proxy-config.ts';
+import { type RunFlags, resolveRunConfig } from '../../src/node/options.ts';
 import { FakeApiServer } from '../control/fake-apiserver.ts';
 
 const DEPLOY = fileURLToPath(new URL('../../deploy/', import.meta.url));
@@ -143,6 +147,79 @@ describe('deploy/ manifests', () => {
     expect(r.notes).toEqual([]);
     expect(r.flags.clusterCidr).toBe('10.244.0.0/16');
     rmSync(tmp);
+  });
+});
+
+// deploy/dual-stack/: a kustomize Component adding --service-cidr-v6 to the args and a
+// config.conf whose clusterCIDR is kube-proxy's dual-stack form. Built with kubectl's own
+// kustomize (offline), as `components: [dual-stack]` in deploy/kustomization.yaml builds it.
+const KUBECTL = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+
+describe.skipIf(!KUBECTL)('deploy/dual-stack (kubectl kustomize)', () => {
+  /** deploy/ with the component, as kubectl builds it: DaemonSet args and config.conf. */
+  function built(): { args: string[]; conf: string } {
+    // inside the worktree: kustomize takes only relative paths to bases and components
+    const dir = mkdtempSync(join(DEPLOY, '..', '.deploy-test-'));
+    try {
+      const k = 'resources: [../deploy]\ncomponents: [../deploy/dual-stack]\n';
+      writeFileSync(join(dir, 'kustomization.yaml'), k);
+      const r = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      const docs = loadAllYaml(r.stdout) as Raw[];
+      const ds = docs.find((d) => d.kind === 'DaemonSet') as V1DaemonSet;
+      const cm = docs.filter((d) => d.kind === 'ConfigMap') as V1ConfigMap[];
+      expect(cm).toHaveLength(1); // replaced, not added beside
+      return {
+        args: ds.spec!.template.spec!.containers[0].args!,
+        conf: cm[0].data!['config.conf'],
+      };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('adds --service-cidr-v6 and the dual-stack clusterCIDR, nothing else', () => {
+    const base = (typed('DaemonSet') as V1DaemonSet).spec!.template.spec!.containers[0].args!;
+    const { args, conf } = built();
+    expect(args.filter((a) => !base.includes(a))).toEqual(['--service-cidr-v6=fd00:10:96::/112']);
+    const baseConf = (typed('ConfigMap') as V1ConfigMap).data!['config.conf'];
+    const other = (c: string) => c.split('\n').filter((l) => !l.startsWith('clusterCIDR:'));
+    expect(other(conf)).toEqual(other(baseConf));
+    // the IPv4 entry is the base's, the IPv6 one added
+    const cidrOf = (c: string) => /^clusterCIDR: (.*)$/m.exec(c)?.[1];
+    expect(cidrOf(conf)).toBe(`${cidrOf(baseConf)},fd00:10:244::/56`);
+  });
+
+  it("the agent's config from it (args over the file, as run.ts merges them) is dual-stack", () => {
+    const { args, conf } = built();
+    const cmd = addRunOptions(new Command('run').exitOverride());
+    cmd.parse(args, { from: 'user' });
+    const tmp = `${process.env.TMPDIR ?? '/tmp'}/kt-deploy-dual-${process.pid}.conf`;
+    writeFileSync(tmp, conf);
+    const read = readKubeProxyConfig(tmp, 2);
+    rmSync(tmp);
+    expect(read.notes).toEqual([]);
+    const flags = mergeUnderFlags(
+      cmd.opts() as RunFlags,
+      read.flags,
+      (k) => cmd.getOptionValueSource(k) === 'cli',
+    );
+    // what the Node object gives (run.ts withNodeFacts) and the downward API's node name
+    const node = {
+      nodeName: 'n1',
+      nodeIp: '10.250.0.2',
+      podCidr: '10.244.1.0/24',
+      podCidrV6: 'fd00:10:244:1::/64',
+      nodeIpV6: 'fd00:250::2',
+    };
+    const c = resolveRunConfig({ ...flags, ...node }, { cores: 2, inCluster: true });
+    expect(c.serviceCidrV6).toBe('fd00:10:96::/112');
+    expect(c.clusterCidr).toBe('10.244.0.0/16,fd00:10:244::/56');
+    expect(c.datapath).toMatchObject({
+      clusterCidr: '10.244.0.0/16',
+      clusterCidr6: 'fd00:10:244::/56',
+      nodeIp6: 'fd00:250::2',
+    });
   });
 });
 

@@ -693,6 +693,13 @@ describe('the API server address rules (issue 18: a Service took over a pod IP)'
     expect(fails(ext('10.96.0.20'), nets)).toContain('is inside the service CIDR 10.96.0.0/16');
     expect(fails(ext('127.0.0.1'))).toContain('may not be in the loopback range (127.0.0.0/8)');
     expect(fails(ext('192.168.99.22'), nets)).toBe('accepted');
+    // kube-proxy's dual-stack --cluster-cidr: each family's pod network
+    const dual = { ...nets, clusterCidr: '10.244.0.0/16,fd00:10:244::/56' };
+    expect(fails(ext('10.244.2.2'), dual)).toContain('inside the pod network 10.244.0.0/16:');
+    expect(fails(ext('"fd00:10:244:1::5"'), dual)).toContain(
+      '"fd00:10:244:1::5" is inside the pod network fd00:10:244::/56:',
+    );
+    expect(fails(ext('"fd00:99::5"'), dual)).toBe('accepted');
   });
 
   it('endpoint addresses: no loopback, unspecified, link-local or multicast', () => {

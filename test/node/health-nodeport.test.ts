@@ -81,3 +81,43 @@ describe('healthServices', () => {
     expect(h[0]?.localEndpoints).toBe(1);
   });
 });
+
+// kube-proxy runs one health server per family (its proxier of that family, on that family's
+// node IP): the IPv4 one knows the services with an IPv4 ClusterIP and counts IPv4 endpoints,
+// the IPv6 one (kubetun: with --node-ip-v6) those with an IPv6 ClusterIP and IPv6 endpoints.
+describe('healthServices per family', () => {
+  const lb = { type: 'LoadBalancer' as const, externalTrafficPolicy: 'Local' as const };
+  const at = (ip: string, node = 'node1') => ({ ...endpoint('10.0.0.1:8080'), ip, nodeName: node });
+  const v4 = [at('10.244.1.5'), at('10.244.1.6'), at('10.244.2.5', 'node2')];
+  const v6 = [at('fd00:244:1::5'), at('fd00:244:2::5', 'node2')];
+
+  it('a dual-stack service: each family its own local count', () => {
+    const svc = service('dual', '10.96.0.10', {
+      ...lb,
+      clusterIPs: ['10.96.0.10', 'fd00:10:96::10'],
+      healthCheckNodePort: 32010,
+    });
+    const rsp = { ...servicePort(svc, 80, 'TCP', v4), endpoints6: v6 };
+    const want = (n: number) => [
+      { namespace: 'default', name: 'dual', port: 32010, localEndpoints: n },
+    ];
+    expect(healthServices([rsp], 'node1', 'IPv4')).toEqual(want(2));
+    expect(healthServices([rsp], 'node1', 'IPv6')).toEqual(want(1));
+    expect(healthServices([rsp], 'node1')).toEqual(want(2)); // IPv4 unless asked
+  });
+
+  it('a single-stack service is served by its own family only', () => {
+    const s6 = service('only6', 'fd00:10:96::11', { ...lb, healthCheckNodePort: 32011 });
+    const s4 = service('only4', '10.96.0.11', { ...lb, healthCheckNodePort: 32012 });
+    const ports = [
+      { ...servicePort(s6, 80, 'TCP', []), endpoints6: v6 },
+      servicePort(s4, 80, 'TCP', v4),
+    ];
+    expect(healthServices(ports, 'node1', 'IPv6')).toEqual([
+      { namespace: 'default', name: 'only6', port: 32011, localEndpoints: 1 },
+    ]);
+    expect(healthServices(ports, 'node1', 'IPv4')).toEqual([
+      { namespace: 'default', name: 'only4', port: 32012, localEndpoints: 2 },
+    ]);
+  });
+});

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { podIfacesFor, podIfacesFromRoutes } from '../../src/node/discover.ts';
+import { clusterCidrText } from '../../src/node/options.ts';
 import { localDetector } from '../../src/rules/local-detect.ts';
 import { parseCidr } from '../../src/wire/addr.ts';
 import { runConfig } from '../fixtures/run-flags.ts';
@@ -47,6 +48,88 @@ describe('run options', () => {
     ],
   ])('rejects %o naming the flag', (bad, msg) => {
     expect(() => runConfig(bad)).toThrow(msg);
+  });
+});
+
+describe("IPv6 cluster CIDR (--cluster-cidr-v6, or kube-proxy's --cluster-cidr v4,v6)", () => {
+  const v6 = { serviceCidrV6: 'fd00:10:96::/112', nodeIpV6: 'fd00:250::2' };
+
+  it('either spelling gives the datapath its IPv6 "from a pod" network', () => {
+    const dual = runConfig({ ...v6, clusterCidr: 'FD00:10:244::/56, 10.244.0.0/16' });
+    expect(dual.clusterCidr).toBe('10.244.0.0/16,fd00:10:244::/56');
+    expect(dual.net.clusterCidr).toEqual(parseCidr('10.244.0.0/16'));
+    expect(dual.net.clusterCidr6).toBe('fd00:10:244::/56');
+    expect(dual.datapath).toMatchObject({ clusterCidr: '10.244.0.0/16' });
+    expect(dual.datapath.clusterCidr6).toBe('fd00:10:244::/56');
+    expect(clusterCidrText(dual)).toBe('10.244.0.0/16,fd00:10:244::/56');
+    const flag = runConfig({ ...v6, clusterCidrV6: 'fd00:10:244::/56' });
+    expect(flag.datapath.clusterCidr6).toBe('fd00:10:244::/56');
+    expect(clusterCidrText(flag)).toBe('10.244.0.0/16,fd00:10:244::/56');
+    // both, the same: fine
+    const both = { ...v6, clusterCidr: '10.244.0.0/16,fd00:10:244::/56' };
+    expect(runConfig({ ...both, clusterCidrV6: 'fd00:10:244::/56' }).net.clusterCidr6).toBe(
+      'fd00:10:244::/56',
+    );
+    // none: IPv6 ClusterIP traffic is not masqueraded (kube-proxy without an IPv6 cluster CIDR)
+    expect(runConfig(v6).datapath).not.toHaveProperty('clusterCidr6');
+    expect(runConfig(v6).net.local6.by).toBe('none');
+  });
+
+  it('the IPv6 detector follows --detect-local-mode per family, as kube-proxy', () => {
+    const withPods6 = { ...v6, podCidrV6: 'fd00:10:244:1::/64' };
+    // NodeCIDR: the node's IPv6 pod CIDR, not the cluster's
+    const node = runConfig({
+      ...withPods6,
+      detectLocalMode: 'NodeCIDR',
+      clusterCidrV6: 'fd00::/48',
+    });
+    expect(node.datapath.clusterCidr6).toBe('fd00:10:244:1::/64');
+    // the interface modes: the node's IPv6 pod CIDR stands for "came in on a pod interface"
+    const br = runConfig({
+      ...withPods6,
+      detectLocalMode: 'BridgeInterface',
+      podBridgeInterface: 'cni0',
+    });
+    expect(br.net.local6).toMatchObject({ by: 'iface', iface: 'cni0' });
+    expect(br.datapath.clusterCidr6).toBe('fd00:10:244:1::/64');
+  });
+
+  it.each([
+    [
+      { ...v6, clusterCidr: 'fd00:10:244::/56' },
+      /^--cluster-cidr: needs an IPv4 CIDR: one CIDR per family/,
+    ],
+    [
+      { ...v6, clusterCidr: '10.244.0.0/16,10.245.0.0/16' },
+      /^--cluster-cidr: expected one CIDR per family/,
+    ],
+    [
+      { ...v6, clusterCidr: '10.244.0.0/16,fd00::/56,fd01::/56' },
+      /^--cluster-cidr: expected one CIDR per family/,
+    ],
+    [{ ...v6, clusterCidr: '10.244.0.0/16,fd00::1' }, /^--cluster-cidr: expected an IPv6 CIDR/],
+    [{ ...v6, clusterCidrV6: '10.244.0.0/16' }, /^--cluster-cidr-v6: expected an IPv6 CIDR/],
+    [
+      { ...v6, clusterCidr: '10.244.0.0/16,fd00:1::/56', clusterCidrV6: 'fd00:2::/56' },
+      /^--cluster-cidr-v6: fd00:2::\/56 differs from the IPv6 CIDR in --cluster-cidr \(fd00:1::\/56\): give one$/,
+    ],
+    [
+      { clusterCidrV6: 'fd00:1::/56' },
+      /^--cluster-cidr-v6: the IPv6 cluster CIDR fd00:1::\/56 needs --service-cidr-v6/,
+    ],
+    [
+      { clusterCidr: '10.244.0.0/16,fd00:1::/56' },
+      /^--cluster-cidr: the IPv6 cluster CIDR fd00:1::\/56 needs --service-cidr-v6/,
+    ],
+  ])('rejects %o in one line naming the flag', (bad, msg) => {
+    let err: Error | undefined;
+    try {
+      runConfig(bad);
+    } catch (e) {
+      err = e as Error;
+    }
+    expect(err?.message).toMatch(msg);
+    expect(err?.message).not.toContain('\n');
   });
 });
 

@@ -39,6 +39,7 @@ const SAMPLE: Record<RunOptionKey, RawValue> = {
   nodeIpV6: 'fd00:250::7',
   podCidr: '10.244.7.0/24',
   clusterCidr: '10.240.0.0/12',
+  clusterCidrV6: 'fd00:240::/56',
   detectLocalMode: 'InterfaceNamePrefix',
   podBridgeInterface: 'br0',
   podInterfaceNamePrefix: 'cali',
