@@ -153,6 +153,8 @@ describe('deploy/ manifests', () => {
 // deploy/dual-stack/: a kustomize Component adding --service-cidr-v6 to the args and a
 // config.conf whose clusterCIDR is kube-proxy's dual-stack form. Built with kubectl's own
 // kustomize (offline), as `components: [dual-stack]` in deploy/kustomization.yaml builds it.
+// Needs a kubectl whose kustomize knows Components (1.21 or later): this machine kind and CI
+// have 1.32; the bootstrap installs none (Debian 12's kubernetes-client is 1.20, too old).
 const KUBECTL = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
 
 describe.skipIf(!KUBECTL)('deploy/dual-stack (kubectl kustomize)', () => {
