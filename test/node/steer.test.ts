@@ -70,6 +70,21 @@ async function tunSeen(): Promise<{ read: number; tx: number }> {
   }
 }
 
+/**
+ * tunSeen once the TUN has been still for 300 ms: a finished curl's last ACK can reach the TUN
+ * after curl exits, and would be taken for pod-to-pod traffic counted later (seen under load).
+ */
+async function tunSettled(): Promise<{ read: number; tx: number }> {
+  let last = await tunSeen();
+  for (let i = 0; i < 20; i++) {
+    await new Promise((r) => setTimeout(r, 300));
+    const now = await tunSeen();
+    if (now.read === last.read && now.tx === last.tx) return now;
+    last = now;
+  }
+  return last;
+}
+
 /** tc's view of the pods' block (every table entry matches on the source address at 12). */
 const blockShow = () => t.must('node', ['tc', 'filter', 'show', 'block', '7700']);
 
@@ -113,7 +128,7 @@ describe('kubetun steers only what needs translation', () => {
     // live counters: a VIP request moves both
     const a = await tunSeen();
     expect(http('client', '10.96.0.10').out).toMatch(/^be[12]$/);
-    const b = await tunSeen();
+    const b = await tunSettled();
     expect(b.read).toBeGreaterThan(a.read);
     expect(b.tx).toBeGreaterThan(a.tx);
     // ping both ways, TCP to a port no Service names (refused: the RST comes back too), and
