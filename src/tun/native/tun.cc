@@ -444,6 +444,9 @@ class Queue : public Napi::ObjectWrap<Queue> {
         if (sqe == nullptr) break;  // cannot happen: the ring is empty at each round's start
         // offset -1: the file's own position, as write() uses (a TUN ignores it)
         io_uring_prep_write(sqe, fixed_ ? 0 : fd_, data + o[i], l[i], static_cast<__u64>(-1));
+        // EAGAIN, as write() on the O_NONBLOCK fd: io_uring ignores O_NONBLOCK on a pollable
+        // file and would wait for room instead (a read SQE waits for a packet the same way)
+        sqe->rw_flags = RWF_NOWAIT;
         if (fixed_) sqe->flags |= IOSQE_FIXED_FILE;
         queued++;
       }
