@@ -30,6 +30,7 @@ declare -A pkgs=(
   [python3]=/usr/bin/python3
   [make]=/usr/bin/make
   [g++]=/usr/bin/g++
+  [liburing-dev]=/usr/include/liburing.h  # the TUN addon's batched writes (binding.gyp; without it: one write() per packet)
 )
 # Only the test suite needs these: a browser for the comparison report's page and Vagrant for
 # `vagrant validate`. `bootstrap.sh --test` adds them; the demo does without.

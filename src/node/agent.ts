@@ -242,6 +242,9 @@ function openTun(opts: AgentConfig, name: string, log: Logger, adopted = false):
     tun.close();
     throw err;
   }
+  const tx = tun.txPath;
+  if (tx.uring) log.info('TUN writes: one io_uring_enter per batch');
+  else log.warn({ why: tx.why }, 'TUN writes: one write() per packet');
   // A refused offload is not an error: the kernel segments and checksums for us instead.
   for (const r of tun.offload.refused) {
     log.warn(

@@ -6,7 +6,10 @@
 // The arrays are reused by the next batch, so consume (or copy) packets inside the callback;
 // rewriting them in place and handing the same arrays to writeBatch is the intended use.
 // Writes: writeBatch writes n packets in one native call and returns how many the kernel took;
-// refusals (EINVAL for a non-IP packet, say) are counted in stats, never thrown.
+// refusals (EINVAL for a non-IP packet, say) are counted in stats, never thrown. The addon hands
+// a batch to the kernel with one io_uring_enter when it can, else one write() per packet
+// (`txPath` says which and why; `opts.uring: false` or KUBETUN_TUN_URING=0 asks for the plain
+// loop); `stats.txSyscalls` counts the calls either took.
 //
 // Offloads (`opts.offload`, implies the vnet header): TUNSETOFFLOAD declares what this reader
 // accepts — partial checksums, TCP and UDP GSO super-packets up to 64 KiB — and the kernel answers
@@ -27,6 +30,8 @@ interface NativeQueue {
   stop(): void;
   writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): number;
   write(buf: Uint8Array, off: number, len: number): boolean;
+  /** 0: batches go through io_uring; -1: not asked for or not built; else init's errno */
+  txUring(): number;
   close(): void;
 }
 
@@ -47,8 +52,11 @@ interface NativeAddon {
     stats: Float64Array,
     batchMax: number,
     onBatch: (n: number, errno: number) => void,
+    uring: boolean,
   ) => NativeQueue;
   STAT_COUNT: number;
+  /** built with liburing (binding.gyp) */
+  uringBuilt: boolean;
 }
 
 const OPEN_MULTI_QUEUE = 1;
@@ -102,6 +110,7 @@ const STAT_NAMES = [
   'txEinval',
   'txEagain',
   'txBadSlice',
+  'txSyscalls',
 ] as const;
 export type TunStats = Record<(typeof STAT_NAMES)[number], number>;
 
@@ -130,6 +139,18 @@ export interface TunOpenOptions {
    * OFFLOAD_STEPS (tests add a bit the kernel refuses to watch the fallback).
    */
   offload?: boolean | { steps: readonly OffloadStep[] };
+  /**
+   * Write batches through io_uring, one io_uring_enter per batch (default: yes unless
+   * KUBETUN_TUN_URING=0). Falls back to one write() per packet when the addon was built without
+   * liburing or the kernel refuses a ring (`txPath` says why).
+   */
+  uring?: boolean;
+}
+
+/** How writeBatch reaches the kernel: `why` names the reason for plain writes. */
+export interface TxPath {
+  readonly uring: boolean;
+  readonly why: string;
 }
 
 /** Per batch: packet i is buf[offs[i] .. offs[i] + lens[i]), for i < n. */
@@ -220,7 +241,14 @@ export class TunDevice {
   /** every read and write carries a virtio_net_hdr */
   vnetHdr = false;
 
-  private constructor(native: NativeAddon, fd: number, name: string, batch: number, size: number) {
+  private constructor(
+    native: NativeAddon,
+    fd: number,
+    name: string,
+    batch: number,
+    size: number,
+    uring: boolean,
+  ) {
     this.native = native;
     this.fd = fd;
     this.name = name;
@@ -236,6 +264,7 @@ export class TunDevice {
       this.statsArr,
       batch,
       (n, errno) => this.dispatch(n, errno),
+      uring,
     );
   }
 
@@ -259,7 +288,8 @@ export class TunDevice {
     if (opts.vnetHdr || opts.offload) flags |= OPEN_VNET_HDR;
     if (opts.persist) flags |= OPEN_PERSIST;
     const { fd, name: real } = native.open(name, flags);
-    const dev = new TunDevice(native, fd, real, batch, size);
+    const uring = opts.uring ?? process.env.KUBETUN_TUN_URING !== '0';
+    const dev = new TunDevice(native, fd, real, batch, size, uring);
     dev.vnetHdr = (flags & OPEN_VNET_HDR) !== 0;
     if (opts.offload) {
       const steps = opts.offload === true ? OFFLOAD_STEPS : opts.offload.steps;
@@ -274,6 +304,15 @@ export class TunDevice {
       throw err;
     }
     return dev;
+  }
+
+  /** io_uring or one write() per packet, and why (read once per open: the agent logs it). */
+  get txPath(): TxPath {
+    const rc = this.queue.txUring();
+    if (rc === 0) return { uring: true, why: 'io_uring' };
+    if (!this.native.uringBuilt) return { uring: false, why: 'addon built without liburing' };
+    if (rc === -1) return { uring: false, why: 'not asked for (uring: false, KUBETUN_TUN_URING=0)' };
+    return { uring: false, why: `io_uring refused (setup or submit): errno ${rc}` };
   }
 
   /** Starts reading: `cb` runs once per batch. Replaces a previous handler. */

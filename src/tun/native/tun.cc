@@ -17,9 +17,11 @@
 // With the vnet header, TUNSETVNETLE makes its fields little-endian on every host (a legacy
 // TUN's are host-endian), so src/wire/virtio.ts has one layout to read.
 //   class Queue(fd, rxBuf: Uint8Array, offs: Uint32Array, lens: Uint32Array,
-//               stats: Float64Array, batchMax, onBatch(n, errno))
+//               stats: Float64Array, batchMax, onBatch(n, errno), uring = true)
 //     start(), stop(), writeBatch(buf, offs, lens, n) -> written, write(buf, off, len) -> bool,
-//     close()
+//     txUring() -> 0 batches go through io_uring, -1 not asked for or not built, else the errno
+//     of io_uring_queue_init; close()
+//   uringBuilt: whether the addon was built with liburing
 #include <napi.h>
 #include <uv.h>
 
@@ -34,6 +36,10 @@
 
 #include <memory>
 #include <string>
+
+#ifdef KUBETUN_HAVE_LIBURING
+#include <liburing.h>
+#endif
 
 namespace kubetun_pin {
 void Init(Napi::Env env, Napi::Object exports);  // pin.cc: mapFile
@@ -53,6 +59,7 @@ enum Stat {
   TX_EINVAL,
   TX_EAGAIN,
   TX_BAD_SLICE,
+  TX_SYSCALLS,
   STAT_COUNT
 };
 
@@ -65,6 +72,11 @@ constexpr size_t kAlign = 8;
 constexpr uint32_t kOpenMultiQueue = 1;
 constexpr uint32_t kOpenVnetHdr = 2;
 constexpr uint32_t kOpenPersist = 4;
+
+#ifdef KUBETUN_HAVE_LIBURING
+// SQEs per io_uring_enter at most (a longer batch takes several): 64 KiB of ring memory.
+constexpr unsigned kRingEntries = 256;
+#endif
 
 Napi::Error ErrnoError(Napi::Env env, const std::string& what, int err) {
   Napi::Error e = Napi::Error::New(env, what + ": " + strerror(err));
@@ -206,6 +218,7 @@ class Queue : public Napi::ObjectWrap<Queue> {
                         InstanceMethod<&Queue::Stop>("stop"),
                         InstanceMethod<&Queue::WriteBatch>("writeBatch"),
                         InstanceMethod<&Queue::Write>("write"),
+                        InstanceMethod<&Queue::TxUring>("txUring"),
                         InstanceMethod<&Queue::Close>("close")});
   }
 
@@ -243,6 +256,7 @@ class Queue : public Napi::ObjectWrap<Queue> {
     stats_ = stats.Data();
     batchMax_ = batchMax;
     fd_ = info[0].As<Napi::Number>().Int32Value();
+    if (info.Length() < 8 || info[7].ToBoolean().Value()) InitRing();
     asyncCtx_ = std::make_unique<Napi::AsyncContext>(env, "kubetun:tun");
     uv_loop_t* loop = nullptr;
     napi_get_uv_event_loop(env, &loop);
@@ -259,6 +273,43 @@ class Queue : public Napi::ObjectWrap<Queue> {
   ~Queue() override { Shutdown(); }
 
  private:
+  // The ring for writes, or uringErr_ saying why not (an errno; -1 not built).
+  void InitRing() {
+#ifdef KUBETUN_HAVE_LIBURING
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    // one thread submits, completions are reaped by that thread inside the same enter
+    p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
+    int rc = io_uring_queue_init_params(kRingEntries, &ring_, &p);
+    if (rc == -EINVAL) {  // a kernel before 6.0 knows not all of those flags
+      memset(&p, 0, sizeof p);
+      rc = io_uring_queue_init_params(kRingEntries, &ring_, &p);
+    }
+    if (rc < 0) {
+      uringErr_ = -rc;
+      return;
+    }
+    // a registered fd spares the kernel an fd lookup per SQE; without it, the plain fd
+    fixed_ = io_uring_register_files(&ring_, &fd_, 1) == 0;
+    ring_ok_ = true;
+    uringErr_ = 0;
+#endif
+  }
+
+  void ExitRing() {
+#ifdef KUBETUN_HAVE_LIBURING
+    // The ring is torn down asynchronously (a kernel work item): unregistering the fd first
+    // keeps close() what it was — the last fd of a non-persistent TUN deletes the device now.
+    if (ring_ok_ && fixed_) io_uring_unregister_files(&ring_);
+    if (ring_ok_) io_uring_queue_exit(&ring_);
+    ring_ok_ = false;
+#endif
+  }
+
+  Napi::Value TxUring(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), uringErr_);
+  }
+
   Napi::Value Start(const Napi::CallbackInfo& info) {
     if (poll_ && !polling_) {
       uv_poll_start(poll_, UV_READABLE, OnReadable);
@@ -295,6 +346,7 @@ class Queue : public Napi::ObjectWrap<Queue> {
                [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
       poll_ = nullptr;
     }
+    ExitRing();  // the ring's registered file holds the device too
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
@@ -349,19 +401,95 @@ class Queue : public Napi::ObjectWrap<Queue> {
   // Writes one packet; returns 1 when the kernel took it, 0 when it refused it (counted).
   int WriteOne(const uint8_t* data, size_t len) {
     for (;;) {
+      stats_[TX_SYSCALLS] += 1;
       ssize_t r = ::write(fd_, data, len);
-      if (r >= 0) {
-        stats_[TX_PACKETS] += 1;
-        stats_[TX_BYTES] += static_cast<double>(r);
-        return 1;
-      }
+      if (r >= 0) return Wrote(r);
       if (errno == EINTR) continue;
-      stats_[TX_ERRORS] += 1;
-      if (errno == EINVAL) stats_[TX_EINVAL] += 1;
-      if (errno == EAGAIN) stats_[TX_EAGAIN] += 1;
-      return 0;
+      return Refused(errno);
     }
   }
+
+  int Wrote(ssize_t r) {
+    stats_[TX_PACKETS] += 1;
+    stats_[TX_BYTES] += static_cast<double>(r);
+    return 1;
+  }
+
+  int Refused(int err) {
+    stats_[TX_ERRORS] += 1;
+    if (err == EINVAL) stats_[TX_EINVAL] += 1;
+    if (err == EAGAIN) stats_[TX_EAGAIN] += 1;
+    return 0;
+  }
+
+  static bool BadSlice(size_t cap, uint32_t off, uint32_t len) {
+    return off > cap || len > cap - off || len == 0;
+  }
+
+#ifdef KUBETUN_HAVE_LIBURING
+  // The batch as write SQEs, kRingEntries per io_uring_enter, each enter waiting for all of its
+  // completions (they are posted during the submit: TUN writes do not block).
+  uint32_t WriteRing(const uint8_t* data, size_t cap, const uint32_t* o, const uint32_t* l,
+                     size_t n) {
+    uint32_t written = 0;
+    size_t i = 0;
+    while (i < n) {
+      unsigned queued = 0;
+      for (; i < n && queued < kRingEntries; i++) {
+        if (BadSlice(cap, o[i], l[i])) {
+          stats_[TX_BAD_SLICE] += 1;
+          continue;
+        }
+        struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+        if (sqe == nullptr) break;  // cannot happen: the ring is empty at each round's start
+        // offset -1: the file's own position, as write() uses (a TUN ignores it)
+        io_uring_prep_write(sqe, fixed_ ? 0 : fd_, data + o[i], l[i], static_cast<__u64>(-1));
+        // EAGAIN, as write() on the O_NONBLOCK fd: io_uring ignores O_NONBLOCK on a pollable
+        // file and would wait for room instead (a read SQE waits for a packet the same way)
+        sqe->rw_flags = RWF_NOWAIT;
+        if (fixed_) sqe->flags |= IOSQE_FIXED_FILE;
+        queued++;
+      }
+      if (queued == 0) break;  // only bad slices were left
+      stats_[TX_SYSCALLS] += 1;
+      int rc = io_uring_submit_and_wait(&ring_, queued);
+      unsigned reaped = 0;
+      while (reaped < queued) {
+        if (rc < 0 && rc != -EINTR) {
+          // Not expected with a ring this queue owns alone; the SQEs may still be in it, so the
+          // ring is given up (its exit cancels them) and the rest goes by write().
+          for (; reaped < queued; reaped++) Refused(-rc);
+          ExitRing();
+          uringErr_ = -rc;
+          break;
+        }
+        struct io_uring_cqe* cqe;
+        unsigned head;
+        unsigned seen = 0;
+        io_uring_for_each_cqe(&ring_, head, cqe) {
+          written += cqe->res >= 0 ? Wrote(cqe->res) : Refused(-cqe->res);
+          seen++;
+        }
+        io_uring_cq_advance(&ring_, seen);
+        reaped += seen;
+        if (reaped < queued) {
+          stats_[TX_SYSCALLS] += 1;
+          rc = io_uring_submit_and_wait(&ring_, queued - reaped);
+        }
+      }
+      if (!ring_ok_) {
+        for (; i < n; i++) {
+          if (BadSlice(cap, o[i], l[i])) {
+            stats_[TX_BAD_SLICE] += 1;
+          } else {
+            written += WriteOne(data + o[i], l[i]);
+          }
+        }
+      }
+    }
+    return written;
+  }
+#endif
 
   Napi::Value WriteBatch(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -382,9 +510,12 @@ class Queue : public Napi::ObjectWrap<Queue> {
     size_t cap = buf.ByteLength();
     const uint32_t* o = offs.Data();
     const uint32_t* l = lens.Data();
+#ifdef KUBETUN_HAVE_LIBURING
+    if (ring_ok_) return Napi::Number::New(env, WriteRing(data, cap, o, l, n));
+#endif
     uint32_t written = 0;
     for (size_t i = 0; i < n; i++) {
-      if (o[i] > cap || l[i] > cap - o[i] || l[i] == 0) {
+      if (BadSlice(cap, o[i], l[i])) {
         stats_[TX_BAD_SLICE] += 1;
         continue;
       }
@@ -403,7 +534,7 @@ class Queue : public Napi::ObjectWrap<Queue> {
     size_t off = info[1].As<Napi::Number>().Uint32Value();
     size_t len = info[2].As<Napi::Number>().Uint32Value();
     if (closed_) return Napi::Boolean::New(env, false);
-    if (off > buf.ByteLength() || len > buf.ByteLength() - off || len == 0) {
+    if (BadSlice(buf.ByteLength(), off, len)) {
       stats_[TX_BAD_SLICE] += 1;
       return Napi::Boolean::New(env, false);
     }
@@ -426,6 +557,12 @@ class Queue : public Napi::ObjectWrap<Queue> {
   uv_poll_t* poll_ = nullptr;
   bool polling_ = false;
   bool closed_ = false;
+  int uringErr_ = -1;
+#ifdef KUBETUN_HAVE_LIBURING
+  struct io_uring ring_;
+  bool ring_ok_ = false;
+  bool fixed_ = false;
+#endif
 };
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
@@ -437,6 +574,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setUp", Napi::Function::New(env, SetUp));
   exports.Set("Queue", Queue::Init(env));
   exports.Set("STAT_COUNT", Napi::Number::New(env, STAT_COUNT));
+#ifdef KUBETUN_HAVE_LIBURING
+  exports.Set("uringBuilt", Napi::Boolean::New(env, true));
+#else
+  exports.Set("uringBuilt", Napi::Boolean::New(env, false));
+#endif
   kubetun_pin::Init(env, exports);
   return exports;
 }
