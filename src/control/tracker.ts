@@ -23,6 +23,7 @@ import {
   type EndpointsEntry,
   endpointsKey,
   endpointString,
+  sameEndpoints,
 } from '../manifests/slices.ts';
 
 export { buildEndpoints };
@@ -446,7 +447,7 @@ export class ChangeTracker {
     for (const [k, e] of buildEndpoints(slices, this.nodeName, 'IPv6')) after.set(k, e);
     for (const [k, entry] of after) {
       const old = before.get(k);
-      if (old && old.key === entry.key) continue;
+      if (old && sameEndpoints(old, entry)) continue;
       changed.add(entry.servicePortName);
       staleUdpEndpoints(ch, entry.servicePortName, old, entry);
     }
