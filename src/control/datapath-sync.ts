@@ -19,7 +19,7 @@
 // (test/control/datapath-sync.test.ts) — never the first slices of a sync without the rest.
 
 import type { Datapath } from '../datapath/state/datapath.ts';
-import { type DpLoadOptions, DpLoader } from '../loader/load.ts';
+import { type DpLoadOptions, DpLoader, inWriteOrder } from '../loader/load.ts';
 import { countersToRecord } from '../datapath/state/reasons.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { reconcileUdpConntrack, reconcileUdpConntrack6 } from './conntrack-reconcile.ts';
@@ -113,7 +113,7 @@ async function writeSliced(
     loader.update([], deleted.slice(i, i + slice), opts);
     await nextTurn();
   }
-  const sorted = sortedAsOneWrite(changed);
+  const sorted = inWriteOrder(changed);
   for (let i = 0; i < sorted.length; i += slice) {
     writeSlice(loader, sorted.slice(i, i + slice), [], opts, refused);
     await nextTurn();
@@ -136,24 +136,13 @@ function writeSlice(
     // nothing of it was written (the loader plans and checks before it writes)
   }
   if (deleted.length > 0) loader.update([], deleted, opts);
-  for (const rsp of sortedAsOneWrite(changed)) {
+  for (const rsp of inWriteOrder(changed)) {
     try {
       loader.update([rsp], [], opts);
     } catch (err) {
       refused.push(`${rsp.servicePortName}: ${(err as Error).message}`);
     }
   }
-}
-
-/**
- * In the order one DpLoader.update sorts them, so ids chosen after a hash collision are the
- * same as a single write would choose (a restarted agent finds the same ids).
- */
-function sortedAsOneWrite(changed: readonly ResolvedServicePort[]): ResolvedServicePort[] {
-  // keys made once, not per comparison (10k ports: ~140k comparisons)
-  const keyed = changed.map((p) => ({ p, k: `${p.servicePortName}:${p.port.protocol}` }));
-  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0));
-  return keyed.map((x) => x.p);
 }
 
 /** true, or the sync's failure naming the refused service ports (the runner retries it full). */

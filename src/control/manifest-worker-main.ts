@@ -2,7 +2,8 @@
 // validates and diffs the manifests directory (DirState, seeded with the last good state the
 // main thread keeps) off the packet thread, then hands the changes over in slices, one per
 // request, so the main thread decodes and applies at most CHUNK objects between two TUN
-// batches; each slice carries its objects' JSON for that state. The thread is then ended: its
+// batches; a slice is its objects' JSON (dir-state.ts JsonChange), which the main thread keeps
+// as its state and parses into the objects it applies. The thread is then ended: its
 // heap (the parsed files, their garbage) is not kept between reloads.
 // No import.meta here: this file is loaded through tsx's CommonJS hook.
 import { readlinkSync } from 'node:fs';
@@ -12,11 +13,10 @@ import { ManifestError, ManifestFileError } from '../manifests/errors.ts';
 import {
   type Change,
   type CompactState,
-  type DeltaJson,
   type DirDelta,
   DirState,
+  type JsonChange,
 } from './dir-state.ts';
-import type { EndpointSlice, Service } from '../model.ts';
 
 /** Objects per slice handed to the main thread. */
 const CHUNK = 200;
@@ -34,12 +34,7 @@ export type WireError =
       reason: string;
     };
 export type WorkerReply =
-  | {
-      type: 'chunk';
-      services: Change<Service>[];
-      slices: Change<EndpointSlice>[];
-      json: DeltaJson;
-    }
+  | { type: 'chunk'; services: JsonChange[]; slices: JsonChange[] }
   | ({ type: 'done'; errors: WireError[] } & Omit<
       DirDelta,
       'services' | 'slices' | 'errors' | 'json'
@@ -87,28 +82,24 @@ function slices(d: DirDelta): WorkerReply[] {
   const out: WorkerReply[] = [];
   const svcs = deletionsFirst(d.services, d.json.services);
   const sl = deletionsFirst(d.slices, d.json.slices);
-  for (let i = 0; i < svcs.changes.length; i += CHUNK) {
-    const json = { services: svcs.json.slice(i, i + CHUNK), slices: [] };
-    out.push({ type: 'chunk', services: svcs.changes.slice(i, i + CHUNK), slices: [], json });
-  }
-  for (let i = 0; i < sl.changes.length; i += CHUNK) {
-    const json = { services: [], slices: sl.json.slice(i, i + CHUNK) };
-    out.push({ type: 'chunk', services: [], slices: sl.changes.slice(i, i + CHUNK), json });
-  }
+  for (let i = 0; i < svcs.length; i += CHUNK)
+    out.push({ type: 'chunk', services: svcs.slice(i, i + CHUNK), slices: [] });
+  for (let i = 0; i < sl.length; i += CHUNK)
+    out.push({ type: 'chunk', services: [], slices: sl.slice(i, i + CHUNK) });
   const { services: _s, slices: _l, errors, json: _j, ...rest } = d;
   out.push({ type: 'done', ...rest, errors: errors.map(wireError) });
   return out;
 }
 
-function deletionsFirst<T>(
-  changes: Change<T>[],
-  json: (string | null)[],
-): { changes: Change<T>[]; json: (string | null)[] } {
-  const order = [...changes.keys()];
-  const gone = order.filter((i) => changes[i][1] === null);
-  const kept = order.filter((i) => changes[i][1] !== null);
-  const all = [...gone, ...kept];
-  return { changes: all.map((i) => changes[i]), json: all.map((i) => json[i]) };
+/** Each change as its name and JSON, deletions first. */
+function deletionsFirst<T>(changes: Change<T>[], json: (string | null)[]): JsonChange[] {
+  const gone: JsonChange[] = [];
+  const kept: JsonChange[] = [];
+  changes.forEach(([name, cur], i) => {
+    if (cur === null) gone.push([name, null]);
+    else kept.push([name, json[i]]);
+  });
+  return [...gone, ...kept];
 }
 
 /** An error as a plain object; `kind` keeps its class (a file error, an object's, another). */

@@ -16,7 +16,13 @@ import { workerSource } from '../runtime.ts';
 import { ManifestError, ManifestFileError } from '../manifests/errors.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
 import type { EndpointSlice, Service } from '../model.ts';
-import { applyToState, type Change, type CompactState, type DirDelta } from './dir-state.ts';
+import {
+  applyToState,
+  type Change,
+  type CompactState,
+  type DirDelta,
+  parseChanges,
+} from './dir-state.ts';
 import type { WireError, WorkerData, WorkerReply, WorkerRequest } from './manifest-worker-main.ts';
 
 /** A reload's outcome once every slice has been applied (the changes went to onChunk). */
@@ -58,9 +64,9 @@ export class ManifestWorker {
           finish({ ...m, errors: m.errors.map(fromWire) });
           return;
         }
-        applyToState(this.state.services, m.services, m.json.services);
-        applyToState(this.state.slices, m.slices, m.json.slices);
-        onChunk(m.services, m.slices);
+        applyToState(this.state.services, m.services);
+        applyToState(this.state.slices, m.slices);
+        onChunk(parseChanges<Service>(m.services), parseChanges<EndpointSlice>(m.slices));
         setImmediate(() => w.postMessage({ type: 'next' } satisfies WorkerRequest));
       };
       const failed = (why: string) => {

@@ -219,9 +219,8 @@ function updateServices(
   const txn = { be: new IdTxn(st.backendIds), rn: new IdTxn(st.revNatIds) };
   const plans = new Map<string, PortPlan | null>();
   for (const spn of deleted) for (const f of FAMILIES) plans.set(unitOf(spn, f), null);
-  // Sorted so that ids picked after a hash collision do not depend on input order.
-  const sorted = [...changed].sort((a, b) => cmp(portKey(a), portKey(b)));
-  for (const rsp of sorted) {
+  // In write order, so that ids picked after a hash collision do not depend on input order.
+  for (const rsp of inWriteOrder(changed)) {
     for (const f of FAMILIES) {
       const unit = unitOf(rsp.servicePortName, f);
       const plan = planServicePort(rsp, opts, txn, f);
@@ -703,12 +702,15 @@ export function fnv1a(s: string): number {
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-function portKey(rsp: ResolvedServicePort): string {
-  return `${rsp.servicePortName}:${rsp.port.protocol}`;
-}
-
-function cmp(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
+/**
+ * The order one update plans `changed` in (service port name, then protocol), so ids picked
+ * after a hash collision are the same however the ports are split into writes
+ * (datapath-sync.ts writes in slices of this order). Keys made once, not per comparison.
+ */
+export function inWriteOrder(changed: readonly ResolvedServicePort[]): ResolvedServicePort[] {
+  const keyed = changed.map((p) => ({ p, k: `${p.servicePortName}:${p.port.protocol}` }));
+  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0));
+  return keyed.map((x) => x.p);
 }
 
 function describe(rsp: ResolvedServicePort): string {

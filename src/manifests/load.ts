@@ -12,19 +12,32 @@ import {
   originName,
   type ParseOptions,
   parseDocuments,
-  parseManifests,
+  parseObjects,
 } from './parse.ts';
 
 const MANIFEST_FILE = /\.(ya?ml|json)$/i;
 
+/**
+ * All or nothing: the first refusal throws — the one a file-by-file read finds first (each
+ * file parsed and checked as parseManifests does, then the checks across files). A valid
+ * directory is checked once, as a whole; the files are checked one by one only to pick the
+ * refusal to throw (a conflict inside an earlier file comes before a later file's error).
+ */
 export function loadManifests(pathOrDir: string, opts: ParseOptions = {}): ClusterState {
   const state: ClusterState = { services: [], slices: [] };
-  for (const file of manifestFiles(pathOrDir)) {
-    const one = parseManifests(readText(file), file, opts);
-    state.services.push(...one.services);
-    state.slices.push(...one.slices);
+  const files: ClusterState[] = [];
+  try {
+    for (const file of manifestFiles(pathOrDir)) {
+      const one = parseObjects(readText(file), file, opts);
+      files.push(one);
+      state.services.push(...one.services);
+      state.slices.push(...one.slices);
+    }
+    checkState(state);
+  } catch (err) {
+    for (const one of files) checkState(one);
+    throw err;
   }
-  checkState(state);
   return state;
 }
 
@@ -198,16 +211,16 @@ function claimAll(
     return p !== undefined && JSON.stringify(p) === JSON.stringify(o);
   };
   const order = [...objs.filter(([k, o]) => same(k, o)), ...objs.filter(([k, o]) => !same(k, o))];
-  const seen = new Map<string, string>();
+  const seen = new Map<string, AnyObj>(); // each claim's holder, named only in a refusal
   const kept: [Kind, AnyObj][] = [];
   const errors: ManifestError[] = [];
   const tryClaim = (k: Kind, o: AnyObj): ManifestError | undefined => {
     const claims = objectClaims(o, k);
     for (const c of claims) {
       const holder = seen.get(c.key);
-      if (holder !== undefined) return c.fail(holder);
+      if (holder !== undefined) return c.fail(originName(holder));
     }
-    for (const c of claims) seen.set(c.key, originName(o));
+    for (const c of claims) seen.set(c.key, o);
     return undefined;
   };
   for (const [k, o] of order) {

@@ -21,6 +21,13 @@ import { fastYamlValues } from './yaml-fast.ts';
 export type ParseOptions = ServiceParseOptions;
 
 export function parseManifests(text: string, file: string, opts: ParseOptions = {}): ClusterState {
+  const state = parseObjects(text, file, opts);
+  checkState(state);
+  return state;
+}
+
+/** parseManifests without the checks across objects (checkState): each object on its own. */
+export function parseObjects(text: string, file: string, opts: ParseOptions = {}): ClusterState {
   const state: ClusterState = { services: [], slices: [] };
   const sink: ParseSink = {
     service: (s) => state.services.push(s),
@@ -31,7 +38,6 @@ export function parseManifests(text: string, file: string, opts: ParseOptions = 
     },
   };
   parseDocuments(text, file, opts, sink);
-  checkState(state);
   return state;
 }
 
@@ -194,18 +200,21 @@ export interface Claim {
 
 type Obj = { origin?: { file: string; doc: number } };
 
-/** The claims the API server's uniqueness and allocators enforce, for one Service or slice. */
+/**
+ * The claims the API server's uniqueness and allocators enforce, for one Service or slice.
+ * A check makes them for every object and refuses one in thousands at most: a refusal's
+ * error (and its message's "where") is built by its `fail`, only when called.
+ */
 export function objectClaims(
   o: Service | EndpointSlice,
   kind: 'Service' | 'EndpointSlice',
 ): Claim[] {
-  const where = {
-    file: (o as Obj).origin?.file ?? '',
-    object: `${kind} ${o.namespace}/${o.name}`,
-    field: '',
-  };
   const err = (code: ManifestErrorCode, field: string, reason: string) =>
-    new ManifestError(code, { ...where, field }, reason);
+    new ManifestError(
+      code,
+      { file: (o as Obj).origin?.file ?? '', object: `${kind} ${o.namespace}/${o.name}`, field },
+      reason,
+    );
   const claims: Claim[] = [
     {
       key: `${kind === 'Service' ? 'svc' : 'slice'} ${o.namespace}/${o.name}`,
@@ -216,13 +225,12 @@ export function objectClaims(
   if (kind === 'EndpointSlice') return claims;
   const s = o as Service;
   s.clusterIPs.forEach((ip, i) => {
-    const field = s.clusterIPs.length > 1 ? `spec.clusterIPs[${i}]` : 'spec.clusterIP';
     claims.push({
       key: `ip ${ip}`,
       fail: (prev) =>
         err(
           'MANIFEST_CONFLICT',
-          field,
+          s.clusterIPs.length > 1 ? `spec.clusterIPs[${i}]` : 'spec.clusterIP',
           `clusterIP ${ip} is already used by the Service in ${prev}`,
         ),
     });
@@ -250,21 +258,19 @@ export function originName(o: Obj): string {
 /**
  * Checks across objects that the API server's uniqueness and allocators would enforce: one
  * object per name, one Service per ClusterIP, one Service per nodePort and protocol. Throws the
- * first conflict.
+ * first conflict. Each claim's holder is kept as the object (named only in a refusal).
  */
 export function checkState(state: ClusterState): void {
-  const seen = new Map<string, string>();
-  const all: [Service | EndpointSlice, 'Service' | 'EndpointSlice'][] = [
-    ...state.services.map((s) => [s, 'Service'] as [Service, 'Service']),
-    ...state.slices.map((s) => [s, 'EndpointSlice'] as [EndpointSlice, 'EndpointSlice']),
-  ];
-  for (const [o, kind] of all) {
+  const seen = new Map<string, Obj>();
+  const check = (o: Service | EndpointSlice, kind: 'Service' | 'EndpointSlice') => {
     for (const c of objectClaims(o, kind)) {
       const prev = seen.get(c.key);
-      if (prev !== undefined) throw c.fail(prev);
-      seen.set(c.key, originName(o));
+      if (prev !== undefined) throw c.fail(originName(prev));
+      seen.set(c.key, o);
     }
-  }
+  };
+  for (const s of state.services) check(s, 'Service');
+  for (const s of state.slices) check(s, 'EndpointSlice');
 }
 
 /** The first key that appears twice in one mapping (a Set per mapping: linear in the keys). */

@@ -11,8 +11,14 @@ export interface EndpointsEntry {
   protocol: Protocol;
   /** deduplicated by "ip:port", sorted by that string */
   endpoints: ResolvedEndpoint[];
-  /** comparison key of `endpoints` */
-  key: string;
+}
+
+/**
+ * Whether two entries hold the same endpoints, every field compared (as JSON). Computed when a
+ * change asks, not kept per entry: a string per service port for the few that change.
+ */
+export function sameEndpoints(a: EndpointsEntry, b: EndpointsEntry): boolean {
+  return JSON.stringify(a.endpoints) === JSON.stringify(b.endpoints);
 }
 
 /**
@@ -67,12 +73,7 @@ export function buildEndpoints(
   for (const [key, set] of sets) {
     const keys = [...set.eps.keys()].sort();
     const endpoints = keys.map((k) => set.eps.get(k)!);
-    out.set(key, {
-      servicePortName: set.spn,
-      protocol: set.protocol,
-      endpoints,
-      key: JSON.stringify(endpoints),
-    });
+    out.set(key, { servicePortName: set.spn, protocol: set.protocol, endpoints });
   }
   return out;
 }

@@ -122,6 +122,81 @@ describe('ManifestDirSource in the manifest worker', () => {
     expect(source.lastErrors.map((e) => (e as ManifestError).object)).toEqual(['Service bench/b']);
   });
 
+  it('hands over objects equal to the in-process ones (their JSON: every optional field kept)', async () => {
+    // every optional field of the model the parser fills, IPv4 and IPv6
+    writeFileSync(
+      join(dir, 'rich.yaml'),
+      `apiVersion: v1
+kind: Service
+metadata:
+  name: rich
+  namespace: bench
+  annotations: {kubetun.io/scheduler: maglev, example.com/note: "x"}
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.20
+  clusterIPs: [10.96.0.20, fd00:96::20]
+  ipFamilies: [IPv4, IPv6]
+  ipFamilyPolicy: RequireDualStack
+  selector: {app: rich}
+  sessionAffinity: ClientIP
+  sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}
+  externalTrafficPolicy: Local
+  internalTrafficPolicy: Local
+  trafficDistribution: PreferClose
+  externalIPs: [192.0.2.10]
+  loadBalancerSourceRanges: [198.51.100.0/24]
+  ports:
+  - {name: http, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30080}
+  - {name: dns, protocol: UDP, port: 53, targetPort: dns, nodePort: 30053}
+status:
+  loadBalancer: {ingress: [{ip: 192.0.2.20}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: rich-4
+  namespace: bench
+  labels: {kubernetes.io/service-name: rich}
+addressType: IPv4
+ports: [{name: http, protocol: TCP, port: 8080}, {name: dns, protocol: UDP, port: 5353}]
+endpoints:
+- addresses: [10.244.1.5]
+  conditions: {ready: false, serving: true, terminating: true}
+  nodeName: node-a
+  zone: zone-a
+  hints: {forZones: [{name: zone-a}], forNodes: [{name: node-a}]}
+  targetRef: {kind: Pod, name: rich-0, namespace: bench}
+- addresses: [10.244.2.5]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: rich-6
+  namespace: bench
+  labels: {kubernetes.io/service-name: rich}
+addressType: IPv6
+ports: [{name: http, protocol: TCP, port: 8080}]
+endpoints:
+- addresses: ["fd00:244::5"]
+  conditions: {ready: true}
+`,
+    );
+    const dual = { serviceCidr: '10.96.0.0/12,fd00:96::/108' };
+    const inProcess = new ManifestDirSource({ dir, sink: new ChangeTracker(), parse: dual });
+    const ok = inProcess.reload();
+    expect(inProcess.lastErrors.map((e) => e.message)).toEqual([]);
+    expect(ok).toBe(true);
+    inProcess.stop();
+    const sink = new ChangeTracker();
+    source = new ManifestDirSource({ dir, sink, parse: dual, worker: true, pollIntervalMs: 0 });
+    expect(await source.start()).toBe(true);
+    expect(source.services.size).toBe(1);
+    expect(source.slices.size).toBe(2);
+    expect([...source.services]).toStrictEqual([...inProcess.services]);
+    expect([...source.slices]).toStrictEqual([...inProcess.slices]);
+  });
+
   it('the main thread keeps turning while a large directory loads (no gap near the whole load)', async () => {
     const n = 1000;
     const docs: string[] = [];

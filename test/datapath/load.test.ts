@@ -192,6 +192,19 @@ describe('dpLoadServices', () => {
     expect(() => loaderOf(dp).load([a, b])).toThrow(/10\.96\.0\.10:80\/TCP/);
   });
 
+  it('gives back the ids a refused update picked', () => {
+    // two reverse-NAT ids in all: one the refused update's leak would take for good
+    const small = createDatapath({ revNatCapacity: 2 });
+    const a = servicePort(service('a', '10.96.0.10'), 80, 'TCP', []);
+    const clash = servicePort(service('clash', '10.96.0.10'), 80, 'TCP', []);
+    loaderOf(small).update([a], []);
+    for (let i = 0; i < 3; i++) {
+      expect(() => loaderOf(small).update([clash], [])).toThrow(/10\.96\.0\.10:80\/TCP/);
+    }
+    const b = servicePort(service('b', '10.96.0.11'), 80, 'TCP', []);
+    expect(loaderOf(small).update([b], []).frontends).toBe(2);
+  });
+
   it('refuses a load that cannot fit the service map before writing anything', () => {
     const small = createDatapath({ svcCapacity: 4 });
     expect(() =>

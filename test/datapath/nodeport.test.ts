@@ -338,6 +338,24 @@ describe('LoadBalancer and externalIPs', () => {
     );
   });
 
+  it("keeps a service's source ranges through partial writes of other services, and drops them with it", () => {
+    const dp = makeDp();
+    const lb = { type: 'LoadBalancer' as const, loadBalancerIPs: [LB] };
+    load(dp, [REMOTE_POD], { ...lb, loadBalancerSourceRanges: ['172.30.0.96/28'] });
+    const syn = { src: '172.30.0.50', dst: LB, sport: 50000, dport: 80, flags: SYN };
+    const eps = [endpoint(`${REMOTE_POD}:8080`)];
+    const other = servicePort(service('other', '10.96.0.11', lb), 81, 'TCP', eps, 'http');
+    other.port.nodePort = 30081;
+    const loader = loaderOf(dp);
+    loader.update([other], [], { nodeName: 'node1' });
+    expect(run(dp, buildTcp(syn)).reason).toBe('DROP_SOURCE_RANGE');
+    loader.update([], [other.servicePortName], { nodeName: 'node1' });
+    expect(run(dp, buildTcp(syn)).reason).toBe('DROP_SOURCE_RANGE');
+    // written again without ranges, the same client is served
+    load(dp, [REMOTE_POD], lb);
+    expect(run(dp, buildTcp(syn)).verdict).toBe(V_TX);
+  });
+
   it('serves spec.externalIPs like an external destination', () => {
     const dp = makeDp();
     load(dp, [REMOTE_POD], { type: 'ClusterIP', externalIPs: ['192.0.2.7'] });

@@ -82,6 +82,26 @@ describe('loadManifests across files', () => {
     ]);
   });
 
+  it('with several refusals, throws the one a file-by-file read meets first', () => {
+    dir = mkdtempSync(join(tmpdir(), 'kubetun-manifests-'));
+    // 1.yaml alone is valid; 2.yaml holds a conflict inside it (b and c) and one with 1.yaml
+    // (a2 on a's address, earlier in its Services than c); 3.yaml is not valid YAML
+    writeFileSync(join(dir, '1.yaml'), svc('a', '10.96.0.1'));
+    const two = [svc('a2', '10.96.0.1'), svc('b', '10.96.0.2'), svc('c', '10.96.0.2')];
+    writeFileSync(join(dir, '2.yaml'), two.join('---\n'));
+    writeFileSync(join(dir, '3.yaml'), 'kind: [');
+    const inside = catchError(() => loadManifests(dir));
+    expect([inside.file, inside.object]).toEqual([join(dir, '2.yaml'), 'Service default/c']);
+    // without the conflict inside 2.yaml: 3.yaml's syntax error comes before the checks across files
+    writeFileSync(join(dir, '2.yaml'), two.slice(0, 2).join('---\n'));
+    const syntax = catchError(() => loadManifests(dir));
+    expect([syntax.code, syntax.file]).toEqual(['MANIFEST_YAML_SYNTAX', join(dir, '3.yaml')]);
+    // and without 3.yaml, the conflict across files
+    rmSync(join(dir, '3.yaml'));
+    const across = catchError(() => loadManifests(dir));
+    expect([across.file, across.object]).toEqual([join(dir, '2.yaml'), 'Service default/a2']);
+  });
+
   it('names the bad file among good ones', () => {
     dir = mkdtempSync(join(tmpdir(), 'kubetun-manifests-'));
     writeFileSync(join(dir, '1.yaml'), svc('a', '10.96.0.1'));
