@@ -185,7 +185,7 @@ export class PcapReader {
     if (len < 4) return len;
     if (this.bytes[off]! >> 4 === 6) {
       const total6 = len >= 40 ? 40 + this.be16(off + 4) : len; // header + payload length
-      return total6 < len ? total6 : len;
+      return Math.min(total6, len);
     }
     const total = this.be16(off + 2);
     return total >= 20 && total < len ? total : len;
