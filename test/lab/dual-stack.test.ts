@@ -20,7 +20,7 @@ import { curlVsPing } from '../../src/lab/demo/curl-vs-ping.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import { readLabServices } from '../../src/lab/manifests.ts';
 import { VIEW_DIR } from '../../src/lab/state.ts';
-import { LAB_PREFIX, loadTopology } from '../../src/lab/topology.ts';
+import { LAB_PREFIX, loadTopology, parseTopology } from '../../src/lab/topology.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const VIP6 = 'fd00:10:96::10';
@@ -67,6 +67,26 @@ const answers6 = BACKENDS.map((name) => {
 }).sort();
 
 describe('dual-stack control plane (offline)', () => {
+  it('reads the ipv6 block and podCidrV6, naming the field of a mistake', () => {
+    const text = readFileSync(join(ROOT, 'lab/topology.yaml'), 'utf8');
+    expect(t.nodes.map((n) => [n.ip6, n.gateway6])).toEqual([
+      ['fd00:172:30::b', 'fd00:10:244:1::1'],
+      ['fd00:172:30::c', 'fd00:10:244:2::1'],
+    ]);
+    expect(t.clients[0]!.ip6).toBe('fd00:172:30::64');
+    const bad = (from: string, to: string) => () =>
+      parseTopology(text.replace(from, to), '/x/topology.yaml');
+    expect(bad('    podCidrV6: fd00:10:244:2::/64\n', '')).toThrow(
+      '/x/topology.yaml: node node2: podCidrV6: missing',
+    );
+    expect(bad('podCidrV6: fd00:10:244:2::/64', 'podCidrV6: fd00:99::/64')).toThrow(
+      'is not inside ipv6.clusterCidr fd00:10:244::/56',
+    );
+    expect(bad('serviceCidr: fd00:10:96::/112', 'serviceCidr: 10.97.0.0/16')).toThrow(
+      'ipv6: serviceCidr: "10.97.0.0/16" is not an IPv6 CIDR',
+    );
+  });
+
   it('leaves web-dual single-stack on an IPv4-only topology, and refuses the IPv6 twins there', async () => {
     const vagrant = loadTopology(join(ROOT, 'lab/vagrant-topology.yaml'));
     const dir = mkdtempSync(join(tmpdir(), 'kubetun-dual-'));
