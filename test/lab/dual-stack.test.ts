@@ -219,20 +219,29 @@ describe(`the dual-stack lab (lab prefix ${LAB_PREFIX})`, () => {
   }, 300_000);
 
   for (const kernel of ['iptables', 'nftables'] as const) {
-    it(`finds the IPv6 lab compare twins SAME against ${kernel} mode`, async () => {
-      const r: CompareReport = await labCompare(findScenarios(['clusterip-tcp-v6', 'udp-v6']), {
-        kernel,
-      });
-      for (const s of r.results) {
-        expect(`${s.name}: ${s.verdict}`).toBe(`${s.name}: same`);
-        const client = s.points.find((p) => p.point.endsWith('(client)'))!;
+    it(`finds the IPv6 lab compare twins SAME against ${kernel} mode, ping -6 a documented difference`, async () => {
+      const names = ['clusterip-tcp-v6', 'udp-v6', 'ping-vip-v6'];
+      const r: CompareReport = await labCompare(findScenarios(names), { kernel });
+      const client = (name: string) =>
+        r.results.find((s) => s.name === name)!.points.find((p) => p.point.endsWith('(client)'))!;
+      for (const name of ['clusterip-tcp-v6', 'udp-v6']) {
+        expect(`${name}: ${r.results.find((s) => s.name === name)!.verdict}`).toBe(`${name}: same`);
         // the client talked to the IPv6 VIP and heard back from it
-        expect(client.a.some((p) => p.dst === VIP6)).toBe(true);
-        expect(client.a.some((p) => p.src === VIP6)).toBe(true);
+        expect(client(name).a.some((p) => p.dst === VIP6)).toBe(true);
+        expect(client(name).a.some((p) => p.src === VIP6)).toBe(true);
       }
-      const tcp = r.results.find((s) => s.name === 'clusterip-tcp-v6')!;
-      const client = tcp.points.find((p) => p.point.endsWith('(client)'))!;
-      expect(client.a.length).toBeGreaterThanOrEqual(8); // handshake, request, response, close
+      expect(client('clusterip-tcp-v6').a.length).toBeGreaterThanOrEqual(8); // handshake … close
+      const ping = r.results.find((s) => s.name === 'ping-vip-v6')!;
+      expect(ping.verdict).toBe('expected-difference');
+      expect(ping.expected).toContain(kernel === 'nftables' ? 'type 1 code 4' : 'type 1 code 3');
+      // no echo reply in either plane; kubetun's side is the echo requests alone (dropped)
+      const sides = {
+        [ping.runs[0].mode]: client('ping-vip-v6').a,
+        [ping.runs[1].mode]: client('ping-vip-v6').b,
+      };
+      for (const pkts of Object.values(sides)) expect(pkts.some((p) => p.src === VIP6)).toBe(false);
+      expect(sides.kubetun!.map((p) => /icmp6 type 128 /.test(p.text))).toEqual([true, true]);
+      expect(sides[kernel]!.some((p) => / icmp6 type 1 /.test(p.text))).toBe(true);
     }, 600_000);
   }
 });

@@ -329,13 +329,14 @@ function pickPackets(
 function ownedBy(s: Scenario): (p: Pkt, snatted?: boolean) => boolean {
   const [lo, hi] = portBlock(s);
   const inBlock = (n: number | undefined) => n !== undefined && n >= lo && n <= hi;
+  const icmp = (p: Pkt) => p.proto === 'icmp' || p.proto === 'icmp6';
   const carries = (p: Pkt): boolean =>
-    p.proto === 'icmp'
+    icmp(p)
       ? p.inner
         ? carries(p.inner)
         : inBlock(p.icmpId)
       : inBlock(p.sport) || inBlock(p.dport);
-  return (p, snatted = false) => carries(p) || (snatted && p.proto !== 'icmp');
+  return (p, snatted = false) => carries(p) || (snatted && !icmp(p));
 }
 
 /** first-choice: the first connection's backend becomes "backend1"; the other backends merge. */

@@ -384,6 +384,22 @@ export const SCENARIOS: readonly Scenario[] = [
     count: 1,
     run: (t, c, x) => udpOnce(t, c, x, WEB_DUAL_V6, 53),
   },
+  {
+    name: 'ping-vip-v6',
+    family: 'IPv6',
+    title: `ping -6 a dual-stack Service's IPv6 ClusterIP (${WEB_DUAL_V6}) from pod-d: no answer`,
+    client: 'pod-d',
+    service: 'web-dual',
+    choice: 'none',
+    count: 1,
+    run: (_t, c, x) => pingOnce(c, x, WEB_DUAL_V6),
+    expectedDifference: {
+      nftables:
+        'nftables mode (table ip6 kube-proxy) rejects everything to an IPv6 ClusterIP that no service port matches, echo requests included: ICMPv6 destination unreachable, port unreachable (type 1 code 4), from the node; kubetun drops echo requests to a VIP silently and counts them (DROP_ECHO_TO_VIP), as for IPv4',
+      iptables:
+        'ip6tables mode has no rule for ICMPv6 to a ClusterIP: the node routes the echo on out of its uplink, neighbour discovery for the VIP finds nobody, and after ~3 s the node reports ICMPv6 address unreachable (type 1 code 3); kubetun drops it at the node and counts it (DROP_ECHO_TO_VIP)',
+    },
+  },
 ];
 
 function staleObjects(pod: LabPod, withService: boolean): { file: string; object: unknown }[] {
