@@ -26,7 +26,7 @@ API_TESTS=(
   test/lab/lab.test.ts test/lab/nodeport.test.ts test/lab/conntrack.test.ts
   test/lab/cluster.test.ts test/lab/cluster-flow.test.ts test/lab/lb-sched.test.ts
   test/lab/bridge-cni.test.ts test/lab/offload.test.ts test/lab/demo-mode.test.ts
-  test/lab/supervisor.test.ts
+  test/lab/supervisor.test.ts test/lab/dual-stack.test.ts
 )
 if [ $# -eq 0 ] && [ "${KUBETUN_API_STAGE:-1}" != 0 ]; then
   echo "== api: the lab tests with KUBETUN_LAB_SOURCE=api"

@@ -11,8 +11,10 @@
 //         >= 1024 bytes    -> "<pod> <ip>\n" + the datagram itself (fragmentation tests)
 // --ready-after S: /ready answers 503 for the first S seconds (a slow-starting application).
 // --http and --udp may be given more than once (a Pod's containers declare several ports).
+// --ip6 ADDR (a dual-stack Pod): every port is served on IPv6 too, by sockets of their own
+// (IPv6-only, so IPv4 peers still show as a.b.c.d), answering "<pod> <ip6>".
 // Plain JavaScript with no dependencies so it starts in milliseconds inside a pod namespace.
-// Usage: node echo.mjs --name pod-a --ip 10.244.1.2 [--http 8080]... [--udp 5353]... [--ready-after S]
+// Usage: node echo.mjs --name pod-a --ip 10.244.1.2 [--ip6 ADDR] [--http 8080]... [--udp 5353]... [--ready-after S]
 import { createSocket } from 'node:dgram';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -22,6 +24,7 @@ const { values } = parseArgs({
   options: {
     name: { type: 'string' },
     ip: { type: 'string' },
+    ip6: { type: 'string' },
     http: { type: 'string', multiple: true },
     udp: { type: 'string', multiple: true },
     'ready-after': { type: 'string', default: '0' },
@@ -35,7 +38,10 @@ if (!values.name || !values.ip) {
   console.error('usage: echo.mjs --name POD --ip IP [--http PORT] [--udp PORT]');
   process.exit(2);
 }
-const ident = `${values.name} ${values.ip}`;
+const ident4 = `${values.name} ${values.ip}`;
+const ident6 = `${values.name} ${values.ip6}`;
+/** who answers a peer: the pod and its address of the peer's family */
+const identFor = (addr) => (addr?.includes(':') ? ident6 : ident4);
 const MAX_BYTES = 2 ** 40;
 const CHUNK = 256 * 1024;
 
@@ -68,6 +74,7 @@ function text(res, status, body) {
 }
 
 const handle = (req, res) => {
+  const ident = identFor(req.socket.localAddress);
   const url = new URL(req.url ?? '/', 'http://pod');
   if (url.pathname === '/ready') {
     const ok = !unready && Date.now() >= readyAt;
@@ -95,7 +102,7 @@ const handle = (req, res) => {
   }
 };
 
-const onDatagram = (udp) => (msg, rinfo) => {
+const onDatagram = (udp, ident) => (msg, rinfo) => {
   // A big datagram comes back whole, after the answer line (fragmented both ways on a 1500 MTU).
   if (msg.length >= 1024)
     return void udp.send([Buffer.from(`${ident}\n`), msg], rinfo.port, rinfo.address);
@@ -103,21 +110,26 @@ const onDatagram = (udp) => (msg, rinfo) => {
   udp.send(who, rinfo.port, rinfo.address);
 };
 
-let pending = httpPorts.length + udpPorts.length;
+const families = values.ip6 ? ['0.0.0.0', '::'] : ['0.0.0.0'];
+let pending = (httpPorts.length + udpPorts.length) * families.length;
 const ready = () => {
-  if (--pending === 0) console.log(`ready ${ident} http=${httpPorts} udp=${udpPorts}`);
+  const v6 = values.ip6 ? ` ip6=${values.ip6}` : '';
+  if (--pending === 0) console.log(`ready ${ident4} http=${httpPorts} udp=${udpPorts}${v6}`);
 };
-for (const port of httpPorts) {
-  const http = createServer(handle);
-  http.keepAliveTimeout = 1000;
-  http.listen(Number(port), '0.0.0.0', ready);
-}
-for (const port of udpPorts) {
-  const udp = createSocket('udp4');
-  udp.on('message', onDatagram(udp));
-  // A reply that cannot be sent (no route while a test takes a node's data plane or routes
-  // away) is the client's loss, not the Pod's: without a handler it would end the server.
-  udp.on('error', (err) => console.error(`udp ${port}: ${err.message}`));
-  udp.bind(Number(port), '0.0.0.0', ready);
+for (const host of families) {
+  for (const port of httpPorts) {
+    const http = createServer(handle);
+    http.keepAliveTimeout = 1000;
+    http.listen({ port: Number(port), host, ipv6Only: host === '::' }, ready);
+  }
+  for (const port of udpPorts) {
+    const v6 = host === '::';
+    const udp = createSocket({ type: v6 ? 'udp6' : 'udp4', ipv6Only: v6 });
+    udp.on('message', onDatagram(udp, v6 ? ident6 : ident4));
+    // A reply that cannot be sent (no route while a test takes a node's data plane or routes
+    // away) is the client's loss, not the Pod's: without a handler it would end the server.
+    udp.on('error', (err) => console.error(`udp ${port}: ${err.message}`));
+    udp.bind(Number(port), host, ready);
+  }
 }
 for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => process.exit(0));

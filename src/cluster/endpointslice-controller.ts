@@ -8,7 +8,10 @@
 //   which Pods           the selector's matches in the Service's namespace that have an IP and
 //                        are not terminal (Succeeded/Failed); terminating Pods stay, marked so;
 //                        a Pod whose Node does not exist is skipped unless publishNotReadyAddresses
-//   one endpoint         addresses [podIP]; conditions serving = Pod Ready, terminating =
+//   address types        one set of slices per family of the Service's ipFamilies (default
+//                        IPv4): IPv4 slices hold the Pods' IPv4 addresses, IPv6 slices their
+//                        IPv6 ones (status.podIPs); slices of a family the Service lacks go
+//   one endpoint         addresses [the Pod's IP of the slice's family]; conditions serving = Pod Ready, terminating =
 //                        deletionTimestamp set, ready = publishNotReadyAddresses || (serving &&
 //                        !terminating); nodeName; zone from the Node's topology.kubernetes.io/zone;
 //                        targetRef Pod; hostname when the Pod's hostname is set and its subdomain
@@ -94,16 +97,20 @@ export function reconcileSlices(
       s.metadata.labels?.[LABEL_SERVICE_NAME] === svc.metadata.name,
   );
   const byPorts = new Map<string, EndpointSlice[]>();
+  const families = serviceFamilies(svc);
   for (const s of mine) {
-    if (!ownedBy(s, svc) || s.addressType !== 'IPv4') {
+    if (!ownedBy(s, svc) || !(families as string[]).includes(s.addressType)) {
       plan.delete.push(s);
       continue;
     }
-    pushTo(byPorts, portsKey(s.ports ?? []), s);
+    pushTo(byPorts, groupKey(s.addressType as Family, s.ports ?? []), s);
   }
-  const desired = desiredEndpoints(svc, pods, nodes);
+  const desired = new Map<string, Group>();
+  for (const f of families)
+    for (const [k, g] of desiredEndpoints(svc, pods, nodes, f)) desired.set(k, g);
   for (const [key, want] of desired) {
-    const r = reconcileGroup(svc, byPorts.get(key) ?? [], want.ports, want.endpoints, max);
+    const slices = byPorts.get(key) ?? [];
+    const r = reconcileGroup(svc, slices, want.ports, want.endpoints, max, want.family);
     plan.create.push(...r.create);
     plan.update.push(...r.update);
     plan.delete.push(...r.delete);
@@ -119,12 +126,31 @@ export function reconcileSlices(
 
 // ---- desired state ---------------------------------------------------------------------------
 
+type Family = 'IPv4' | 'IPv6';
+
 interface Group {
+  family: Family;
   ports: EndpointPortSpec[];
   endpoints: Map<string, EndpointSpec>;
 }
 
-function desiredEndpoints(svc: Service, pods: Pod[], nodes: Node[]): Map<string, Group> {
+/** The address types the Service's slices have: its ipFamilies (getAddressTypesForService). */
+export function serviceFamilies(svc: Service): Family[] {
+  const f = (svc.spec.ipFamilies ?? []).filter((x): x is Family => x === 'IPv4' || x === 'IPv6');
+  return f.length > 0 ? f : ['IPv4'];
+}
+
+/** Slices of one address type with the same ports are one group. */
+function groupKey(family: Family, ports: EndpointPortSpec[]): string {
+  return `${family} ${portsKey(ports)}`;
+}
+
+function desiredEndpoints(
+  svc: Service,
+  pods: Pod[],
+  nodes: Node[],
+  family: Family,
+): Map<string, Group> {
   const nodeByName = new Map(nodes.map((n) => [n.metadata.name, n]));
   const ns = svc.metadata.namespace ?? 'default';
   const groups = new Map<string, Group>();
@@ -134,11 +160,11 @@ function desiredEndpoints(svc: Service, pods: Pod[], nodes: Node[]): Map<string,
     if (!matchesSelector(pod.metadata.labels, svc.spec.selector)) continue;
     if (!shouldPodBeInEndpoints(pod)) continue;
     const ports = endpointPorts(svc, pod);
-    const key = portsKey(ports);
-    if (!groups.has(key)) groups.set(key, { ports, endpoints: new Map() });
+    const key = groupKey(family, ports);
+    if (!groups.has(key)) groups.set(key, { family, ports, endpoints: new Map() });
     const node = nodeByName.get(pod.spec?.nodeName ?? '');
     if (!node && !svc.spec.publishNotReadyAddresses) continue; // upstream logs and requeues
-    const ep = podToEndpoint(pod, node, svc);
+    const ep = podToEndpoint(pod, node, svc, family);
     if (ep.addresses.length > 0) groups.get(key)?.endpoints.set(endpointKey(ep), ep);
   }
   return groups;
@@ -148,26 +174,32 @@ function desiredEndpoints(svc: Service, pods: Pod[], nodes: Node[]): Map<string,
 export function shouldPodBeInEndpoints(pod: Pod): boolean {
   const phase = pod.status?.phase;
   if (phase === 'Succeeded' || phase === 'Failed') return false;
-  return podIPv4(pod) !== undefined;
+  return podIP(pod, 'IPv4') !== undefined;
 }
 
-function podIPv4(pod: Pod): string | undefined {
+/** The Pod's address of a family (status.podIPs, else status.podIP). */
+function podIP(pod: Pod, family: Family): string | undefined {
   const ips = pod.status?.podIPs?.map((p) => p.ip) ?? [];
   if (ips.length === 0 && pod.status?.podIP) ips.push(pod.status.podIP);
-  return ips.find((ip) => ip.includes('.'));
+  return ips.find((ip) => ip.includes(family === 'IPv4' ? '.' : ':'));
 }
 
 export function isPodReady(pod: Pod): boolean {
   return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
 }
 
-export function podToEndpoint(pod: Pod, node: Node | undefined, svc: Service): EndpointSpec {
+export function podToEndpoint(
+  pod: Pod,
+  node: Node | undefined,
+  svc: Service,
+  family: Family = 'IPv4',
+): EndpointSpec {
   const serving = isPodReady(pod);
   const terminating =
     pod.metadata.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null;
   // "ready" is never true for a terminating Pod, unless publishNotReadyAddresses says publish.
   const ready = svc.spec.publishNotReadyAddresses === true || (serving && !terminating);
-  const ip = podIPv4(pod);
+  const ip = podIP(pod, family);
   const ep: EndpointSpec = {
     addresses: ip ? [ip] : [],
     conditions: { ready, serving, terminating },
@@ -230,6 +262,7 @@ function reconcileGroup(
   ports: EndpointPortSpec[],
   want: Map<string, EndpointSpec>,
   max: number,
+  family: Family,
 ): SlicePlan {
   const left = new Map(want);
   const toUpdate: EndpointSlice[] = [];
@@ -276,7 +309,7 @@ function reconcileGroup(
       }
     }
     if (!target) {
-      target = newSlice(svc, ports);
+      target = newSlice(svc, ports, family);
       create.push(target);
     }
     while (queue.length > 0 && target.endpoints.length < max)
@@ -322,8 +355,10 @@ function isPlaceholderOf(s: EndpointSlice, p: EndpointSlice, svc: Service): bool
 function reuseDeleted(svc: Service, plan: SlicePlan): void {
   for (let i = 0; i < plan.delete.length && plan.create.length > 0; ) {
     const old = plan.delete[i];
-    if (old.addressType === 'IPv4' && ownedBy(old, svc)) {
-      const s = plan.create.pop() as EndpointSlice;
+    // the last create of the same address type (a slice never changes its type)
+    const j = plan.create.map((c) => c.addressType).lastIndexOf(old.addressType);
+    if (j >= 0 && ownedBy(old, svc)) {
+      const s = plan.create.splice(j, 1)[0] as EndpointSlice;
       const { generateName: _, ...meta } = s.metadata;
       plan.update.push({ ...s, metadata: { ...old.metadata, ...meta, name: old.metadata.name } });
       plan.delete.splice(i, 1);
@@ -349,7 +384,7 @@ export function sliceLabels(
   return out;
 }
 
-function newSlice(svc: Service, ports: EndpointPortSpec[]): EndpointSlice {
+function newSlice(svc: Service, ports: EndpointPortSpec[], family: Family = 'IPv4'): EndpointSlice {
   const owner = {
     apiVersion: 'v1',
     kind: 'Service',
@@ -368,7 +403,7 @@ function newSlice(svc: Service, ports: EndpointPortSpec[]): EndpointSlice {
       labels: sliceLabels(svc),
       ownerReferences: [owner],
     },
-    addressType: 'IPv4',
+    addressType: family,
     endpoints: [],
     ports: ports.map((p) => ({ ...p })),
   };

@@ -33,6 +33,8 @@ export interface ServerPlan {
 
 export interface ServerContext {
   podIP: string;
+  /** a dual-stack Pod's IPv6 address: the echo server listens on it too */
+  podIP6?: string;
   /** the view directory the DNS server reads */
   viewDir: string;
   node?: string;
@@ -63,6 +65,7 @@ export function serverFor(pod: Pod, c: ServerContext): ServerPlan {
   if (/^kubetun\/pause(:|$)/.test(container.image ?? ''))
     return { kind: 'pause', argv: ['sleep', 'infinity'] };
   const argv = [node, ECHO_SERVER, '--name', pod.metadata.name, '--ip', c.podIP];
+  if (c.podIP6) argv.push('--ip6', c.podIP6);
   for (const p of declaredPorts(pod))
     argv.push(p.protocol === 'UDP' ? '--udp' : '--http', String(p.containerPort));
   const after = readyAfter(container);

@@ -18,7 +18,7 @@ import { type NodeTarget, planPod, planPodUndo } from '../lab/plan.ts';
 import { isAlive, startInNs, stopProcess, waitForLog } from '../lab/procs.ts';
 import { sh, shTry } from '../sh.ts';
 import type { LabProcess } from '../lab/state.ts';
-import { LAB_PREFIX, type LabNode, type LabPod } from '../lab/topology.ts';
+import { LAB_PREFIX, type LabNode, type LabPod, podAddress6 } from '../lab/topology.ts';
 import { serverFor } from './images.ts';
 import { PodIpam } from './ipam.ts';
 import { execInPod, ProbeWorker } from './probes.ts';
@@ -126,6 +126,8 @@ export class Kubelet {
     const sandbox: LabPod = {
       name: pod.metadata.name,
       ip,
+      // a dual-stack node: the IPv6 address at the IPv4 one's offset (topology.ts podAddress6)
+      ip6: podAddress6(this.node, ip),
       node: this.node.name,
       podIf: 'eth0',
       ...names,
@@ -176,7 +178,11 @@ export class Kubelet {
   }
 
   private async runServer(run: PodRun): Promise<void> {
-    const plan = serverFor(run.pod, { podIP: run.sandbox.ip, viewDir: this.host.viewDir });
+    const plan = serverFor(run.pod, {
+      podIP: run.sandbox.ip,
+      podIP6: run.sandbox.ip6,
+      viewDir: this.host.viewDir,
+    });
     const log = this.host.logFile(run.pod);
     const proc = startInNs('server', run.pod.metadata.name, run.sandbox.ns, plan.argv, log);
     run.proc = proc;
@@ -227,7 +233,7 @@ export class Kubelet {
       phase: run.running || run.restarts > 0 ? 'Running' : 'Pending',
       hostIP: this.node.ip,
       podIP: run.sandbox.ip,
-      podIPs: [{ ip: run.sandbox.ip }],
+      podIPs: podIPs(run.sandbox),
       startTime: run.startedAt,
       conditions: conditions(true, run.ready && run.running),
       containerStatuses: [
@@ -292,6 +298,11 @@ export class Kubelet {
     );
     this.runs.clear();
   }
+}
+
+/** status.podIPs: the IPv4 address, then the IPv6 one on a dual-stack node. */
+export function podIPs(p: Pick<LabPod, 'ip' | 'ip6'>): { ip: string }[] {
+  return p.ip6 ? [{ ip: p.ip }, { ip: p.ip6 }] : [{ ip: p.ip }];
 }
 
 function conditions(scheduled: boolean, ready: boolean): PodCondition[] {

@@ -9,6 +9,14 @@
 //     dropping the ClusterIP, ETP back to Cluster dropping the health port) are released.
 // The caller releases `taken.values` if anything else refuses the object, and `taken.release`
 // once it is accepted.
+//
+// Dual-stack (a lab with an IPv6 service CIDR): a Service whose ipFamilyPolicy is
+// PreferDualStack or RequireDualStack gets an IPv6 ClusterIP as clusterIPs[1] (the one asked for,
+// else the one it had, else the next free one) and ipFamilies [IPv4, IPv6]; IPv4 stays the
+// primary family (an IPv6-first Service is refused). On an IPv4-only lab a PreferDualStack
+// Service stays single-stack and an IPv6 address it names is dropped — where the apiserver
+// would refuse it — so one manifests directory serves the single-stack and the dual-stack
+// topologies alike (stored as SingleStack); RequireDualStack is refused there.
 import { ipv4Problem } from '../manifests/ip.ts';
 import type { Allocator, Pool } from './allocator.ts';
 import { needsHealthCheckNodePort, needsNodePorts } from './admission-defaults.ts';
@@ -41,7 +49,7 @@ export function allocateService(
     problems.push({
       code: r === 'taken' ? 'ADMISSION_ALLOCATED' : 'ADMISSION_OUT_OF_RANGE',
       field,
-      reason: `Invalid value: ${JSON.stringify(v)}: failed to allocate ${what} ${v}: ${a.explain(pool, r)}${holder}`,
+      reason: `Invalid value: ${JSON.stringify(v)}: failed to allocate ${what} ${v}: ${a.explain(pool, r, v)}${holder}`,
     });
     return false;
   };
@@ -56,7 +64,10 @@ export function allocateService(
     } else taken.values.push([pool, v]);
     return v;
   };
-  allocateClusterIP(svc, old, problems, hold, next);
+  const second = secondFamily(svc, a, problems);
+  if (problems.length === 0) allocateClusterIP(svc, old, problems, hold, next);
+  if (problems.length === 0 && second !== undefined)
+    allocateClusterIPv6(svc, old, second, a, owner, problems, hold, taken);
   allocateNodePorts(svc, old, hold, next);
   allocateHealthCheckNodePort(svc, old, hold, next);
   if (old) taken.release = unusedOldValues(old, svc);
@@ -64,6 +75,100 @@ export function allocateService(
 }
 
 type Hold = (pool: Pool, v: string | number, field: string, what: string) => boolean;
+
+const isV6 = (ip: string | undefined) => (ip ?? '').includes(':');
+
+/**
+ * Whether the Service gets an IPv6 ClusterIP: '' (allocate one) or the address it asks for, or
+ * undefined (single-stack IPv4). Leaves spec.clusterIPs with the IPv4 entry alone for
+ * allocateClusterIP.
+ */
+function secondFamily(svc: Service, a: Allocator, problems: Problem[]): string | undefined {
+  const s = svc.spec;
+  if (s.type === 'ExternalName') return undefined;
+  const ips = s.clusterIPs ?? (s.clusterIP ? [s.clusterIP] : []);
+  if (isV6(s.clusterIP) || isV6(ips[0]) || (s.ipFamilies?.[0] ?? 'IPv4') === 'IPv6') {
+    problems.push({
+      code: 'ADMISSION_INVALID',
+      field: isV6(ips[0]) ? 'spec.clusterIPs[0]' : 'spec.ipFamilies[0]',
+      reason: `Invalid value: ${JSON.stringify(ips[0] ?? s.ipFamilies?.[0])}: the lab's primary family is IPv4: list the IPv4 address (family) first`,
+    });
+    return undefined;
+  }
+  const policy = s.ipFamilyPolicy ?? 'SingleStack';
+  const dual = policy !== 'SingleStack' && ips[0] !== 'None';
+  if (!dual || (!a.serviceCidrV6 && policy === 'PreferDualStack')) {
+    if (ips.length > 1 && (policy === 'SingleStack' || !isV6(ips[1]))) return undefined; // refused below
+    // single-stack: an IPv6 address a PreferDualStack Service named on an IPv4-only lab goes
+    if (dual) {
+      // PreferDualStack on an IPv4-only lab: stored as SingleStack, so the agents' readers (which
+      // take every family as configured) ask for no IPv6 address
+      s.clusterIPs = ips.slice(0, 1);
+      s.ipFamilies = ['IPv4'];
+      s.ipFamilyPolicy = 'SingleStack';
+    }
+    return undefined;
+  }
+  if (!a.serviceCidrV6) {
+    problems.push({
+      code: 'ADMISSION_INVALID',
+      field: 'spec.ipFamilyPolicy',
+      reason: `Invalid value: "RequireDualStack": the lab is IPv4-only (its topology has no ipv6 block)`,
+    });
+    return undefined;
+  }
+  const six = ips[1] ?? '';
+  if (six !== '' && !isV6(six)) {
+    problems.push({
+      code: 'ADMISSION_INVALID',
+      field: 'spec.clusterIPs[1]',
+      reason: `Invalid value: ${JSON.stringify(six)}: may only hold one IP of each family`,
+    });
+    return undefined;
+  }
+  if (ips.length > 1) s.clusterIPs = [ips[0]!];
+  return six;
+}
+
+/** clusterIPs[1]: the IPv6 ClusterIP asked for, else the one the Service had, else the next free. */
+function allocateClusterIPv6(
+  svc: Service,
+  old: Service | undefined,
+  asked: string,
+  a: Allocator,
+  owner: string,
+  problems: Problem[],
+  hold: Hold,
+  taken: Taken,
+): void {
+  const s = svc.spec;
+  const was = old?.spec.clusterIPs?.find(isV6) ?? '';
+  if (was !== '' && asked !== '' && asked !== was) {
+    problems.push({
+      code: 'ADMISSION_IMMUTABLE',
+      field: 'spec.clusterIPs[1]',
+      reason: `Invalid value: "${asked}": field is immutable (the Service has IPv6 ClusterIP ${was}; delete and re-create it to change it)`,
+    });
+    return;
+  }
+  let ip = asked || was;
+  if (ip === '') {
+    const got = a.allocate6(owner);
+    if (got === undefined) {
+      problems.push({
+        code: 'ADMISSION_RANGE_FULL',
+        field: 'spec.clusterIPs[1]',
+        reason: 'failed to allocate: range is full',
+      });
+      return;
+    }
+    taken.values.push(['clusterIP', got]);
+    ip = got;
+  } else if (!hold('clusterIP', ip, 'spec.clusterIPs[1]', 'IP')) return;
+  if (s.clusterIP === 'None') return;
+  s.clusterIPs = [s.clusterIP ?? '', ip];
+  s.ipFamilies = ['IPv4', 'IPv6'];
+}
 type Next = (pool: Pool, field: string) => string | number | undefined;
 
 function allocateClusterIP(
@@ -79,7 +184,7 @@ function allocateClusterIP(
     problems.push({
       code: 'ADMISSION_INVALID',
       field: 'spec.clusterIPs[1]',
-      reason: `Invalid value: ${JSON.stringify(s.clusterIPs?.[1])}: may only hold one IP of each family, and the lab is IPv4-only (ipFamilyPolicy SingleStack)`,
+      reason: `Invalid value: ${JSON.stringify(s.clusterIPs?.[1])}: may only hold one IP of each family (a SingleStack Service has one; dual-stack: ipFamilyPolicy PreferDualStack or RequireDualStack on a topology with an ipv6 block)`,
     });
     return;
   }

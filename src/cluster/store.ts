@@ -36,6 +36,8 @@ export interface StoreOptions {
   /** where store.json lives (undefined: memory only, for tests) */
   dir?: string;
   serviceCidr: string;
+  /** a dual-stack lab's IPv6 service CIDR (IPv6 ClusterIPs) */
+  serviceCidrV6?: string;
   clusterCidr?: string;
   nodePortRange?: PortRange;
 }
@@ -75,9 +77,10 @@ export class Store {
     const saved =
       file && existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Saved) : undefined;
     const range = o.nodePortRange ?? DEFAULT_NODE_PORT_RANGE;
+    const cidrs = { serviceCidr: o.serviceCidr, serviceCidrV6: o.serviceCidrV6 };
     this.allocator = saved
-      ? Allocator.fromJSON(saved.allocator, { serviceCidr: o.serviceCidr, nodePortRange: range })
-      : new Allocator({ serviceCidr: o.serviceCidr, nodePortRange: range });
+      ? Allocator.fromJSON(saved.allocator, { ...cidrs, nodePortRange: range })
+      : new Allocator({ ...cidrs, nodePortRange: range });
     this.rv = saved?.resourceVersion ?? 0;
     for (const obj of saved?.objects ?? []) this.index(obj);
   }
@@ -182,7 +185,8 @@ export class Store {
 
   private ctx() {
     return {
-      serviceCidr: this.o.serviceCidr,
+      // the readers check each ClusterIP against the range of its family
+      serviceCidr: [this.o.serviceCidr, this.o.serviceCidrV6].filter((c) => c).join(','),
       clusterCidr: this.o.clusterCidr,
       nodePortRange: this.o.nodePortRange ?? DEFAULT_NODE_PORT_RANGE,
       allocator: this.allocator,

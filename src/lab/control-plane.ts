@@ -22,7 +22,7 @@ import { reconcileDeployments, RESTARTED_AT_ANNOTATION } from '../cluster/deploy
 import { pushTo, reconcileSlices } from '../cluster/endpointslice-controller.ts';
 import { placeResolvConf, removeResolvConf, resolvConf } from '../cluster/dns/resolv-conf.ts';
 import { readObjects } from '../cluster/files.ts';
-import { Kubelet, POD_IP_ANNOTATION } from '../cluster/kubelet.ts';
+import { Kubelet, POD_IP_ANNOTATION, podIPs } from '../cluster/kubelet.ts';
 import { Store, writeView } from '../cluster/store.ts';
 import {
   type Deployment,
@@ -44,7 +44,7 @@ import { cleanStaleUdpConntrack, udpEndpointsSignature } from './kube-proxy-conn
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
 import { labTarget } from './plan.ts';
 import { LOG_DIR, readState, SANDBOX_FILE, VIEW_DIR } from './state.ts';
-import type { Topology } from './topology.ts';
+import { podAddress6, type Topology } from './topology.ts';
 
 /** The kubelet's --cluster-domain. */
 export const CLUSTER_DOMAIN = 'cluster.local';
@@ -87,6 +87,7 @@ export class LabControlPlane {
     this.store = new Store({
       dir: o.storeDir,
       serviceCidr: t.serviceCidr,
+      serviceCidrV6: t.ipv6?.serviceCidr,
       clusterCidr: t.clusterCidr,
     });
     if (o.kubelets !== false) {
@@ -304,7 +305,7 @@ export class LabControlPlane {
       this.store.updateStatus('Pod', p.metadata.namespace, p.metadata.name, {
         phase: 'Running',
         podIP: ip,
-        podIPs: [{ ip }],
+        podIPs: podIPs({ ip, ip6: node ? podAddress6(node, ip) : undefined }),
         hostIP: node?.ip,
         conditions: [
           { type: 'Ready', status: 'True' },
@@ -428,10 +429,14 @@ export function topologyObjects(t: Topology): KObject[] {
       apiVersion: 'v1',
       kind: 'Node',
       metadata: { name: n.name, labels: { 'kubernetes.io/hostname': n.name, ...n.labels } },
-      spec: { podCIDR: n.podCidr, podCIDRs: [n.podCidr] },
+      spec: {
+        podCIDR: n.podCidr,
+        podCIDRs: n.podCidrV6 ? [n.podCidr, n.podCidrV6] : [n.podCidr],
+      },
       status: {
         addresses: [
           { type: 'InternalIP', address: n.ip },
+          ...(n.ip6 ? [{ type: 'InternalIP', address: n.ip6 }] : []),
           { type: 'Hostname', address: n.name },
         ],
         conditions: [{ type: 'Ready', status: 'True' }],

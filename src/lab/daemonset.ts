@@ -251,6 +251,8 @@ export function daemonSetAgentArgv(
     ...dropPrivilegesArgv(c),
     ...command,
     ...args,
+    // a dual-stack topology: IPv6 ClusterIPs too (the IPv6 pod CIDR comes from the Node's podCIDRs)
+    ...(t.ipv6 ? [`--service-cidr-v6=${t.ipv6.serviceCidr}`] : []),
     ...extra,
   ];
 }

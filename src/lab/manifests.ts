@@ -4,6 +4,7 @@
 // mysterious timeout much later). Read with the same loader `kubetun run` uses, so a manifest
 // the data plane would reject fails `lab up` early with the loader's message.
 import { loadManifests, resolveServicePorts } from '../manifests/index.ts';
+import type { IPFamily } from '../model.ts';
 import { allPods, type LabPod, type Topology } from './topology.ts';
 
 export interface LabEndpoint {
@@ -35,16 +36,21 @@ export interface LabService {
   ports: LabServicePort[];
 }
 
-export function readLabServices(dir: string): LabService[] {
+/**
+ * The Services as the data plane of one family sees them (IPv6: the IPv6 ClusterIPs of
+ * dual-stack Services and their IPv6 endpoints); clusterIP is the address of that family.
+ */
+export function readLabServices(dir: string, family: IPFamily = 'IPv4'): LabService[] {
   const byName = new Map<string, LabService>();
-  for (const r of resolveServicePorts(loadManifests(dir))) {
+  const ofFamily = (ip: string) => ip.includes(':') === (family === 'IPv6');
+  for (const r of resolveServicePorts(loadManifests(dir), { family })) {
     const key = `${r.service.namespace}/${r.service.name}`;
     let svc = byName.get(key);
     if (!svc) {
       svc = {
         namespace: r.service.namespace,
         name: r.service.name,
-        clusterIP: r.service.clusterIPs[0] ?? '',
+        clusterIP: r.service.clusterIPs.find(ofFamily) ?? '',
         type: r.service.type ?? 'ClusterIP',
         externalIPs: [...(r.service.loadBalancerIPs ?? []), ...(r.service.externalIPs ?? [])],
         ports: [],

@@ -18,6 +18,12 @@
 // DESIGN.md), and a route <pod ip>/32 dev <veth> — `kubetun run` finds pod interfaces by it.
 // With `cni: bridge` (topology.ts CniLayout) the node-side veths are instead ports of a cni0
 // bridge holding <gateway>/<pod prefix>, and pods have <ip>/<pod prefix>: flannel's layout.
+// A dual-stack topology (topology.ts TopologyV6) adds the IPv6 side beside each IPv4 step:
+// <ip6>/<prefix> on the uplinks, fe80::1 on each node-side veth (the pods' IPv6 gateway, as
+// Calico's; a pod has <ip6>/128 and a default route via fe80::1), a route <ip6>/128 dev <veth>,
+// host-gw routes to the other nodes' podCidrV6, IPv6 forwarding. With `cni: bridge`, cni0 holds
+// <gateway6>/<prefix> and pods <ip6>/<prefix>. No address runs duplicate address detection
+// (nodad): the lab's addresses are unique by construction and usable at once.
 // Nothing here touches the host's root namespace unless asked to (a VM: NodeTarget.ns unset).
 import {
   type LabNode,
@@ -31,6 +37,9 @@ import {
 
 const bridged = (n: LabNode) => n.cni === 'bridge';
 const podPrefix = (n: LabNode) => n.podCidr.split('/')[1]!;
+const podPrefix6 = (n: LabNode) => n.podCidrV6?.split('/')[1];
+/** The pods' IPv6 gateway on a routes-layout node: the link-local address of each node-side veth. */
+export const POD_GATEWAY6 = 'fe80::1';
 
 export interface Phase {
   title: string;
@@ -120,17 +129,29 @@ function planUnderlay(t: Topology): string[][] {
       ['ip', '-n', u, ...veth, 'netns', h.ns],
       ['ip', '-n', u, 'link', 'set', h.underlayIf, 'master', UNDERLAY_BRIDGE, 'up'],
       ['ip', '-n', h.ns, 'addr', 'add', `${h.ip}/${t.underlayPrefix}`, 'dev', h.uplink],
+      ...(h.ip6 && t.ipv6
+        ? [[...addr6(h.ns), `${h.ip6}/${t.ipv6.underlayPrefix}`, 'dev', h.uplink, 'nodad']]
+        : []),
       ['ip', '-n', h.ns, 'link', 'set', h.uplink, 'up'],
     );
   }
   return cmds;
 }
 
+/** `ip -6 addr add` in a namespace */
+function addr6(ns: string): string[] {
+  return ['ip', '-n', ns, '-6', 'addr', 'add'];
+}
+
 function planBridge(n: LabNode, at: NodeTarget): string[][] {
   if (!bridged(n)) return [];
+  const gw6 = `${n.gateway6}/${podPrefix6(n)}`;
   return [
     onNode(at, ['ip', 'link', 'add', POD_BRIDGE, 'type', 'bridge']),
     onNode(at, ['ip', 'addr', 'add', `${n.gateway}/${podPrefix(n)}`, 'dev', POD_BRIDGE]),
+    ...(n.gateway6
+      ? [onNode(at, ['ip', '-6', 'addr', 'add', gw6, 'dev', POD_BRIDGE, 'nodad'])]
+      : []),
     onNode(at, ['ip', 'link', 'set', POD_BRIDGE, 'up']),
   ];
 }
@@ -155,22 +176,32 @@ export function planPodUndo(p: LabPod, at: NodeTarget): string[][] {
 
 function planPodLinks(n: LabNode, p: LabPod, at: NodeTarget): string[][] {
   const veth = ['link', 'add', p.hostIf, 'type', 'veth', 'peer', 'name', p.podIf];
+  const v6 = p.ip6 !== undefined && n.gateway6 !== undefined;
+  const route6 = (via: string) => ['ip', '-n', p.ns, '-6', 'route', 'add', 'default', 'via', via];
   if (bridged(n))
     return [
       onNode(at, ['ip', ...veth, 'netns', p.ns]),
       onNode(at, ['ip', 'link', 'set', p.hostIf, 'master', POD_BRIDGE, 'up']),
       ['ip', '-n', p.ns, 'addr', 'add', `${p.ip}/${podPrefix(n)}`, 'dev', p.podIf],
+      ...(v6 ? [[...addr6(p.ns), `${p.ip6}/${podPrefix6(n)}`, 'dev', p.podIf, 'nodad']] : []),
       ['ip', '-n', p.ns, 'link', 'set', p.podIf, 'up'],
       ['ip', '-n', p.ns, 'route', 'add', 'default', 'via', n.gateway, 'dev', p.podIf],
+      ...(v6 ? [[...route6(n.gateway6!), 'dev', p.podIf]] : []),
     ];
   return [
     onNode(at, ['ip', ...veth, 'netns', p.ns]),
     onNode(at, ['ip', 'addr', 'add', `${n.gateway}/32`, 'dev', p.hostIf]),
+    ...(v6
+      ? [onNode(at, ['ip', '-6', 'addr', 'add', `${POD_GATEWAY6}/64`, 'dev', p.hostIf, 'nodad'])]
+      : []),
     onNode(at, ['ip', 'link', 'set', p.hostIf, 'up']),
     ['ip', '-n', p.ns, 'addr', 'add', `${p.ip}/32`, 'dev', p.podIf],
+    ...(v6 ? [[...addr6(p.ns), `${p.ip6}/128`, 'dev', p.podIf, 'nodad']] : []),
     ['ip', '-n', p.ns, 'link', 'set', p.podIf, 'up'],
     ['ip', '-n', p.ns, 'route', 'add', 'default', 'via', n.gateway, 'dev', p.podIf, 'onlink'],
+    ...(v6 ? [[...route6(POD_GATEWAY6), 'dev', p.podIf]] : []),
     onNode(at, ['ip', 'route', 'add', `${p.ip}/32`, 'dev', p.hostIf]),
+    ...(v6 ? [onNode(at, ['ip', '-6', 'route', 'add', `${p.ip6}/128`, 'dev', p.hostIf])] : []),
   ];
 }
 
@@ -178,15 +209,25 @@ function planPodSysctl(p: LabPod, at: NodeTarget): string[] {
   return onNode(at, ['sysctl', '-qw', `net.ipv4.conf.${p.hostIf}.proxy_arp=1`]);
 }
 
-function planRoutes(t: Topology, n: LabNode, at: NodeTarget): string[][] {
+/** Routes to the other nodes' pod CIDRs via their underlay addresses, both families: argv tails. */
+function podCidrRoutes(t: Topology, n: LabNode | undefined, dev: string, verb = 'add'): string[][] {
   return t.nodes
     .filter((m) => m !== n)
-    .map((m) => onNode(at, ['ip', 'route', 'add', m.podCidr, 'via', m.ip, 'dev', at.uplink]));
+    .flatMap((m) => [
+      ['ip', 'route', verb, m.podCidr, 'via', m.ip, 'dev', dev],
+      ...(m.podCidrV6 && m.ip6
+        ? [['ip', '-6', 'route', verb, m.podCidrV6, 'via', m.ip6, 'dev', dev]]
+        : []),
+    ]);
+}
+
+function planRoutes(t: Topology, n: LabNode, at: NodeTarget): string[][] {
+  return podCidrRoutes(t, n, at.uplink).map((r) => onNode(at, r));
 }
 
 function planClientRoutes(t: Topology): string[][] {
   return t.clients.flatMap((c) =>
-    t.nodes.map((m) => ['ip', '-n', c.ns, 'route', 'add', m.podCidr, 'via', m.ip, 'dev', c.uplink]),
+    podCidrRoutes(t, undefined, c.uplink).map((r) => onNode({ ns: c.ns, uplink: c.uplink }, r)),
   );
 }
 
@@ -195,6 +236,7 @@ function planSysctls(n: LabNode, at: NodeTarget): string[] {
     'sysctl',
     '-qw',
     'net.ipv4.ip_forward=1',
+    ...(n.podCidrV6 ? ['net.ipv6.conf.all.forwarding=1'] : []),
     ...(bridged(n) ? [] : n.pods.map((p) => `net.ipv4.conf.${p.hostIf}.proxy_arp=1`)),
   ]);
 }
@@ -202,9 +244,7 @@ function planSysctls(n: LabNode, at: NodeTarget): string[] {
 /** What planNode adds to a node, to take it away again (a re-provisioned VM, a test). */
 export function planNodeUndo(t: Topology, n: LabNode, at: NodeTarget): string[][] {
   return [
-    ...t.nodes
-      .filter((m) => m !== n)
-      .map((m) => onNode(at, ['ip', 'route', 'del', m.podCidr, 'via', m.ip])),
+    ...podCidrRoutes(t, n, at.uplink, 'del').map((r) => onNode(at, r)),
     // The veth first: deleting it takes its peer, the gateway address and the /32 route at
     // once, while a deleted namespace is torn down by the kernel later (a re-provision would
     // find veth-<pod> still there).

@@ -48,7 +48,8 @@ export type Say = (msg: string) => void;
 
 /** The pod's HTTP + UDP echo server (lab/servers/echo.mjs), run inside the pod's namespace. */
 export function serverArgv(t: Topology, p: LabNode['pods'][number], node = process.execPath) {
-  return [node, join(REPO, 'lab/servers/echo.mjs'), '--name', p.name, '--ip', p.ip].concat([
+  const ip6 = p.ip6 ? ['--ip6', p.ip6] : [];
+  return [node, join(REPO, 'lab/servers/echo.mjs'), '--name', p.name, '--ip', p.ip, ...ip6].concat([
     '--http',
     String(t.httpPort),
     '--udp',
@@ -72,6 +73,9 @@ export function kubetunArgv(
     podCidr: n.podCidr,
     clusterCidr: t.clusterCidr,
     serviceCidr: t.serviceCidr,
+    // a dual-stack topology: the IPv6 ClusterIPs are served too (node/steering.ts)
+    serviceCidrV6: t.ipv6?.serviceCidr,
+    podCidrV6: n.podCidrV6,
     uplink,
     tun: NODE_TUN,
     ctlSocket,

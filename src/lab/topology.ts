@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { type ErrorOptions, UserError } from '../errors.ts';
+import { cidr6Contains, groupsToIpv6, ipv6Groups, parseCidr6 } from '../wire/addr6.ts';
 
 /**
  * Every namespace the lab creates starts with LAB_PREFIX (KUBETUN_LAB_PREFIX), so a sweep can
@@ -43,6 +44,9 @@ export interface LabPod {
   labels?: Record<string, string>;
   /** the Pod's image (src/cluster/images.ts; default kubetun/echo) */
   image?: string;
+  /** a dual-stack topology: the pod's IPv6 address (podAddress6: its node's podCidrV6 + the
+   * IPv4 address's offset in the pod CIDR) */
+  ip6?: string;
 }
 
 export interface LabNode {
@@ -61,11 +65,18 @@ export interface LabNode {
   labels?: Record<string, string>;
   /** how its pods are joined to it (the topology's `cni`; absent = routes) */
   cni?: CniLayout;
+  /** a dual-stack topology: the node's IPv6 address on the underlay (hostAddress6) */
+  ip6?: string;
+  /** a dual-stack topology: its IPv6 pod CIDR; the gateway is its first address */
+  podCidrV6?: string;
+  gateway6?: string;
 }
 
 export interface LabClient {
   name: string;
   ip: string;
+  /** a dual-stack topology: the client's IPv6 address on the underlay */
+  ip6?: string;
   ns: string;
   uplink: string;
   underlayIf: string;
@@ -88,6 +99,21 @@ export interface Topology {
   clients: LabClient[];
   httpPort: number;
   udpPort: number;
+  /** the topology's `ipv6` block: absent = an IPv4-only lab */
+  ipv6?: TopologyV6;
+}
+
+/**
+ * A dual-stack topology (the `ipv6` block): every IPv4 address keeps its place in the IPv6
+ * prefix of the same role — a node or client at offset N of the underlay CIDR is at offset N of
+ * underlayCidr, a pod at offset N of its node's podCidr at offset N of the node's podCidrV6 —
+ * so the topology file names each IPv6 prefix once and no address twice.
+ */
+export interface TopologyV6 {
+  underlayCidr: string;
+  underlayPrefix: number;
+  clusterCidr: string;
+  serviceCidr: string;
 }
 
 /** A topology file that cannot be used; the message names the file, object and field. */
@@ -159,8 +185,63 @@ export function parseTopology(text: string, file: string): Topology {
     httpPort: servers.http === undefined ? 8080 : f.port(servers, 'servers', 'http'),
     udpPort: servers.udp === undefined ? 5353 : f.port(servers, 'servers', 'udp'),
   };
+  if (root.ipv6 !== undefined) addIpv6(f, topo, f.obj(root, 'topology', 'ipv6'), root);
   validateTopology(topo);
   return topo;
+}
+
+/** The `ipv6` block and each node's podCidrV6; the hosts' and pods' IPv6 addresses from them. */
+function addIpv6(f: Fields, t: Topology, v6: Obj, root: Obj): void {
+  const underlayCidr = f.cidr6(v6, 'ipv6', 'underlayCidr');
+  t.ipv6 = {
+    underlayCidr,
+    underlayPrefix: parseCidr6(underlayCidr)!.prefix,
+    clusterCidr: f.cidr6(v6, 'ipv6', 'clusterCidr'),
+    serviceCidr: f.cidr6(v6, 'ipv6', 'serviceCidr'),
+  };
+  const rawNodes = root.nodes as Obj[];
+  t.nodes.forEach((n, i) => {
+    const podCidrV6 = f.cidr6(rawNodes[i]!, `node ${n.name}`, 'podCidrV6');
+    if (!cidr6Inside(podCidrV6, t.ipv6!.clusterCidr))
+      f.fail(
+        `node ${n.name}`,
+        'podCidrV6',
+        `${podCidrV6} is not inside ipv6.clusterCidr ${t.ipv6!.clusterCidr}`,
+      );
+    n.podCidrV6 = podCidrV6;
+    n.gateway6 = offset6(podCidrV6, 1);
+    n.ip6 = hostAddress6(t, n.ip);
+    for (const p of n.pods) p.ip6 = podAddress6(n, p.ip);
+  });
+  for (const c of t.clients) c.ip6 = hostAddress6(t, c.ip);
+}
+
+/** The address `n` past the network address of an IPv6 CIDR (n < 2^32). */
+function offset6(cidr: string, n: number): string {
+  const g = [...parseCidr6(cidr)!.groups];
+  const lo = ((g[6]! << 16) | g[7]!) + n;
+  g[6] = Math.floor(lo / 65536) & 0xffff;
+  g[7] = lo & 0xffff;
+  return groupsToIpv6(g);
+}
+
+/** A node's or client's IPv6 address: its IPv4 address's offset in the underlay, in ipv6.underlayCidr. */
+export function hostAddress6(t: Topology, ip: string): string | undefined {
+  if (!t.ipv6) return undefined;
+  const c = parseCidr(t.underlayCidr);
+  return offset6(t.ipv6.underlayCidr, (ipToU32(ip) - c.addr) >>> 0);
+}
+
+/** A pod's IPv6 address on a dual-stack node: its IPv4 address's offset in podCidr, in podCidrV6. */
+export function podAddress6(n: LabNode, ip: string): string | undefined {
+  if (!n.podCidrV6) return undefined;
+  return offset6(n.podCidrV6, (ipToU32(ip) - parseCidr(n.podCidr).addr) >>> 0);
+}
+
+function cidr6Inside(inner: string, outer: string): boolean {
+  const a = parseCidr6(inner)!;
+  const b = parseCidr6(outer)!;
+  return a.prefix >= b.prefix && cidr6Contains(b, a.groups);
 }
 
 function parseNode(f: Fields, raw: unknown, i: number): LabNode {
@@ -322,6 +403,16 @@ class Fields {
     if (!c) this.fail(object, field, `"${v}" is not an IPv4 CIDR like 10.0.0.0/24`);
     if ((c.addr & c.mask) >>> 0 !== c.addr) this.fail(object, field, `"${v}" has host bits set`);
     return v;
+  }
+  cidr6(o: Obj, object: string, field: string): string {
+    const v = this.str(o, object, field);
+    const c = parseCidr6(v);
+    if (!c || !v.includes(':'))
+      this.fail(object, field, `"${v}" is not an IPv6 CIDR like fd00:10:244:1::/64`);
+    if (ipv6Groups(v.split('/')[0]!)!.some((g, i) => g !== c.groups[i]))
+      this.fail(object, field, `"${v}" has host bits set`);
+    if (c.prefix > 120) this.fail(object, field, 'needs room for addresses (prefix <= 120)');
+    return c.text;
   }
   /** An optional map of label names to string values. */
   labels(o: Obj, object: string): Record<string, string> {

@@ -49,6 +49,7 @@ export const LINKTYPE_IPV4 = 228;
 export const LINKTYPE_LINUX_SLL2 = 276;
 
 export const ETHERTYPE_IPV4 = 0x0800;
+export const ETHERTYPE_IPV6 = 0x86dd;
 export const ETHERTYPE_VLAN = 0x8100;
 export const ETHERTYPE_QINQ = 0x88a8;
 

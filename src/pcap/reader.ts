@@ -1,10 +1,12 @@
 // Classic pcap reader: a cursor over the records of an in-memory file that yields, for each
 // record carrying an IPv4 packet, where that packet lies in the file's bytes. Link headers are
 // stripped (Ethernet with 802.1Q/802.1ad tags, Linux cooked v1/v2); records that carry something
-// other than IPv4 (ARP, IPv6, LLDP…) are skipped and counted. The cursor keeps no per-record
+// other than IPv4 (ARP, IPv6, LLDP…) are skipped and counted — unless the reader is asked for
+// IPv6 too (options.ipv6: `lab compare`'s IPv6 scenarios), when IPv6 packets are yielded as well. The cursor keeps no per-record
 // objects so a large capture can be replayed without garbage; readPcap() is the convenient form.
 import {
   ETHERTYPE_IPV4,
+  ETHERTYPE_IPV6,
   ETHERTYPE_QINQ,
   ETHERTYPE_VLAN,
   LINKTYPE_ETHERNET,
@@ -60,10 +62,11 @@ export class PcapReader {
   /** records skipped because they carry no IPv4 packet */
   skipped = 0;
 
-  /** `name` only appears in error messages. */
+  /** `name` only appears in error messages; options.ipv6: yield IPv6 packets too. */
   constructor(
     bytes: Uint8Array,
     readonly name = 'pcap',
+    private readonly options: { ipv6?: boolean } = {},
   ) {
     this.bytes = bytes;
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -160,10 +163,10 @@ export class PcapReader {
         off = this.etherPayload(start, end);
         break;
       case LINKTYPE_LINUX_SLL:
-        off = this.capLen >= 16 && this.be16(start + 14) === ETHERTYPE_IPV4 ? start + 16 : -1;
+        off = this.capLen >= 16 && this.isIp(this.be16(start + 14)) ? start + 16 : -1;
         break;
       default: // LINKTYPE_LINUX_SLL2
-        off = this.capLen >= 20 && this.be16(start) === ETHERTYPE_IPV4 ? start + 20 : -1;
+        off = this.capLen >= 20 && this.isIp(this.be16(start)) ? start + 20 : -1;
     }
     if (off < 0) return false;
     this.ipOff = off;
@@ -180,6 +183,10 @@ export class PcapReader {
    */
   private withoutLinkPadding(off: number, len: number): number {
     if (len < 4) return len;
+    if (this.bytes[off]! >> 4 === 6) {
+      const total6 = len >= 40 ? 40 + this.be16(off + 4) : len; // header + payload length
+      return Math.min(total6, len);
+    }
     const total = this.be16(off + 2);
     return total >= 20 && total < len ? total : len;
   }
@@ -190,10 +197,15 @@ export class PcapReader {
     for (;;) {
       if (typeOff + 2 > end) return -1;
       const type = this.be16(typeOff);
-      if (type === ETHERTYPE_IPV4) return typeOff + 2;
+      if (this.isIp(type)) return typeOff + 2;
       if (type !== ETHERTYPE_VLAN && type !== ETHERTYPE_QINQ) return -1;
       typeOff += 4;
     }
+  }
+
+  /** The EtherTypes yielded: IPv4, and IPv6 when asked for. */
+  private isIp(type: number): boolean {
+    return type === ETHERTYPE_IPV4 || (this.options.ipv6 === true && type === ETHERTYPE_IPV6);
   }
 
   private be16(off: number): number {
@@ -218,9 +230,13 @@ export interface PcapContents {
   skipped: number;
 }
 
-/** Every IPv4 packet of a pcap file, as objects: for tests and small captures. */
-export function readPcap(bytes: Uint8Array, name?: string): PcapContents {
-  const r = new PcapReader(bytes, name);
+/** Every IPv4 packet (options.ipv6: and IPv6 one) of a pcap file, as objects: for tests and small captures. */
+export function readPcap(
+  bytes: Uint8Array,
+  name?: string,
+  options: { ipv6?: boolean } = {},
+): PcapContents {
+  const r = new PcapReader(bytes, name, options);
   const packets: PcapPacket[] = [];
   while (r.next()) {
     packets.push({

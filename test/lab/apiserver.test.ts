@@ -67,6 +67,8 @@ describe('agent as the DaemonSet starts it', () => {
       '--uplink=eth0',
       '--ctl-socket=/run/x/node2.sock',
       `--proc-sys-net=${POD_ROOT}/host/proc/sys/net`,
+      // the dual-stack topology: IPv6 ClusterIPs too (the IPv6 pod CIDR from the Node object)
+      '--service-cidr-v6=fd00:10:96::/112',
       '--no-offload',
     ]);
   });

@@ -94,6 +94,22 @@ describe('bridge CNI layout under kubetun', () => {
     expect([...seen].sort()).toEqual(['pod-a', 'pod-b', 'pod-c']);
   });
 
+  it('IPv6 ClusterIP web-dual from pod-d (node2): every backend answers from its IPv6 address, seeing the client', () => {
+    const client = pod('pod-d');
+    // the dual-stack topology on cni0: <gateway6>/64 on the bridge, <ip6>/64 in the pods
+    expect(inNs(node('node2').ns, ['ip', '-6', 'addr', 'show', 'dev', POD_BRIDGE])).toContain(
+      `inet6 ${node('node2').gateway6}/64`,
+    );
+    const answers = whoamiMany(client.ns, 'http://[fd00:10:96::10]:80/whoami', TRIES);
+    const seen = new Set<string>();
+    for (const a of answers) {
+      const [who, ip, peer] = a.split(' ');
+      seen.add(who!);
+      expect({ a, ip, peer }).toEqual({ a, ip: pod(who!).ip6, peer: client.ip6 });
+    }
+    expect([...seen].sort()).toEqual(['pod-a', 'pod-b', 'pod-c']);
+  });
+
   it('NodePort web-np on node1 from the external client: local and remote backend, masqueraded', () => {
     const n1 = node('node1');
     const answers = curlMany(t.clients[0]!.ns, `http://${n1.ip}:30080/whoami`, 20);

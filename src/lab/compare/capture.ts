@@ -10,7 +10,7 @@ import { endStream, readLog, type Stream, startStream, tail, waitForStreamLog } 
 import { LabError } from '../error.ts';
 import type { HopAt } from '../show/flow.ts';
 import { allPods, type LabClient, type LabPod, type Topology } from '../topology.ts';
-import { decodeIpv4, type Pkt } from './packets.ts';
+import { decodeIp, type Pkt } from './packets.ts';
 
 export interface CapturePoint {
   name: string;
@@ -46,7 +46,9 @@ export function capturePoints(
           at: { kind: 'client', name: client.name },
         };
   const points: CapturePoint[] = [first];
-  for (const p of allPods(t).filter((p) => backendIps.includes(p.ip) && p !== client))
+  const isBackend = (p: LabPod) =>
+    backendIps.includes(p.ip) || (p.ip6 !== undefined && backendIps.includes(p.ip6));
+  for (const p of allPods(t).filter((p) => isBackend(p) && p !== client))
     points.push({
       name: `${p.name} veth`,
       ns: node(p.node).ns,
@@ -69,13 +71,24 @@ export interface Running {
   streams: Stream[];
 }
 
-/** filter: a tcpdump filter expression (default: the client's address); dir: where pcaps go */
+/**
+ * IPv6 captures leave out ICMPv6 types 130-143 (multicast listener and neighbour discovery,
+ * router solicitations): the links' own housekeeping, timed by neighbour caches rather than by
+ * the data plane, would otherwise land in one run's capture and not the other's.
+ */
+const IP6_NO_LINK_CONTROL = 'ip6 and not (icmp6 and ip6[40] >= 130 and ip6[40] <= 143)';
+
+/**
+ * filter: a tcpdump filter expression (default: the client's address); dir: where pcaps go;
+ * family: which packets (IPv6: IP6_NO_LINK_CONTROL)
+ */
 export async function startCaptures(
   points: CapturePoint[],
   filter: string,
   tag: string,
   dir: string,
   readyMs = 10_000,
+  family?: 'IPv6',
 ): Promise<Running> {
   mkdirSync(dir, { recursive: true });
   const streams: Stream[] = [];
@@ -85,7 +98,7 @@ export async function startCaptures(
     // -U: every packet is written to the pipe as it comes; the stream's end (endStream) stops
     // tcpdump with SIGTERM only after the far side has everything, so nothing is lost.
     const argv = ['tcpdump', '-i', cp.ifname, '-n', '-U', '--immediate-mode', '-w', '-'];
-    argv.push(`ip and (${filter})`);
+    argv.push(`${family === 'IPv6' ? IP6_NO_LINK_CONTROL : 'ip'} and (${filter})`);
     streams.push(startStream(cp.name, cp.ns, argv, `${base}.pcap`, `${base}.log`));
   }
   try {
@@ -110,11 +123,11 @@ export async function stopCaptures(
   await Promise.all(r.streams.map((s) => endStream(s)));
   return r.points.map((point, i) => {
     const s = r.streams[i]!;
-    const pcap = readPcap(new Uint8Array(readFileSync(s.out)), s.out);
+    const pcap = readPcap(new Uint8Array(readFileSync(s.out)), s.out, { ipv6: true });
     checkComplete(point, s, pcap.packets.length);
     const offset = clockOffsetUs(point.ns);
     const packets = pcap.packets.flatMap((p) => {
-      const d = decodeIpv4(p.data, p.tsSec * 1e6 + Math.floor(p.tsNsec / 1000) - offset);
+      const d = decodeIp(p.data, p.tsSec * 1e6 + Math.floor(p.tsNsec / 1000) - offset);
       return d ? [d] : [];
     });
     return { point, packets };

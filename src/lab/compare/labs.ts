@@ -15,7 +15,7 @@ import { type LabMode, LOG_DIR, readState, VIEW_DIR } from '../state.ts';
 import { LAB_PREFIX, loadTopology, type Topology } from '../topology.ts';
 import type { ClockOffset } from './clock.ts';
 import { labSwitchMode } from './mode.ts';
-import type { Scenario } from './scenarios.ts';
+import { familyRefusal, type Scenario } from './scenarios.ts';
 
 export interface CompareLab {
   /** for the report: which lab this is */
@@ -51,9 +51,10 @@ export async function namespaceLab(o: {
   if (state?.phase !== 'up')
     state = await labUp({ topology: o.topology, mode: o.kernel, progress: o.progress });
   const initial = state.mode;
+  const topology = loadTopology(state.topologyFile);
   return {
     name: `the namespace lab (prefix ${LAB_PREFIX})`,
-    topology: loadTopology(state.topologyFile),
+    topology,
     viewDir: VIEW_DIR,
     captureDir: join(LOG_DIR, 'compare'),
     mode: () => readState()?.mode ?? initial,
@@ -62,7 +63,7 @@ export async function namespaceLab(o: {
     },
     clockOffsetUs: () => 0,
     clocks: () => ({}),
-    cannotRun: () => undefined,
+    cannotRun: (s) => familyRefusal(s, topology),
     slowness: 1,
   };
 }

@@ -117,18 +117,38 @@ export class Normaliser {
       rest = `udp len ${p.len}`;
     } else if (p.proto === 'icmp') {
       ({ label, rest } = this.icmp(p));
+    } else if (p.proto === 'icmp6') {
+      ({ label, rest } = this.icmp6(p));
     } else {
       label = `proto ${p.proto}`;
       rest = label;
     }
     const text = `${head}: ${rest} ${ip}`;
     const isError =
-      p.proto === 'icmp' && p.icmpType !== ICMP_ECHO_REPLY && p.icmpType !== ICMP_ECHO;
+      (p.proto === 'icmp' && p.icmpType !== ICMP_ECHO_REPLY && p.icmpType !== ICMP_ECHO) ||
+      (p.proto === 'icmp6' && (p.icmpType ?? 0) < 128);
     const loose = isError ? `ICMP-ERROR-SOURCE > ${ep(p.dst, p.dport)}: ${rest}` : text;
     const opener = p.sport === undefined ? p.inner : p;
     const flow =
       opener?.sport === undefined ? '' : this.eph(Number(this.initiator(opener).split(':')[1]));
     return { text, src: p.src, dst: p.dst, label, loose, flow };
+  }
+
+  /** ICMPv6 by type and code (echo: its identifier symbol and sequence; an error: what it quotes). */
+  private icmp6(p: Pkt): { label: string; rest: string } {
+    const kind = `icmp6 type ${p.icmpType ?? '?'} code ${p.icmpCode ?? '?'}`;
+    if (p.icmpSeq !== undefined) {
+      const id = this.icmpId(p.icmpId ?? 0);
+      return {
+        label: `${kind} seq ${p.icmpSeq}`,
+        rest: `${kind} ${id} seq ${p.icmpSeq} len ${p.len}`,
+      };
+    }
+    const i = p.inner;
+    const ep = (ip: string, port?: number) =>
+      tcpdumpEndpoint(ip, port === undefined || !i ? undefined : this.endpoint(i, ip, port));
+    const about = i ? ` about [${ep(i.src, i.sport)} > ${ep(i.dst, i.dport)} ${i.proto}]` : '';
+    return { label: kind, rest: `${kind}${about}` };
   }
 
   private icmp(p: Pkt): { label: string; rest: string } {

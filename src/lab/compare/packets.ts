@@ -1,4 +1,4 @@
-// Decoding captured IPv4 packets into plain records for the comparison (slow path: a capture
+// Decoding captured IPv4 and IPv6 packets into plain records for the comparison (slow path: a capture
 // holds tens of packets). Only what a data plane can change, or what tells two packets apart,
 // is kept; the normaliser (normalise.ts) then decides which fields are legitimately random.
 //
@@ -11,6 +11,10 @@
 //   |                       Source Address                          |
 //   |                    Destination Address                        |
 //   +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+   (RFC 791)
+//
+// IPv6 (decodeIpv6): the hop limit stands in the ttl field; ipId 0, df false and ipCsumOk true
+// (IPv6 has none of them); the L4 header is found past the extension headers (src/wire/ipv6.ts);
+// ICMPv6 is proto 'icmp6' with its type and code, an error's quoted packet in inner.
 //
 // Fields are read with src/wire's accessors once the bytes are known to be there; TCP flags are
 // written as tcpdump writes them (src/wire/tcpdump.ts, shared with the pcap summaries).
@@ -40,7 +44,21 @@ import {
   ipv4Ttl,
   ipv4Version,
 } from '../../wire/ipv4.ts';
-import { IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
+import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP } from '../../wire/proto.ts';
+import { wordsToIpv6 } from '../../wire/addr6.ts';
+import {
+  IPV6_HEADER_LEN,
+  IPV6_OK,
+  ipv6Check,
+  ipv6CheckQuoted,
+  ipv6DstWord,
+  ipv6HopLimit,
+  ipv6L4Off,
+  ipv6L4Proto,
+  ipv6QuotedL4Off,
+  ipv6QuotedL4Proto,
+  ipv6SrcWord,
+} from '../../wire/ipv6.ts';
 import {
   TCP_MIN_HEADER_LEN,
   tcpAck,
@@ -59,7 +77,7 @@ export interface Pkt {
   tUs: number;
   src: string;
   dst: string;
-  proto: 'tcp' | 'udp' | 'icmp' | number;
+  proto: 'tcp' | 'udp' | 'icmp' | 'icmp6' | number;
   ttl: number;
   ipId: number;
   df: boolean;
@@ -94,7 +112,59 @@ function ipCsumOk(b: Uint8Array, ihl: number): boolean {
 function protoOf(n: number): Pkt['proto'] {
   if (n === IPPROTO_TCP) return 'tcp';
   if (n === IPPROTO_UDP) return 'udp';
+  if (n === IPPROTO_ICMPV6) return 'icmp6';
   return n === IPPROTO_ICMP ? 'icmp' : n;
+}
+
+/** ICMPv6 types the decoder reads further (RFC 4443). */
+const ICMP6_ECHO_REQUEST = 128;
+const ICMP6_ECHO_REPLY = 129;
+/** destination unreachable, packet too big, time exceeded, parameter problem */
+const ICMP6_ERRORS = new Set([1, 2, 3, 4]);
+
+/** An IPv4 or IPv6 packet, by its version nibble; undefined if unreadable. */
+export function decodeIp(b: Uint8Array, tUs = 0): Pkt | undefined {
+  return b.length > 0 && b[0]! >> 4 === 6 ? decodeIpv6(b, tUs) : decodeIpv4(b, tUs);
+}
+
+/** An IPv6 packet (or, for ICMPv6 errors, a truncated quoted one); undefined if unreadable. */
+export function decodeIpv6(b: Uint8Array, tUs = 0, embedded = false): Pkt | undefined {
+  const ok = embedded ? ipv6CheckQuoted(b, 0, b.length) : ipv6Check(b, 0, b.length);
+  if (ok !== IPV6_OK) return undefined;
+  const words = (get: (buf: Uint8Array, off: number, k: number) => number) =>
+    wordsToIpv6([0, 1, 2, 3].map((k) => get(b, 0, k)));
+  const proto = protoOf(embedded ? ipv6QuotedL4Proto(b, 0, b.length) : ipv6L4Proto(b, 0));
+  const p: Pkt = {
+    tUs,
+    src: words(ipv6SrcWord),
+    dst: words(ipv6DstWord),
+    proto,
+    ttl: ipv6HopLimit(b, 0),
+    ipId: 0,
+    df: false,
+    ipCsumOk: true,
+    len: 0,
+  };
+  const off = embedded ? ipv6QuotedL4Off(b, 0, b.length) : ipv6L4Off(b, 0);
+  if (off < IPV6_HEADER_LEN) return p;
+  const l4 = b.subarray(off);
+  const tcpMin = embedded ? 8 : TCP_MIN_HEADER_LEN;
+  if (proto === 'tcp' && l4.length >= tcpMin) decodeTcp(p, l4, embedded);
+  else if (proto === 'udp' && l4.length >= UDP_HEADER_LEN) {
+    p.sport = udpSrcPort(l4, 0);
+    p.dport = udpDstPort(l4, 0);
+    p.len = embedded ? 0 : udpLength(l4, 0) - UDP_HEADER_LEN;
+  } else if (proto === 'icmp6' && l4.length >= ICMP_HEADER_LEN) {
+    p.icmpType = icmpType(l4, 0);
+    p.icmpCode = icmpCode(l4, 0);
+    p.len = l4.length - ICMP_HEADER_LEN;
+    if (p.icmpType === ICMP6_ECHO_REQUEST || p.icmpType === ICMP6_ECHO_REPLY) {
+      p.icmpId = icmpEchoId(l4, 0);
+      p.icmpSeq = icmpEchoSeq(l4, 0);
+    } else if (!embedded && ICMP6_ERRORS.has(p.icmpType))
+      p.inner = decodeIpv6(l4.subarray(ICMP_HEADER_LEN), tUs, true);
+  }
+  return p;
 }
 
 /** An IPv4 packet (or, for ICMP errors, a truncated embedded one); undefined if unreadable. */

@@ -17,7 +17,7 @@ import { diffRuns, type PointDiff } from './diff.ts';
 import { type CompareLab, namespaceLab } from './labs.ts';
 import { flowKey, NORMALISATIONS, type NPkt, normaliseRun } from './normalise.ts';
 import type { Pkt } from './packets.ts';
-import { type Attempt, MAX_TRIES, portBlock, type Scenario } from './scenarios.ts';
+import { type Attempt, clientAddress, MAX_TRIES, portBlock, type Scenario } from './scenarios.ts';
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
 import { type LabDrawing, labDrawing } from '../show/model.ts';
 import type { CaptureMark } from '../show/svg.ts';
@@ -203,14 +203,15 @@ async function runScenario(
   const client = [...allPods(t), ...t.clients].find((p) => p.name === s.client);
   if (!client)
     throw new LabError(`scenario ${s.name}: the topology has no pod or client ${s.client}`);
-  const points = capturePoints(t, client, s.backends ?? serviceBackends(lab, s.service));
-  const filter = s.captureFilter?.(t, client) ?? `host ${client.ip}`;
+  const points = capturePoints(t, client, s.backends ?? serviceBackends(lab, s));
+  const filter = s.captureFilter?.(t, client) ?? `host ${clientAddress(s, client)}`;
   quietStart(t);
   await s.setup?.(t);
   let caps: Awaited<ReturnType<typeof startCaptures>>;
   try {
     const readyMs = 10_000 * lab.slowness;
-    caps = await startCaptures(points, filter, `${mode}-${s.name}`, lab.captureDir, readyMs);
+    const tag = `${mode}-${s.name}`;
+    caps = await startCaptures(points, filter, tag, lab.captureDir, readyMs, s.family);
   } catch (err) {
     await s.teardown?.(t);
     throw err;
@@ -270,10 +271,11 @@ function quietStart(t: Topology): void {
   for (const n of t.nodes) shTry(inNs(n.ns, ['ip', 'neigh', 'flush', 'dev', n.uplink]), 30_000);
 }
 
-/** The endpoint IPs of a lab service (every port), from the manifests the data planes load. */
-function serviceBackends(lab: CompareLab, name: string | undefined): string[] {
+/** The endpoint IPs of the scenario's service (every port, its family), from the manifests the data planes load. */
+function serviceBackends(lab: CompareLab, s: Scenario): string[] {
+  const name = s.service;
   if (!name) return [];
-  const svc = readLabServices(lab.viewDir).find((x) => x.name === name);
+  const svc = readLabServices(lab.viewDir, s.family).find((x) => x.name === name);
   if (!svc) throw new LabError(`the lab view in ${lab.viewDir} has no service ${name}`);
   return [...new Set(svc.ports.flatMap((p) => p.endpoints.map((e) => e.ip)))];
 }
@@ -327,13 +329,14 @@ function pickPackets(
 function ownedBy(s: Scenario): (p: Pkt, snatted?: boolean) => boolean {
   const [lo, hi] = portBlock(s);
   const inBlock = (n: number | undefined) => n !== undefined && n >= lo && n <= hi;
+  const icmp = (p: Pkt) => p.proto === 'icmp' || p.proto === 'icmp6';
   const carries = (p: Pkt): boolean =>
-    p.proto === 'icmp'
+    icmp(p)
       ? p.inner
         ? carries(p.inner)
         : inBlock(p.icmpId)
       : inBlock(p.sport) || inBlock(p.dport);
-  return (p, snatted = false) => carries(p) || (snatted && p.proto !== 'icmp');
+  return (p, snatted = false) => carries(p) || (snatted && !icmp(p));
 }
 
 /** first-choice: the first connection's backend becomes "backend1"; the other backends merge. */

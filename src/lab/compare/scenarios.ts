@@ -73,6 +73,20 @@ export interface Scenario {
   /** the lab's control plane (it changes Services or EndpointSlices): not on VMs, whose nodes
    * read a static view (lab compare --vms) */
   needs?: 'control-plane';
+  /** the address family its packets are (default IPv4): an IPv6 scenario needs a dual-stack
+   * topology, captures IPv6 and is found by the client's IPv6 address */
+  family?: 'IPv6';
+}
+
+/** Why a scenario cannot run on this topology (an IPv6 twin on an IPv4-only lab), or undefined. */
+export function familyRefusal(s: Scenario, t: Topology | undefined): string | undefined {
+  if (s.family !== 'IPv6' || t?.ipv6) return undefined;
+  return 'an IPv6 scenario: the topology has no ipv6 block (lab/topology.yaml has one)';
+}
+
+/** The client's address of the scenario's family (what its packets carry). */
+export function clientAddress(s: Scenario, c: LabPod | LabClient): string {
+  return (s.family === 'IPv6' ? c.ip6 : c.ip) ?? c.ip;
 }
 
 export const MAX_TRIES = 20;
@@ -121,8 +135,8 @@ function curlOnce(
 // argv: ip port localPort size waitMs. Linux sets DF on UDP (IP_PMTUDISC_WANT), which
 // frag-needed uses.
 const UDP_QUERY = `
-const s = require('node:dgram').createSocket('udp4');
 const [ip, port, local, size, wait] = process.argv.slice(1).map((x, i) => (i ? Number(x) : x));
+const s = require('node:dgram').createSocket(ip.includes(':') ? 'udp6' : 'udp4');
 const timer = setTimeout(() => { console.log(s.address().port + ' timeout'); process.exit(1); }, wait);
 s.on('message', (m) => { clearTimeout(timer); console.log(s.address().port + ' ' + m); s.close(); });
 s.bind(local, () => s.send(size > 4 ? Buffer.alloc(size, 'x') : 'who?', port, ip));
@@ -166,6 +180,9 @@ const STALE = {
   port: 53,
   file: 'lab compare udp-stale-endpoint',
 };
+
+/** web-dual's IPv6 ClusterIP (lab/manifests/web-dual.yaml). */
+const WEB_DUAL_V6 = 'fd00:10:96::10';
 
 /** web-lb-deny's LoadBalancer ingress IP (lab/manifests/lb.yaml). */
 const LB_DENY_IP = '172.30.0.201';
@@ -343,6 +360,44 @@ export const SCENARIOS: readonly Scenario[] = [
         backend: after.backend,
         output: `before: ${before.output}; after pod-d was replaced by pod-b${late}: ${after.output}`,
       };
+    },
+  },
+  // IPv6 twins (a dual-stack topology): the same client requests over IPv6 to a dual-stack
+  // Service's IPv6 ClusterIP, against the kernel's IPv6 proxier (ip6tables / table ip6).
+  {
+    name: 'clusterip-tcp-v6',
+    family: 'IPv6',
+    title: `curl -6 a dual-stack Service's IPv6 ClusterIP (web-dual [${WEB_DUAL_V6}]:80/TCP) from pod-d`,
+    client: 'pod-d',
+    service: 'web-dual',
+    choice: 'same-backend',
+    count: 1,
+    run: (t, c, x) => curlOnce(t, c, x, `http://[${WEB_DUAL_V6}]:80/`),
+  },
+  {
+    name: 'udp-v6',
+    family: 'IPv6',
+    title: `UDP request/reply through a dual-stack Service's IPv6 ClusterIP (web-dual [${WEB_DUAL_V6}]:53/UDP) from pod-d`,
+    client: 'pod-d',
+    service: 'web-dual',
+    choice: 'same-backend',
+    count: 1,
+    run: (t, c, x) => udpOnce(t, c, x, WEB_DUAL_V6, 53),
+  },
+  {
+    name: 'ping-vip-v6',
+    family: 'IPv6',
+    title: `ping -6 a dual-stack Service's IPv6 ClusterIP (${WEB_DUAL_V6}) from pod-d: no answer`,
+    client: 'pod-d',
+    service: 'web-dual',
+    choice: 'none',
+    count: 1,
+    run: (_t, c, x) => pingOnce(c, x, WEB_DUAL_V6),
+    expectedDifference: {
+      nftables:
+        'nftables mode (table ip6 kube-proxy) rejects everything to an IPv6 ClusterIP that no service port matches, echo requests included: ICMPv6 destination unreachable, port unreachable (type 1 code 4), from the node; kubetun drops echo requests to a VIP silently and counts them (DROP_ECHO_TO_VIP), as for IPv4',
+      iptables:
+        'ip6tables mode has no rule for ICMPv6 to a ClusterIP: the node routes the echo on out of its uplink, neighbour discovery for the VIP finds nobody, and after ~3 s the node reports ICMPv6 address unreachable (type 1 code 3); kubetun drops it at the node and counts it (DROP_ECHO_TO_VIP)',
     },
   },
 ];

@@ -35,7 +35,7 @@ import { allPods, type LabNode, type Topology } from '../topology.ts';
 import { parsePlace, type VmNodes, type VmSide, vmAgent, vmKernelRules, vmNodes } from '../vms.ts';
 import { CLOCK_SCRIPT, type ClockOffset, measureClockOffset } from './clock.ts';
 import type { CompareLab } from './labs.ts';
-import type { Scenario } from './scenarios.ts';
+import { familyRefusal, type Scenario } from './scenarios.ts';
 
 /**
  * Software emulation (TCG, docs/vagrant.md) runs a guest several times slower than the host:
@@ -67,6 +67,8 @@ export interface VmLab extends CompareLab {
 export function vmRefusal(s: Scenario, t?: Topology): string | undefined {
   if (s.needs === 'control-plane')
     return "it changes Services or EndpointSlices through the lab's control plane; the VMs' nodes read a static view";
+  const family = familyRefusal(s, t);
+  if (family) return family;
   if (!t) return undefined;
   const names = [...allPods(t), ...t.clients].map((p) => p.name);
   if (!names.includes(s.client))

@@ -5,6 +5,10 @@
 //
 //   pod-d ──veth-pod-d──▶ node2 kubetun: SYN to 10.96.0.10:80 matches a service → DNAT → pod-c
 //   pod-d ──veth-pod-d──▶ node2 kubetun: ICMP echo to 10.96.0.10 matches nothing → dropped
+//
+// On a dual-stack lab (a topology with an ipv6 block) the same client then does it over IPv6:
+// `curl -6` to a dual-stack Service's IPv6 ClusterIP (web-dual fd00:10:96::10) answers from a
+// pod's IPv6 address, `ping -6` to it gets no echo reply — in kubetun's and the kernel's modes.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DROP_ECHO_TO_VIP, REASON_NAMES } from '../../datapath/state/reasons.ts';
@@ -66,6 +70,22 @@ export interface CurlVsPingReport {
   natIcmpRules?: string[];
   /** iptables: the VIP's nat rules with their packet/byte counters */
   natCounters?: string[];
+  /** a dual-stack lab: the same curl and ping over IPv6, to a dual-stack Service's IPv6 VIP */
+  ipv6?: CurlVsPing6;
+}
+
+export interface CurlVsPing6 {
+  service: string;
+  vip: string;
+  port: number;
+  httpCode: number;
+  /** the pod that answered, and the address it answered from (its IPv6 one) */
+  backend?: LabPod;
+  body: string;
+  pingSent: number;
+  pingReceived: number;
+  pingSummary: string;
+  curlError: string;
 }
 
 const PINGS = 3;
@@ -118,6 +138,7 @@ async function curlVsPingIn(
   const direct = backend ?? backends[0]!;
   const directCurl = curl(client, `http://${direct.ip}:${t.httpPort}/`);
   const directPing = ping(client, direct.ip);
+  if (t.ipv6) evidence.ipv6 = overIpv6(t, client);
 
   const report: CurlVsPingReport = {
     mode,
@@ -138,13 +159,34 @@ async function curlVsPingIn(
   return report;
 }
 
-function pickService(services: LabService[]): LabService {
+function pickService(services: LabService[], prefer = 'web', family = 'IPv4'): LabService {
   const withEndpoints = services.filter((s) =>
     s.ports.some((p) => p.protocol === 'TCP' && p.endpoints.length > 0),
   );
-  const svc = withEndpoints.find((s) => s.name === 'web') ?? withEndpoints[0];
-  if (!svc) throw new LabError('the lab manifests have no TCP service with endpoints to curl');
+  const svc = withEndpoints.find((s) => s.name === prefer) ?? withEndpoints[0];
+  if (!svc)
+    throw new LabError(`the lab manifests have no ${family} TCP service with endpoints to curl`);
   return svc;
+}
+
+/** `curl -6` and `ping -6` from the client to a dual-stack Service's IPv6 ClusterIP. */
+function overIpv6(t: Topology, client: LabPod): CurlVsPing6 {
+  const svc = pickService(readLabServices(VIEW_DIR, 'IPv6'), 'web-dual', 'IPv6');
+  const port = svc.ports.find((p) => p.protocol === 'TCP')!;
+  const c = curl(client, `http://[${svc.clusterIP}]:${port.port}/`, '-6');
+  const p = ping(client, svc.clusterIP, '-6');
+  return {
+    service: `${svc.namespace}/${svc.name}`,
+    vip: svc.clusterIP,
+    port: port.port,
+    httpCode: c.code,
+    backend: allPods(t).find((x) => c.body.startsWith(`${x.name} `)),
+    body: c.body.trim(),
+    pingSent: p.sent,
+    pingReceived: p.received,
+    pingSummary: p.summary,
+    curlError: c.code === 200 ? '' : `curl exit ${c.exit}: ${c.err}`,
+  };
 }
 
 /** tcpdump on the node-side veth of the client and of every possible backend. */
@@ -202,9 +244,18 @@ interface CurlResult {
   err: string;
 }
 
-function curl(pod: LabPod, url: string): CurlResult {
+function curl(pod: LabPod, url: string, family?: '-6'): CurlResult {
   const r = shTry(
-    inNs(pod.ns, ['curl', '-sS', '-m', '5', '-w', '\n%{http_code} %{local_port}', url]),
+    inNs(pod.ns, [
+      'curl',
+      ...(family ? [family] : []),
+      '-sS',
+      '-m',
+      '5',
+      '-w',
+      '\n%{http_code} %{local_port}',
+      url,
+    ]),
   );
   const lines = r.out.trimEnd().split('\n');
   const [code, lport] = (lines.pop() ?? '').split(' ');
@@ -217,8 +268,13 @@ function curl(pod: LabPod, url: string): CurlResult {
   };
 }
 
-function ping(pod: LabPod, ip: string): { sent: number; received: number; summary: string } {
-  const r = shTry(inNs(pod.ns, ['ping', '-n', '-c', String(PINGS), '-i', '0.2', '-W', '1', ip]));
+function ping(
+  pod: LabPod,
+  ip: string,
+  family?: '-6',
+): { sent: number; received: number; summary: string } {
+  const argv = ['ping', ...(family ? [family] : []), '-n', '-c', String(PINGS), '-i', '0.2'];
+  const r = shTry(inNs(pod.ns, [...argv, '-W', '1', ip]));
   const summary = r.out.split('\n').find((l) => /packets transmitted/.test(l)) ?? r.err.trim();
   const m = /(\d+) packets transmitted, (\d+) received/.exec(summary);
   return { sent: Number(m?.[1] ?? 0), received: Number(m?.[2] ?? 0), summary };
@@ -293,6 +349,17 @@ function printSteps(
       : failed(raw.directCurl),
   );
   out(`   ${raw.directPing.summary}`);
+  const v6 = r.ipv6;
+  if (!v6) return;
+  out(
+    `4. the same over IPv6, to ${v6.service}'s IPv6 ClusterIP:   $ curl -6 http://[${v6.vip}]:${v6.port}/   and   $ ping -6 -c ${PINGS} ${v6.vip}`,
+  );
+  out(
+    v6.httpCode === 200
+      ? `   HTTP 200, answered by ${v6.backend ? `${v6.backend.name} from ${v6.body.split(' ')[1]} on ${v6.backend.node}` : v6.body}`
+      : `   FAILED (${v6.curlError})`,
+  );
+  out(`   ${v6.pingSummary}`);
 }
 
 function printEvidence(out: (s: string) => void, r: CurlVsPingReport, raw: Raw): void {
@@ -394,6 +461,12 @@ function printWhy(out: (s: string) => void, r: CurlVsPingReport): void {
   out('Try it yourself (the lab stays up):');
   out(`  node bin/kubetun.mjs lab exec ${r.client.name} -- curl -s http://${r.vip}:${r.port}/`);
   out(`  node bin/kubetun.mjs lab exec ${r.client.name} -- ping -c 3 ${r.vip}`);
+  if (r.ipv6) {
+    out(
+      `  node bin/kubetun.mjs lab exec ${r.client.name} -- curl -6 -s http://[${r.ipv6.vip}]:${r.ipv6.port}/`,
+    );
+    out(`  node bin/kubetun.mjs lab exec ${r.client.name} -- ping -6 -c 3 ${r.ipv6.vip}`);
+  }
   const other = r.mode === 'kubetun' ? 'iptables' : 'kubetun';
   out(`  node bin/kubetun.mjs lab demo curl-vs-ping --mode ${other}     (the same with ${other})`);
   out('  node bin/kubetun.mjs lab status        node bin/kubetun.mjs lab down');
