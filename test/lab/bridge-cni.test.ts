@@ -100,7 +100,7 @@ describe('bridge CNI layout under kubetun', () => {
     expect(inNs(node('node2').ns, ['ip', '-6', 'addr', 'show', 'dev', POD_BRIDGE])).toContain(
       `inet6 ${node('node2').gateway6}/64`,
     );
-    const answers = whoamiMany(client.ns, 'http://[fd00:10:96::10]:80/whoami', TRIES);
+    const answers = curlMany(client.ns, 'http://[fd00:10:96::10]:80/whoami', TRIES);
     const seen = new Set<string>();
     for (const a of answers) {
       const [who, ip, peer] = a.split(' ');
