@@ -148,13 +148,8 @@ export function decodeIpv6(b: Uint8Array, tUs = 0, embedded = false): Pkt | unde
   const off = embedded ? ipv6QuotedL4Off(b, 0, b.length) : ipv6L4Off(b, 0);
   if (off < IPV6_HEADER_LEN) return p;
   const l4 = b.subarray(off);
-  const tcpMin = embedded ? 8 : TCP_MIN_HEADER_LEN;
-  if (proto === 'tcp' && l4.length >= tcpMin) decodeTcp(p, l4, embedded);
-  else if (proto === 'udp' && l4.length >= UDP_HEADER_LEN) {
-    p.sport = udpSrcPort(l4, 0);
-    p.dport = udpDstPort(l4, 0);
-    p.len = embedded ? 0 : udpLength(l4, 0) - UDP_HEADER_LEN;
-  } else if (proto === 'icmp6' && l4.length >= ICMP_HEADER_LEN) {
+  if (decodeTcpUdp(p, l4, embedded)) return p;
+  if (proto === 'icmp6' && l4.length >= ICMP_HEADER_LEN) {
     p.icmpType = icmpType(l4, 0);
     p.icmpCode = icmpCode(l4, 0);
     p.len = l4.length - ICMP_HEADER_LEN;
@@ -186,15 +181,22 @@ export function decodeIpv4(b: Uint8Array, tUs = 0, embedded = false): Pkt | unde
     len: 0,
   };
   const l4 = b.subarray(ihl, embedded ? b.length : total);
+  if (decodeTcpUdp(p, l4, embedded)) return p;
+  if (proto === 'icmp' && l4.length >= ICMP_HEADER_LEN) decodeIcmp(p, l4, tUs, embedded);
+  return p;
+}
+
+/** The TCP or UDP header of p (either family) from l4; false for another protocol or too short. */
+function decodeTcpUdp(p: Pkt, l4: Uint8Array, embedded: boolean): boolean {
   // an ICMP error quotes at least 8 bytes of the L4 header: ports and sequence number
   const tcpMin = embedded ? 8 : TCP_MIN_HEADER_LEN;
-  if (proto === 'tcp' && l4.length >= tcpMin) decodeTcp(p, l4, embedded);
-  else if (proto === 'udp' && l4.length >= UDP_HEADER_LEN) {
+  if (p.proto === 'tcp' && l4.length >= tcpMin) decodeTcp(p, l4, embedded);
+  else if (p.proto === 'udp' && l4.length >= UDP_HEADER_LEN) {
     p.sport = udpSrcPort(l4, 0);
     p.dport = udpDstPort(l4, 0);
     p.len = embedded ? 0 : udpLength(l4, 0) - UDP_HEADER_LEN;
-  } else if (proto === 'icmp' && l4.length >= ICMP_HEADER_LEN) decodeIcmp(p, l4, tUs, embedded);
-  return p;
+  } else return false;
+  return true;
 }
 
 function decodeTcp(p: Pkt, t: Uint8Array, embedded: boolean): void {
