@@ -66,10 +66,14 @@ function serviceProblems(a: ActiveExercise, mayChange: string[], now: ServiceSna
   return problems;
 }
 
-/** Every endpoint address is the address of the Pod it names (or of some Pod, if it names none). */
+/** Every endpoint address is an address of the Pod it names (or of some Pod, if it names none). */
 function endpointProblems(slices: EndpointSlice[], pods: Pod[]): string[] {
   const podIp = new Map<string, string>();
-  for (const p of pods) if (p.status?.podIP) podIp.set(p.status.podIP, p.metadata.name);
+  // every address of the Pod: podIP and, on a dual-stack lab, its IPv6 entry of podIPs
+  for (const p of pods) {
+    if (p.status?.podIP) podIp.set(p.status.podIP, p.metadata.name);
+    for (const { ip } of p.status?.podIPs ?? []) podIp.set(ip, p.metadata.name);
+  }
   const problems: string[] = [];
   for (const sl of slices)
     for (const e of sl.endpoints ?? [])
