@@ -433,6 +433,7 @@ class Queue : public Napi::ObjectWrap<Queue> {
                      size_t n) {
     uint32_t written = 0;
     size_t i = 0;
+    int giveUp = 0;  // an errno that says the ring cannot write to this TUN at all
     while (i < n) {
       unsigned queued = 0;
       for (; i < n && queued < kRingEntries; i++) {
@@ -444,6 +445,7 @@ class Queue : public Napi::ObjectWrap<Queue> {
         if (sqe == nullptr) break;  // cannot happen: the ring is empty at each round's start
         // offset -1: the file's own position, as write() uses (a TUN ignores it)
         io_uring_prep_write(sqe, fixed_ ? 0 : fd_, data + o[i], l[i], static_cast<__u64>(-1));
+        io_uring_sqe_set_data64(sqe, i);  // which packet, for a retry by write()
         // EAGAIN, as write() on the O_NONBLOCK fd: io_uring ignores O_NONBLOCK on a pollable
         // file and would wait for room instead (a read SQE waits for a packet the same way)
         sqe->rw_flags = RWF_NOWAIT;
@@ -467,7 +469,20 @@ class Queue : public Napi::ObjectWrap<Queue> {
         unsigned head;
         unsigned seen = 0;
         io_uring_for_each_cqe(&ring_, head, cqe) {
-          written += cqe->res >= 0 ? Wrote(cqe->res) : Refused(-cqe->res);
+          int res = cqe->res;
+          if (res >= 0) {
+            written += Wrote(res);
+          } else if (res == -EAGAIN || res == -EINVAL) {
+            written += Refused(-res);  // what write() would have answered too
+          } else {
+            // The kernel refuses the ring's kind of write itself (a TUN without FMODE_NOWAIT
+            // answers RWF_NOWAIT with EOPNOTSUPP; the VM lab's Debian 12 kernel forwarded
+            // nothing through the ring): this packet goes by write(), and the ring is given
+            // up after this round (giveUp).
+            size_t k = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+            written += WriteOne(data + o[k], l[k]);
+            giveUp = -res;
+          }
           seen++;
         }
         io_uring_cq_advance(&ring_, seen);
@@ -476,6 +491,10 @@ class Queue : public Napi::ObjectWrap<Queue> {
           stats_[TX_SYSCALLS] += 1;
           rc = io_uring_submit_and_wait(&ring_, queued - reaped);
         }
+      }
+      if (giveUp != 0 && ring_ok_) {
+        ExitRing();
+        uringErr_ = giveUp;
       }
       if (!ring_ok_) {
         for (; i < n; i++) {
