@@ -473,15 +473,17 @@ class Queue : public Napi::ObjectWrap<Queue> {
           if (res >= 0) {
             written += Wrote(res);
           } else if (res == -EAGAIN || res == -EINVAL) {
-            written += Refused(-res);  // what write() would have answered too
+            written += Refused(-res);  // a full TUN, a bad packet: what write() answers too
           } else {
             // The kernel refuses the ring's kind of write itself (a TUN without FMODE_NOWAIT
             // answers RWF_NOWAIT with EOPNOTSUPP; the VM lab's Debian 12 kernel forwarded
             // nothing through the ring): this packet goes by write(), and the ring is given
             // up after this round (giveUp).
+            // A packet write() refuses as well leaves the ring in use.
             size_t k = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-            written += WriteOne(data + o[k], l[k]);
-            giveUp = -res;
+            int ok = WriteOne(data + o[k], l[k]);
+            written += ok;
+            if (ok == 1) giveUp = -res;
           }
           seen++;
         }
