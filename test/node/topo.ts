@@ -275,22 +275,34 @@ export class Topo {
 
   /** Kills what it started (by PID) and waits for it, then deletes the namespaces. */
   async teardown(): Promise<void> {
-    const alive = this.procs.filter((p) => p.exitCode === null && p.signalCode === null);
-    await Promise.all(
-      alive.map((p) => {
-        const gone = new Promise((r) => p.once('exit', r));
-        p.kill('SIGKILL');
-        return gone;
-      }),
-    );
-    // A namespace file is busy while any process (or mount namespace of `ip netns exec`) still
-    // holds it: retry a little rather than leak it.
-    for (const n of this.namespaces) {
-      for (let i = 0; i < 20; i++) {
-        if (spawnSync('ip', ['netns', 'del', n]).status === 0) break;
-        await sleep(100);
-      }
-    }
-    rmSync(this.dir, { recursive: true, force: true });
+    await teardownTopo(this.procs, this.namespaces, this.dir);
   }
+}
+
+/**
+ * A test topology's teardown (Topo here, Topo6 in topo6.ts): kills the processes it started, by
+ * their handles, waits for them, deletes its namespaces and its directory.
+ */
+export async function teardownTopo(
+  procs: readonly ChildProcess[],
+  namespaces: readonly string[],
+  dir: string,
+): Promise<void> {
+  const alive = procs.filter((p) => p.exitCode === null && p.signalCode === null);
+  await Promise.all(
+    alive.map((p) => {
+      const gone = new Promise((r) => p.once('exit', r));
+      p.kill('SIGKILL');
+      return gone;
+    }),
+  );
+  // A namespace file is busy while any process (or mount namespace of `ip netns exec`) still
+  // holds it: retry a little rather than leak it.
+  for (const n of namespaces) {
+    for (let i = 0; i < 20; i++) {
+      if (spawnSync('ip', ['netns', 'del', n]).status === 0) break;
+      await sleep(100);
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
 }

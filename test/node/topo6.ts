@@ -13,12 +13,13 @@
 // kills by PID (and any given to adopt()); nothing outside these namespaces is touched.
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { ctlRequest } from '../../src/node/ctl.ts';
+import { teardownTopo } from './topo.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 export const CIDR6 = 'fd00:10:96::/112';
@@ -179,20 +180,6 @@ export class Topo6 {
 
   /** Kills what it started (by PID) and waits for it, then deletes the namespaces. */
   async teardown(): Promise<void> {
-    const alive = this.procs.filter((p) => p.exitCode === null && p.signalCode === null);
-    await Promise.all(
-      alive.map((p) => {
-        const gone = new Promise((r) => p.once('exit', r));
-        p.kill('SIGKILL');
-        return gone;
-      }),
-    );
-    for (const n of this.namespaces) {
-      for (let i = 0; i < 20; i++) {
-        if (spawnSync('ip', ['netns', 'del', n]).status === 0) break;
-        await sleep(100);
-      }
-    }
-    rmSync(this.dir, { recursive: true, force: true });
+    await teardownTopo(this.procs, this.namespaces, this.dir);
   }
 }
