@@ -215,7 +215,7 @@ async function startControlPlane(t: Topology, state: LabState, say: Progress): P
 async function startApiServer(t: Topology, state: LabState, say: Progress): Promise<void> {
   const at = apiServerAt(t);
   prepareCredentials(at.host);
-  writeAgentConfig();
+  writeAgentConfig(t);
   makeSaMountpoint();
   const argv = [process.execPath, join(REPO_ROOT, 'bin/kubetun.mjs'), 'lab', 'apiserver'];
   argv.push('--topology', t.file);
