@@ -17,12 +17,12 @@
 // never land in the next one's capture, whichever order they run in.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { UsageError } from '../../errors.ts';
+import { familyOfIP, type IPFamily } from '../../model.ts';
 import { inNs, nsNode, shTry } from '../../sh.ts';
 import { apiCall } from '../api.ts';
 import type { ApplyReply } from '../control-plane-api.ts';
 import { LabError } from '../error.ts';
 import type { LabClient, LabPod, Topology } from '../topology.ts';
-import { familyOfIP } from '../../model.ts';
 
 export interface Attempt {
   ok: boolean;
@@ -203,8 +203,6 @@ const V6 = {
 
 /** web-lb-deny's LoadBalancer ingress IPs (lab/manifests/lb.yaml), per family. */
 const LB_DENY_IP = { IPv4: '172.30.0.201', IPv6: 'fd00:172:30::c9' };
-
-type Family = 'IPv4' | 'IPv6';
 
 /**
  * Why a kernel REJECT of a pod's IPv6 connection shows the SYN twice (docs/compare.md, "A
@@ -474,7 +472,7 @@ export const SCENARIOS: readonly Scenario[] = [
  * family, outside that family's loadBalancerSourceRanges (each family's proxier takes only its
  * own ranges).
  */
-function lbSourceRange(family: Family): Scenario {
+function lbSourceRange(family: IPFamily): Scenario {
   const ip = urlHost(LB_DENY_IP[family]);
   return {
     name: family === 'IPv6' ? 'lb-source-range-v6' : 'lb-source-range',
@@ -496,13 +494,13 @@ function lbSourceRange(family: Family): Scenario {
  * that drives path MTU discovery (IPv4: fragmentation needed; IPv6: Packet Too Big, the only
  * way it works there: routers never fragment), which must reach the client through the VIP.
  */
-function fragNeeded(family: Family): Scenario {
+function fragNeeded(family: IPFamily): Scenario {
   const v6 = family === 'IPv6';
   const vip = v6 ? V6.udpEcho : '10.96.0.54';
   const error = v6 ? 'ICMPv6 Packet Too Big' : 'ICMP frag-needed';
   return {
     name: v6 ? 'icmp-frag-needed-v6' : 'icmp-frag-needed',
-    ...(v6 ? { family } : {}),
+    ...(family === 'IPv6' ? { family } : {}),
     title: `a 1400-byte UDP datagram (${v6 ? 'IPv6' : 'DF'}) from pod-a to udp-echo ${urlHost(vip)}:53 that lands on pod-d, whose veth takes ${FRAG_MTU}: the ${error} comes back through the VIP (its quoted packet reverse-NATed)`,
     client: 'pod-a',
     service: 'udp-echo',
@@ -524,13 +522,13 @@ function fragNeeded(family: Family): Scenario {
  * udp-stale-endpoint and its IPv6 twin: pod-c's datagrams from one source port, before and
  * after the endpoint changes from pod-d to pod-b.
  */
-function staleEndpoint(family: Family): Scenario {
+function staleEndpoint(family: IPFamily): Scenario {
   const svc = STALE[family];
   const v6 = family === 'IPv6';
   const pods = ['pod-b', 'pod-d'];
   return {
     name: v6 ? 'udp-stale-endpoint-v6' : 'udp-stale-endpoint',
-    ...(v6 ? { family } : {}),
+    ...(family === 'IPv6' ? { family } : {}),
     needs: 'control-plane',
     title: `stale UDP: pod-c sends to ${svc.name} ${urlHost(svc.ip)}:53/UDP from one source port and lands on pod-d; the EndpointSlice then replaces pod-d by pod-b; the next datagram from the same port must reach pod-b (the data plane deletes the stale UDP conntrack entry, as kube-proxy does)`,
     client: 'pod-c',
@@ -570,7 +568,7 @@ function podNamed(t: Topology, name: string): LabPod {
   return pod;
 }
 
-function podAddress(p: LabPod, family: Family): string {
+function podAddress(p: LabPod, family: IPFamily): string {
   const ip = family === 'IPv6' ? p.ip6 : p.ip;
   if (!ip) throw new LabError(`lab compare: pod ${p.name} has no ${family} address`);
   return ip;
@@ -578,7 +576,7 @@ function podAddress(p: LabPod, family: Family): string {
 
 function staleObjects(
   pod: LabPod,
-  family: Family,
+  family: IPFamily,
   withService: boolean,
 ): { file: string; object: unknown }[] {
   const { name, clusterIPs } = STALE[family];
@@ -616,7 +614,7 @@ function staleObjects(
 
 async function applyStale(
   t: Topology,
-  family: Family,
+  family: IPFamily,
   podName: string,
   withService: boolean,
 ): Promise<void> {
@@ -626,7 +624,7 @@ async function applyStale(
     throw new LabError(`scenario ${STALE[family].name}: ${r.errors.join('; ')}`);
 }
 
-async function removeStale(family: Family): Promise<void> {
+async function removeStale(family: IPFamily): Promise<void> {
   const { name } = STALE[family];
   await apiCall('POST', '/delete', {
     kind: 'EndpointSlice',
@@ -639,7 +637,7 @@ async function removeStale(family: Family): Promise<void> {
 /** New flows (ephemeral ports, outside every block) until one is answered by `want`, ≤ 20 s. */
 async function untilAnswered(
   t: Topology,
-  family: Family,
+  family: IPFamily,
   client: string,
   want: string,
 ): Promise<boolean> {
@@ -662,7 +660,7 @@ async function untilAnswered(
  * "net unreachable". The namespace lab's node1 has that route through its underlay subnet
  * already (172.30.0.0/24, fd00:172:30::/64); the VMs' nodes have none.
  */
-function lbRoute(t: Topology, family: Family, verb: 'replace' | 'del'): void {
+function lbRoute(t: Topology, family: IPFamily, verb: 'replace' | 'del'): void {
   const client = t.clients[0]!;
   const node = t.nodes[0]!;
   const ip = LB_DENY_IP[family];
