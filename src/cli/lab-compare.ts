@@ -65,11 +65,12 @@ export function registerCompare(lab: Command, guarded: Guarded, topo: () => Opti
 
 async function listScenarios(all: readonly Scenario[], vms: boolean): Promise<void> {
   const { vmRefusal } = await import('../lab/compare/vm-lab.ts');
+  const width = Math.max(...all.map((s) => s.name.length));
   for (const s of all) {
     const why = vms ? vmRefusal(s) : undefined;
     const where = vms ? (why ? 'no ' : 'yes') : '';
-    process.stdout.write(`${s.name.padEnd(22)} ${where ? `${where}  ` : ''}${s.title}\n`);
-    if (why) process.stdout.write(`${''.padEnd(28)}not on the VMs: ${why}\n`);
+    process.stdout.write(`${s.name.padEnd(width)} ${where ? `${where}  ` : ''}${s.title}\n`);
+    if (why) process.stdout.write(`${''.padEnd(width + 6)}not on the VMs: ${why}\n`);
   }
 }
 

@@ -206,26 +206,40 @@ export function register(program: Command): void {
         .choices(['kubetun', 'iptables', 'nftables'])
         .default('kubetun'),
     )
-    .action((name: string, o: { topology: string; mode: 'kubetun' | 'iptables' | 'nftables' }) =>
+    .option(
+      '-6, --ipv6',
+      'nodeport, long-connections: over IPv6, on a dual-stack lab (curl-vs-ping shows IPv6 there by itself)',
+    )
+    .action((name: string, o: DemoFlags) =>
       guarded('demo', async () => {
         if (name === 'nodeport') {
           const { nodePortDemo } = await import('../lab/demo/nodeport.ts');
-          await nodePortDemo({ topology: o.topology, progress });
+          await nodePortDemo({ topology: o.topology, progress, ipv6: o.ipv6 });
           return;
         }
         if (name === 'long-connections') {
           const { longConnectionsDemo } = await import('../lab/demo/long-connections.ts');
-          await longConnectionsDemo({ topology: o.topology, progress });
+          await longConnectionsDemo({ topology: o.topology, progress, ipv6: o.ipv6 });
           return;
         }
         if (name !== 'curl-vs-ping')
           throw new UsageError(
             `unknown demo "${name}" (known: curl-vs-ping, nodeport, long-connections)`,
           );
+        if (o.ipv6)
+          throw new UsageError('lab demo curl-vs-ping takes no --ipv6', {
+            hint: 'on a dual-stack lab its step 4 does curl -6 and ping -6 by itself',
+          });
         const { curlVsPing } = await import('../lab/demo/curl-vs-ping.ts');
         await curlVsPing({ topology: o.topology, mode: o.mode, progress });
       }),
     );
+}
+
+interface DemoFlags {
+  topology: string;
+  mode: 'kubetun' | 'iptables' | 'nftables';
+  ipv6?: boolean;
 }
 
 /** `lab exec` on the VM lab: a pod, node or client of its topology, through its route (ssh). */

@@ -33,8 +33,30 @@ function parseRange(s: string): { min: number; max: number } {
   return { min, max };
 }
 
+/**
+ * --cluster-cidr as kube-proxy takes it: one CIDR per family, comma-separated, either order
+ * ("10.244.0.0/16,fd00:10:244::/56"); each family's proxier uses its own, and a family without
+ * one has no local traffic detector (kube-proxy warns and runs without).
+ */
+export function clusterCidrOfFamily(
+  v: string | undefined,
+  family: 'IPv4' | 'IPv6' = 'IPv4',
+): string | undefined {
+  if (v === undefined) return undefined;
+  const mine = v
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '' && x.includes(':') === (family === 'IPv6'));
+  if (mine.length > 1)
+    throw new UsageError(`--cluster-cidr: "${v}" has more than one ${family} CIDR`, {
+      hint: 'one CIDR per family, comma-separated: 10.244.0.0/16,fd00:10:244::/56',
+    });
+  return mine[0];
+}
+
 /** Load, resolve and render; returns the text `kubetun rules` prints. */
-export async function renderRules(o: RulesCliOptions): Promise<string> {
+export async function renderRules(opts: RulesCliOptions): Promise<string> {
+  const o = { ...opts, clusterCIDR: clusterCidrOfFamily(opts.clusterCIDR, opts.ipFamily) };
   const range = o.nodePortRange === undefined ? undefined : parseRange(o.nodePortRange);
   const state = loadManifests(o.manifests, range ? { nodePortRange: range } : {});
   const ports = resolveServicePorts(state, { nodeName: o.nodeName, family: o.ipFamily });
@@ -94,7 +116,7 @@ export function register(program: Command): void {
     .option('--ip-family <family>', 'IPv4 (default) or IPv6: the proxier of that family')
     .option(
       '--cluster-cidr <cidr>',
-      'pod CIDR (local traffic detector; off-cluster ClusterIP traffic is masqueraded)',
+      "pod CIDR (local traffic detector; off-cluster ClusterIP traffic is masqueraded); kube-proxy's dual-stack form v4,v6 too: each --ip-family takes its own",
     )
     .option('--node-name <name>', "this node's name (local endpoints, traffic policies)")
     .option('--node-ip <ip...>', "this node's IPs; the first is kube-proxy's node IP", collect)

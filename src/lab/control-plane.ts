@@ -327,11 +327,16 @@ export class LabControlPlane {
       return;
     }
     // then, as kube-proxy after a sync that changed a UDP service's endpoints: stale UDP flows
-    const ports = resolveServicePorts(loadManifests(this.viewDir));
-    const sig = udpEndpointsSignature(ports);
+    const state = loadManifests(this.viewDir);
+    const ports = resolveServicePorts(state);
+    // a dual-stack topology: kube-proxy's IPv6 proxier cleans its own (IPv6) flows
+    const ports6 = this.t.ipv6 ? resolveServicePorts(state, { family: 'IPv6' }) : [];
+    const sig = udpEndpointsSignature(ports, ports6);
     if (sig === this.udpEndpoints) return;
     this.udpEndpoints = sig;
-    const n = cleanStaleUdpConntrack(this.t, ports);
+    const n =
+      cleanStaleUdpConntrack(this.t, ports) +
+      (this.t.ipv6 ? cleanStaleUdpConntrack(this.t, ports6, 'IPv6') : 0);
     if (n > 0) this.say(`kernel ${mode}: ${n} stale UDP conntrack entries deleted`);
   }
 

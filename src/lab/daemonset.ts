@@ -18,10 +18,13 @@
 //
 // What the lab changes, each named once here: the repository path instead of /opt/kubetun, the
 // node binary running the lab, the ConfigMap's config.conf at API_DIR instead of the volume at
-// /var/lib/kubetun, --service-cidr (the manifest's comment says to set it to the cluster's),
-// --ctl-socket (the lab's socket directory, so lab commands find the agent), and a hostPath
-// volume mounted at a path the machine does not have (/host/proc/sys/net) is bound below
-// POD_ROOT instead, in the arguments too.
+// /var/lib/kubetun (its clusterCIDR the topology's), --service-cidr (the manifest's comment
+// says to set it to the cluster's), --ctl-socket (the lab's socket directory, so lab commands
+// find the agent), and a hostPath volume mounted at a path the machine does not have
+// (/host/proc/sys/net) is bound below POD_ROOT instead, in the arguments too. A dual-stack
+// topology runs deploy/dual-stack as that Component does: its config.conf (clusterCIDR in
+// kube-proxy's v4,v6 form) and --service-cidr-v6; --node-ip-v6 and --pod-cidr-v6 come from the
+// Node object (its IPv6 InternalIP and spec.podCIDRs), as on a cluster.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -170,14 +173,25 @@ export function agentMountScript(
   return lines.join(' && ');
 }
 
-/** Writes the ConfigMap's config.conf where the lab's agents read it; returns the path. */
-export function writeAgentConfig(): string {
-  const cm = docs('configmap.yaml').find((d) => d?.kind === 'ConfigMap');
-  const text = cm?.data?.['config.conf'];
+/**
+ * The ConfigMap's config.conf as the lab's agents read it (writeAgentConfig): on a dual-stack
+ * topology deploy/dual-stack's, as `components: [dual-stack]` replaces it; its clusterCIDR the
+ * topology's (kube-proxy's "v4[,v6]" form), as --service-cidr is.
+ */
+export function agentConfigText(t: Topology): string {
+  const text = t.ipv6
+    ? readFileSync(join(DEPLOY, 'dual-stack/config.conf'), 'utf8')
+    : docs('configmap.yaml').find((d) => d?.kind === 'ConfigMap')?.data?.['config.conf'];
   if (typeof text !== 'string') throw new LabError('deploy/configmap.yaml: no data config.conf');
+  const cidrs = t.ipv6 ? `${t.clusterCidr},${t.ipv6.clusterCidr}` : t.clusterCidr;
+  return text.replace(/^clusterCIDR: .*$/m, `clusterCIDR: ${cidrs}`);
+}
+
+/** Writes the agents' config.conf (agentConfigText) where they read it; returns the path. */
+export function writeAgentConfig(t: Topology): string {
   mkdirSync(API_DIR, { recursive: true });
   const file = join(API_DIR, 'config.conf');
-  writeFileSync(file, text);
+  writeFileSync(file, agentConfigText(t));
   return file;
 }
 

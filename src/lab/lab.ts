@@ -182,7 +182,12 @@ async function checkView(t: Topology): Promise<void> {
   try {
     const refused: string[] = [];
     await renderStaticView(t, dir, (m) => refused.push(m));
-    const problems = [...refused, ...checkManifestEndpoints(t, readLabServices(dir))];
+    const problems = [
+      ...refused,
+      ...checkManifestEndpoints(t, readLabServices(dir)),
+      // a dual-stack topology: the IPv6 endpoints too (a hand-written IPv6 slice)
+      ...(t.ipv6 ? checkManifestEndpoints(t, readLabServices(dir, 'IPv6'), 'IPv6') : []),
+    ];
     if (problems.length > 0)
       throw new UserError(
         'LAB_MANIFESTS',
@@ -215,7 +220,7 @@ async function startControlPlane(t: Topology, state: LabState, say: Progress): P
 async function startApiServer(t: Topology, state: LabState, say: Progress): Promise<void> {
   const at = apiServerAt(t);
   prepareCredentials(at.host);
-  writeAgentConfig();
+  writeAgentConfig(t);
   makeSaMountpoint();
   const argv = [process.execPath, join(REPO_ROOT, 'bin/kubetun.mjs'), 'lab', 'apiserver'];
   argv.push('--topology', t.file);
@@ -333,11 +338,7 @@ async function downUnlocked(opts: DownOptions): Promise<DownResult> {
  * empty, and the state directory but for the entries in `kept` (always the lock; if asked the
  * control plane's store, the logs, the exercise directory).
  */
-function removeLabFiles(
-  state: LabState | undefined,
-  t: Topology | undefined,
-  kept: Set<string>,
-) {
+function removeLabFiles(state: LabState | undefined, t: Topology | undefined, kept: Set<string>) {
   const sockets = new Set(state?.processes.flatMap((p) => (p.ctlSocket ? [p.ctlSocket] : [])));
   for (const n of t?.nodes ?? []) sockets.add(ctlSocketFor(n));
   for (const sock of sockets) {

@@ -78,10 +78,16 @@ export function readLabServices(dir: string, family: IPFamily = 'IPv4'): LabServ
 /**
  * Problems that would make the lab lie: endpoints that are no pod of the topology, endpoints
  * said to be on another node than the pod is, target names that do not match the pod, and
- * endpoint ports the pods do not serve.
+ * endpoint ports the pods do not serve. `family`: the family the services were read in
+ * (readLabServices), whose pod addresses the endpoints must be.
  */
-export function checkManifestEndpoints(t: Topology, services: LabService[]): string[] {
-  const pods = new Map(allPods(t).map((p) => [p.ip, p]));
+export function checkManifestEndpoints(
+  t: Topology,
+  services: LabService[],
+  family: IPFamily = 'IPv4',
+): string[] {
+  const address = (p: LabPod) => (family === 'IPv6' ? p.ip6 : p.ip);
+  const pods = new Map(allPods(t).map((p) => [address(p), p]));
   const problems: string[] = [];
   for (const s of services) {
     for (const port of s.ports) {

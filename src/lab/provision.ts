@@ -73,9 +73,13 @@ export function kubetunArgv(
     podCidr: n.podCidr,
     clusterCidr: t.clusterCidr,
     serviceCidr: t.serviceCidr,
-    // a dual-stack topology: the IPv6 ClusterIPs are served too (node/steering.ts)
+    // a dual-stack topology: the IPv6 ClusterIPs are served too (node/steering.ts), IPv6
+    // NodePorts on the node's IPv6 address (masqueraded to it), and IPv6 ClusterIP traffic from
+    // outside the IPv6 cluster CIDR masqueraded, as a dual-stack kube-proxy does
     serviceCidrV6: t.ipv6?.serviceCidr,
     podCidrV6: n.podCidrV6,
+    nodeIpV6: n.ip6,
+    clusterCidrV6: t.ipv6?.clusterCidr,
     uplink,
     tun: NODE_TUN,
     ctlSocket,

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { API_DIR, desiredObjects, SA_DIR, SA_MOUNT, syncServer } from '../../src/lab/apiserver.ts';
 import {
   agentCapabilities,
+  agentConfigText,
   agentMountScript,
   container,
   daemonSetAgentArgv,
@@ -71,6 +72,18 @@ describe('agent as the DaemonSet starts it', () => {
       '--service-cidr-v6=fd00:10:96::/112',
       '--no-offload',
     ]);
+  });
+
+  it("reads the ConfigMap's config, deploy/dual-stack's on a dual-stack topology, with the topology's cluster CIDRs", () => {
+    // the IPv6 cluster CIDR's masquerade decisions come from clusterCIDR's v4,v6 form, as
+    // `components: [dual-stack]` ships it; --node-ip-v6 and --pod-cidr-v6 from the Node
+    const dual = agentConfigText(t);
+    expect(dual).toMatch(/^clusterCIDR: 10\.244\.0\.0\/16,fd00:10:244::\/56$/m);
+    const v4 = agentConfigText(loadTopology(join(ROOT, 'lab/vagrant-topology.yaml')));
+    expect(v4).toMatch(/^clusterCIDR: 10\.244\.0\.0\/16$/m);
+    // the rest is the ConfigMap's, line for line
+    const other = (s: string) => s.split('\n').filter((l) => !l.startsWith('clusterCIDR:'));
+    expect(other(dual)).toEqual(other(v4));
   });
 
   it("builds the container's view: the manifest's hostPath volumes, a fresh /dev, /proc/sys and /sys read-only", () => {

@@ -252,6 +252,29 @@ describe('compare: normalise and diff', () => {
     ).toBe(false);
   });
 
+  it('groups interleaved IPv6 flows by their own client port (the address has colons too)', () => {
+    const v6 = (p: Pkt): Pkt => ({
+      ...p,
+      src: p.src === '10.244.2.3' ? 'fd00:10:244:2::3' : 'fd00:10:96::28',
+      dst: p.dst === '10.244.2.3' ? 'fd00:10:244:2::3' : 'fd00:10:96::28',
+    });
+    const f1 = handshake(40001, 1, 2, 1, 1).map(v6);
+    const f2 = handshake(40002, 3, 4, 1, 1).map(v6);
+    const a = normaliseRun([{ name: 'v', packets: [...f1, ...f2] }]);
+    const b = normaliseRun([
+      { name: 'v', packets: [f1[0]!, f1[1]!, f2[0]!, f1[2]!, f2[1]!, f2[2]!] },
+    ]);
+    expect(a[0]!.packets.map((p) => p.flow)).toEqual([
+      'eph1',
+      'eph1',
+      'eph1',
+      'eph2',
+      'eph2',
+      'eph2',
+    ]);
+    expect(diffRuns(a, b)[0]!.same).toBe(true);
+  });
+
   it('draws one ladder per capture point and plane, differences in red', () => {
     const a = normaliseRun([{ name: 'v', packets: handshake(40001, 1, 2, 1, 1) }]);
     const bad = handshake(40001, 1, 2, 1, 1);

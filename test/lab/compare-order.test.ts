@@ -2,6 +2,8 @@
 // against kube-proxy's iptables rules gives the same verdicts and the same packets at every
 // capture point. Before isolation, ping-vip after unknown-port was DIFFERENT: unknown-port's
 // late ICMP host unreachable (it waits out ARP on the uplink) landed in ping-vip's capture.
+// The IPv4 scenarios: an IPv6 twin captures only IPv6 (and its own port block), so it cannot
+// take an IPv4 scenario's packets nor they its; the twins run in test/lab/dual-stack.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatReport } from '../../src/lab/compare/report.ts';
 import { type CompareReport, labCompare } from '../../src/lab/compare/run.ts';
@@ -52,8 +54,9 @@ describe(`lab compare scenario isolation (lab prefix ${LAB_PREFIX})`, () => {
 
   it('gives the same verdicts forwards and backwards', async () => {
     const services = JSON.stringify(readLabServices(VIEW_DIR));
-    const forwards = await labCompare([...SCENARIOS], { kernel: 'iptables' });
-    const backwards = await labCompare([...SCENARIOS].reverse(), { kernel: 'iptables' });
+    const ipv4 = SCENARIOS.filter((s) => s.family === undefined);
+    const forwards = await labCompare(ipv4, { kernel: 'iptables' });
+    const backwards = await labCompare([...ipv4].reverse(), { kernel: 'iptables' });
     expect(evidence(backwards), formatReport(backwards)).toEqual(evidence(forwards));
     // udp-stale-endpoint changed endpoints and put them back: the lab's Services as they were
     expect(JSON.stringify(readLabServices(VIEW_DIR))).toBe(services);

@@ -4,6 +4,7 @@
 // is); a kubetun that skips reverse NAT (test hook KUBETUN_TEST_SKIP_REVNAT) is caught at the
 // client's veth; `lab mode` swaps the data plane without touching the namespaces; the HTML report
 // loads in headless Chromium without script errors and shows one ladder per plane and point.
+// The IPv4 scenarios: their IPv6 twins are test/lab/dual-stack.test.ts's.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +21,9 @@ import { isAlive } from '../../src/lab/procs.ts';
 import { readState } from '../../src/lab/state.ts';
 import { LAB_PREFIX } from '../../src/lab/topology.ts';
 import { dumpDom, pngStats, requireChromium, screenshot } from './chromium.ts';
+
+/** The IPv4 scenarios (the IPv6 twins run in test/lab/dual-stack.test.ts). */
+const IPV4 = SCENARIOS.filter((s) => s.family === undefined);
 
 const BASIC = [
   'clusterip-tcp',
@@ -119,14 +123,14 @@ describe(`lab compare (lab prefix ${LAB_PREFIX})`, () => {
   }, 180_000);
 
   it('finds kubetun faithful to kube-proxy nftables mode, kernel first', async () => {
-    const r = await labCompare([...SCENARIOS], { kernel: 'nftables' });
+    const r = await labCompare(IPV4, { kernel: 'nftables' });
     expectFaithful(r);
     expect(verdicts(r)['unknown-port']).toBe('expected-difference'); // the ICMP error's source
     expect(readState()!.mode).toBe('kubetun'); // left as found
   }, 600_000);
 
   it('finds kubetun faithful to kube-proxy iptables mode, kubetun first', async () => {
-    const r = await labCompare([...SCENARIOS], { kernel: 'iptables', kubetunFirst: true });
+    const r = await labCompare(IPV4, { kernel: 'iptables', kubetunFirst: true });
     expectFaithful(r);
     expect(r.results.find((s) => s.name === 'unknown-port')!.expected).toMatch(
       /iptables mode has no rule/,

@@ -1,10 +1,14 @@
 // The dual-stack lab (root, issue 19 point 5): lab/topology.yaml's ipv6 block gives nodes, the
 // client and pods IPv6 addresses; the control plane gives web-dual (PreferDualStack) its IPv6
 // ClusterIP and an IPv6 EndpointSlice from the Pods' status.podIPs; `curl -6` to that VIP
-// answers from every pod and `ping -6` gets no reply, with kubetun and with kube-proxy's IPv6
-// proxier in iptables (ip6tables) and nftables (table ip6) mode; the curl-vs-ping demo says so;
-// the IPv6 `lab compare` twins are SAME against both kernel modes. Offline first: the same
-// manifests on an IPv4-only topology, and the allocator's IPv6 ClusterIPs.
+// answers from every pod and `ping -6` gets no reply, `curl -6` from the external client to a
+// NodePort on each node's IPv6 address answers from every pod of web-np (masqueraded to the
+// node) and web-local keeps the client's address (eTP Local), and path MTU discovery works
+// through an IPv6 VIP (Packet Too Big, then the same datagram fragmented and answered) — with
+// kubetun and with kube-proxy's IPv6 proxier in iptables (ip6tables) and nftables (table ip6)
+// mode; the curl-vs-ping demo says so; every IPv6 `lab compare` twin is SAME against both kernel
+// modes, or a documented difference. Offline first: the same manifests on an IPv4-only
+// topology, and the allocator's IPv6 ClusterIPs.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,9 +18,13 @@ import { Store } from '../../src/cluster/store.ts';
 import type { Service } from '../../src/cluster/types.ts';
 import { labSwitchMode } from '../../src/lab/compare/mode.ts';
 import { type CompareReport, labCompare } from '../../src/lab/compare/run.ts';
-import { familyRefusal, findScenarios } from '../../src/lab/compare/scenarios.ts';
+import { formatReport } from '../../src/lab/compare/report.ts';
+import { familyRefusal, findScenarios, SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 import { renderStaticView } from '../../src/lab/control-plane.ts';
 import { curlVsPing } from '../../src/lab/demo/curl-vs-ping.ts';
+import { requireIpv6 } from '../../src/lab/demo/ensure-lab.ts';
+import { longConnectionsDemo } from '../../src/lab/demo/long-connections.ts';
+import { nodePortDemo } from '../../src/lab/demo/nodeport.ts';
 import { labDown, labUp } from '../../src/lab/lab.ts';
 import { readLabServices } from '../../src/lab/manifests.ts';
 import { VIEW_DIR } from '../../src/lab/state.ts';
@@ -24,6 +32,8 @@ import { LAB_PREFIX, loadTopology, parseTopology } from '../../src/lab/topology.
 
 const ROOT = join(import.meta.dirname, '../..');
 const VIP6 = 'fd00:10:96::10';
+/** udp-echo's IPv6 ClusterIP (lab/manifests/udp-echo.yaml): pod-b, pod-d */
+const UDP_ECHO6 = 'fd00:10:96::36';
 const BACKENDS = ['pod-a', 'pod-b', 'pod-c']; // app=web
 const t = loadTopology(join(ROOT, 'lab/topology.yaml'));
 
@@ -58,6 +68,101 @@ function serveIpv6(): { tcp: Set<string>; udp: Set<string>; pingReceived: number
   const ping = inNs('pod-d', ['ping', '-6', '-n', '-c', '2', '-i', '0.2', '-W', '1', VIP6]);
   const m = /(\d+) received/.exec(ping.out);
   return { tcp, udp, pingReceived: Number(m?.[1] ?? -1) };
+}
+
+/** curl -6 from the external client; "<pod> <ip6> <peer>" or the error. */
+function whoami6(host: string, port: number) {
+  return inNs('client', ['curl', '-6', '-sS', '-m', '2', `http://[${host}]:${port}/whoami`]);
+}
+
+/**
+ * IPv6 NodePorts from the external client: web-np (eTP Cluster; pod-a, pod-d) on each node's
+ * IPv6 address until both pods answered (≤ 30 tries), as "<node>: <pod> <pod ip6> <peer>"; and
+ * web-local (eTP Local; pod-d on node2) on each node, its answer or curl's exit status.
+ */
+function nodePorts6(): { cluster: Set<string>; local: string[] } {
+  const cluster = new Set<string>();
+  for (const n of t.nodes) {
+    const seen = new Set<string>();
+    for (let i = 0; i < 30 && seen.size < 2; i++) {
+      const r = whoami6(n.ip6!, 30080);
+      expect(r.status, `${n.name}: ${r.err}`).toBe(0);
+      seen.add(r.out.trim().split(' ')[0]!);
+      cluster.add(`${n.name}: ${r.out.trim()}`);
+    }
+  }
+  const local = t.nodes.map((n) => {
+    const r = whoami6(n.ip6!, 30081);
+    return `${n.name}: ${r.status === 0 ? r.out.trim() : `curl exit ${r.status}`}`;
+  });
+  return { cluster, local };
+}
+
+/** What nodePorts6 must see: every web-np pod through each node, masqueraded to that node. */
+function expectNodePorts6(r: ReturnType<typeof nodePorts6>): void {
+  const pod = (name: string) => t.nodes.flatMap((n) => n.pods).find((p) => p.name === name)!;
+  const [a, d] = [pod('pod-a'), pod('pod-d')];
+  expect([...r.cluster].sort()).toEqual(
+    t.nodes.flatMap((n) => [
+      `${n.name}: pod-a ${a.ip6} ${n.ip6}`,
+      `${n.name}: pod-d ${d.ip6} ${n.ip6}`,
+    ]),
+  );
+  // eTP Local: node1 has no endpoint (the SYN is dropped: curl times out), node2's keeps the
+  // client's address
+  expect(r.local).toEqual(['node1: curl exit 28', `node2: pod-d ${d.ip6} ${t.clients[0]!.ip6}`]);
+}
+
+/**
+ * Path MTU discovery through udp-echo's IPv6 VIP, from pod-a with pod-d's node-side veth at
+ * 1280: a 1400-byte datagram that lands on pod-d draws a Packet Too Big, which must reach pod-a
+ * about the VIP (reverse-NATed) so that pod-a learns the path MTU and sends the same datagram
+ * again in fragments, which pod-d answers. Tries source ports until one lands on pod-d (pod-b's
+ * veth takes 1400: it answers the first datagram). Returns both answers and the learnt MTU.
+ */
+const PMTU6 = `const dgram = require('dgram');
+const vip = process.argv[1];
+(async () => {
+  for (let port = 20000; port < 20030; port++) {
+    const s = dgram.createSocket('udp6');
+    await new Promise((r) => s.bind(port, r));
+    const ask = () => new Promise((res) => {
+      const t = setTimeout(() => res('timeout'), 1500);
+      s.once('message', (m) => { clearTimeout(t); res(String(m).split('\\n')[0]); });
+      s.send(Buffer.alloc(1400, 'x'), 53, vip);
+    });
+    const first = await ask();
+    if (first !== 'timeout') { s.close(); continue; }
+    console.log(JSON.stringify({ first, second: await ask() }));
+    process.exit(0);
+  }
+  console.log(JSON.stringify({ first: 'never landed on pod-d' }));
+  process.exit(1);
+})();`;
+
+function pmtu6(): { first: string; second?: string; mtu?: string } {
+  // both ends of pod-d's veth, as a link has one MTU: a veth drops what its peer cannot take,
+  // and pod-d's answer (the datagram echoed back whole) must leave in fragments too
+  const mtu = (v: string) => {
+    inNs('node2', ['ip', 'link', 'set', 'veth-pod-d', 'mtu', v]);
+    inNs('pod-d', ['ip', 'link', 'set', 'eth0', 'mtu', v]);
+  };
+  inNs('pod-a', ['ip', '-6', 'route', 'flush', 'cache']);
+  mtu('1280');
+  try {
+    const r = inNs('pod-a', [process.execPath, '-e', PMTU6, UDP_ECHO6], 120_000);
+    const route = inNs('pod-a', ['ip', '-6', 'route', 'get', UDP_ECHO6]).out;
+    return { ...JSON.parse(r.out || '{}'), mtu: /\bmtu (\d+)/.exec(route)?.[1] };
+  } finally {
+    mtu('1500');
+    inNs('pod-a', ['ip', '-6', 'route', 'flush', 'cache']);
+  }
+}
+
+/** pmtu6 as it must be: Packet Too Big learnt (1280), then pod-d answered the fragments. */
+function expectPmtu6(r: ReturnType<typeof pmtu6>): void {
+  const d = t.nodes.flatMap((n) => n.pods).find((p) => p.name === 'pod-d')!;
+  expect(r).toEqual({ first: 'timeout', second: `pod-d ${d.ip6}`, mtu: '1280' });
 }
 
 /** "<pod> <its IPv6 address>" for every backend: the answers came from the pods' IPv6 side. */
@@ -187,8 +292,48 @@ describe(`the dual-stack lab (lab prefix ${LAB_PREFIX})`, () => {
     expect(r.pingReceived).toBe(0);
   }, 120_000);
 
+  it("serves IPv6 NodePorts on each node's IPv6 address with kubetun, and PMTU discovery through an IPv6 VIP", () => {
+    expectNodePorts6(nodePorts6());
+    expectPmtu6(pmtu6());
+  }, 180_000);
+
+  it('shows the NodePort and long-connections demos over IPv6 (--ipv6)', async () => {
+    const [node1, node2] = t.nodes as [(typeof t.nodes)[0], (typeof t.nodes)[0]];
+    const client = t.clients[0]!;
+    const lines: string[] = [];
+    const np = await nodePortDemo({ ipv6: true, out: (x) => lines.push(x) });
+    // Cluster through node1, a backend on node2: masqueraded to node1's IPv6 address, seen on
+    // node1's uplink as the SYN to the pod
+    expect([np.cluster.entry.name, np.cluster.backend?.node, np.cluster.peerSeen]).toEqual([
+      'node1',
+      'node2',
+      node1.ip6,
+    ]);
+    const uplink = np.cluster.hops.find((h) => h.where === 'node1 uplink eth0')!.lines.join('\n');
+    expect(uplink).toMatch(
+      new RegExp(`IP6 ${node1.ip6}\\.\\d+ > ${np.cluster.backend!.ip6}\\.8080: Flags \\[S\\]`),
+    );
+    // Local: node2 keeps the client's IPv6 address; node1 (no endpoint) drops it
+    expect([np.local.entry.name, np.local.backend?.name, np.local.peerSeen]).toEqual([
+      'node2',
+      'pod-d',
+      client.ip6,
+    ]);
+    expect(np.localOther.curlExit).toBe(28);
+    expect(lines.join('\n')).toContain(`$ curl -6 http://[${node2.ip6}]:30081/whoami`);
+    const lc = await longConnectionsDemo({ ipv6: true, out: () => {} });
+    expect(lc.url).toBe(`http://[${VIP6}]:80/`);
+    // one connection, one backend for all 100 requests; new connections spread over web's pods
+    expect([lc.keepAliveSockets, Object.values(lc.keepAlive)]).toEqual([1, [100]]);
+    expect(Object.keys(lc.newConnections).length).toBeGreaterThan(1);
+    for (const pod of Object.keys(lc.newConnections)) expect(BACKENDS).toContain(pod);
+    // an IPv4-only topology has no IPv6 demo: one line saying so
+    const v4only = loadTopology(join(ROOT, 'lab/vagrant-topology.yaml'));
+    expect(() => requireIpv6(v4only, 'nodeport')).toThrow(/--ipv6: .* has no ipv6 block/);
+  }, 180_000);
+
   for (const mode of ['iptables', 'nftables'] as const) {
-    it(`serves it the same with kube-proxy's IPv6 proxier in ${mode} mode`, async () => {
+    it(`serves it, the IPv6 NodePorts and PMTU the same with kube-proxy's IPv6 proxier in ${mode} mode`, async () => {
       await labSwitchMode(mode);
       try {
         if (mode === 'iptables')
@@ -200,6 +345,8 @@ describe(`the dual-stack lab (lab prefix ${LAB_PREFIX})`, () => {
         expect([...r.tcp].sort()).toEqual(answers6);
         expect([...r.udp].sort()).toEqual(answers6);
         expect(r.pingReceived).toBe(0);
+        expectNodePorts6(nodePorts6());
+        expectPmtu6(pmtu6());
       } finally {
         await labSwitchMode('kubetun');
       }
@@ -219,29 +366,82 @@ describe(`the dual-stack lab (lab prefix ${LAB_PREFIX})`, () => {
   }, 300_000);
 
   for (const kernel of ['iptables', 'nftables'] as const) {
-    it(`finds the IPv6 lab compare twins SAME against ${kernel} mode, ping -6 a documented difference`, async () => {
-      const names = ['clusterip-tcp-v6', 'udp-v6', 'ping-vip-v6'];
-      const r: CompareReport = await labCompare(findScenarios(names), { kernel });
-      const client = (name: string) =>
-        r.results.find((s) => s.name === name)!.points.find((p) => p.point.endsWith('(client)'))!;
+    it(`finds every IPv6 lab compare twin SAME against ${kernel} mode, or a documented difference`, async () => {
+      const twins = SCENARIOS.filter((x) => x.family === 'IPv6');
+      const r: CompareReport = await labCompare(twins, { kernel });
+      const report = formatReport(r);
+      const one = (name: string) => r.results.find((x) => x.name === name)!;
+      const client = (name: string) => one(name).points.find((p) => p.point.endsWith('(client)'))!;
+      const differ = ['ping-vip-v6', 'no-endpoints-v6', 'unknown-port-v6'];
+      expect(
+        r.results.map((x) => `${x.name}: ${x.verdict}`),
+        report,
+      ).toEqual(
+        twins.map((x) => `${x.name}: ${differ.includes(x.name) ? 'expected-difference' : 'same'}`),
+      );
       for (const name of ['clusterip-tcp-v6', 'udp-v6']) {
-        expect(`${name}: ${r.results.find((s) => s.name === name)!.verdict}`).toBe(`${name}: same`);
         // the client talked to the IPv6 VIP and heard back from it
         expect(client(name).a.some((p) => p.dst === VIP6)).toBe(true);
         expect(client(name).a.some((p) => p.src === VIP6)).toBe(true);
       }
       expect(client('clusterip-tcp-v6').a.length).toBeGreaterThanOrEqual(8); // handshake … close
-      const ping = r.results.find((s) => s.name === 'ping-vip-v6')!;
-      expect(ping.verdict).toBe('expected-difference');
+      const ping = one('ping-vip-v6');
       expect(ping.expected).toContain(kernel === 'nftables' ? 'type 1 code 4' : 'type 1 code 3');
       // no echo reply in either plane; kubetun's side is the echo requests alone (dropped)
-      const sides = {
-        [ping.runs[0].mode]: client('ping-vip-v6').a,
-        [ping.runs[1].mode]: client('ping-vip-v6').b,
-      };
-      for (const pkts of Object.values(sides)) expect(pkts.some((p) => p.src === VIP6)).toBe(false);
-      expect(sides.kubetun!.map((p) => /icmp6 type 128 /.test(p.text))).toEqual([true, true]);
-      expect(sides[kernel]!.some((p) => / icmp6 type 1 /.test(p.text))).toBe(true);
-    }, 600_000);
+      const sides = (name: string) => ({
+        [one(name).runs[0].mode]: client(name).a,
+        [one(name).runs[1].mode]: client(name).b,
+      });
+      const pings = sides('ping-vip-v6');
+      for (const pkts of Object.values(pings)) expect(pkts.some((p) => p.src === VIP6)).toBe(false);
+      expect(pings.kubetun!.map((p) => /icmp6 type 128 /.test(p.text))).toEqual([true, true]);
+      expect(pings[kernel]!.some((p) => / icmp6 type 1 /.test(p.text))).toBe(true);
+      // a rejected connect: kubetun's ICMPv6 port unreachable fails it at once; the kernel's
+      // first one arrives inside connect() (a soft error), so its SYN goes twice
+      const rejects =
+        kernel === 'nftables' ? ['no-endpoints-v6', 'unknown-port-v6'] : ['no-endpoints-v6'];
+      for (const name of rejects) {
+        expect(one(name).expected, name).toContain('IPV6_RECVERR');
+        const side = sides(name);
+        expect(
+          side.kubetun!.map((p) => p.loose),
+          name,
+        ).toEqual(side[kernel]!.slice(0, 2).map((p) => p.loose));
+        expect(
+          side.kubetun!.map((p) => p.text.replace(/^.*?: /, '').split(' about')[0]),
+          name,
+        ).toEqual([
+          'tcp [S] seq 0 len 0 <mss 1440,sackOK,TS,nop,wscale 10> ttl 64',
+          'icmp6 type 1 code 4',
+        ]);
+      }
+      if (kernel === 'iptables')
+        expect(one('unknown-port-v6').expected).toMatch(/^ip6tables mode has no rule/);
+      // the NodePort twins: masqueraded to node1's IPv6 address (eTP Cluster), the client's
+      // address kept (eTP Local), as the backends' veths show
+      const atBackend = (name: string) =>
+        one(name)
+          .points.filter((p) => / veth$/.test(p.point))
+          .flatMap((p) => p.a);
+      expect(atBackend('nodeport-v6').some((p) => p.src === t.nodes[0]!.ip6)).toBe(true);
+      expect(atBackend('nodeport-v6').some((p) => p.src === t.clients[0]!.ip6)).toBe(false);
+      expect(atBackend('nodeport-local-v6').some((p) => p.src === t.clients[0]!.ip6)).toBe(true);
+      // PMTU: the Packet Too Big reached pod-a from the VIP, quoting the VIP (reverse-NATed)
+      expect(
+        client('icmp-frag-needed-v6').a.map((p) => p.text.replace(/eph\d+/g, 'eph')),
+      ).toContain(
+        `${UDP_ECHO6} > fd00:10:244:1::2: icmp6 type 2 code 0 about [fd00:10:244:1::2.eph > ${UDP_ECHO6}.53 udp] ttl 63`,
+      );
+      // stale UDP: the same source port reached pod-d, then pod-b, in both planes
+      for (const run of one('udp-stale-endpoint-v6').runs)
+        expect(
+          run.attempts.every((a) => a.ok),
+          `${run.mode}: ${run.attempts[0]?.output}`,
+        ).toBe(true);
+      for (const run of one('hairpin-v6').runs) expect(run.backend, run.mode).toBe('pod-a');
+      // affinity held in both planes: 20 connections, one backend
+      for (const run of one('session-affinity-v6').runs)
+        expect(new Set(run.attempts.map((a) => a.backend)).size, run.mode).toBe(1);
+    }, 900_000);
   }
 });

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { udpFrontends } from '../../src/control/conntrack-reconcile.ts';
 import {
+  familyUdpFrontends,
   parseUdpEntries,
   staleUdpDeletes,
   udpEndpointsSignature,
@@ -89,5 +90,49 @@ spec: { clusterIP: 10.96.0.58, ports: [{ name: http, protocol: TCP, port: 80 }] 
     );
     const moreUdp = resolveServicePorts(parseManifests(back, 'view.yaml'));
     expect(udpEndpointsSignature(moreUdp)).not.toBe(udpEndpointsSignature(base));
+  });
+
+  it("deletes an IPv6 flow to an endpoint that left a dual-stack Service's IPv6 ClusterIP, with -f ipv6", () => {
+    // conntrack v1.4.7 -L -f ipv6 -p udp, pod-c to udp-echo's IPv6 ClusterIP, answered by
+    // pod-d (gone from the IPv6 slice) and by pod-b (still in it)
+    const listed6 = `udp      17 29 src=fd00:10:244:2::2 dst=fd00:10:96::36 sport=4000 dport=53 src=fd00:10:244:2::3 dst=fd00:10:244:2::2 sport=5353 dport=4000 mark=0 use=1
+udp      17 29 src=fd00:10:244:2::2 dst=fd00:10:96::36 sport=4001 dport=53 src=fd00:10:244:1::3 dst=fd00:10:244:2::2 sport=5353 dport=4001 mark=0 use=1
+`;
+    const dual = (eps: string[]) => `apiVersion: v1
+kind: Service
+metadata: { name: udp-echo, namespace: default }
+spec:
+  ipFamilyPolicy: PreferDualStack
+  ipFamilies: [IPv4, IPv6]
+  clusterIP: 10.96.0.54
+  clusterIPs: [10.96.0.54, "fd00:10:96::36"]
+  ports: [{ name: udp, protocol: UDP, port: 53, targetPort: 5353 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: udp-echo-6, namespace: default, labels: { kubernetes.io/service-name: udp-echo } }
+addressType: IPv6
+ports: [{ name: udp, protocol: UDP, port: 5353 }]
+endpoints: [${eps.map((a) => `{ addresses: ["${a}"], conditions: { ready: true } }`).join(', ')}]
+`;
+    const state = parseManifests(dual(['fd00:10:244:1::3']), 'view.yaml');
+    const v6 = resolveServicePorts(state, { family: 'IPv6' });
+    const deletes = staleUdpDeletes(
+      familyUdpFrontends(v6, 'IPv6'),
+      parseUdpEntries(listed6),
+      'IPv6',
+    );
+    expect(deletes.map((a) => a.join(' '))).toEqual([
+      'conntrack -D -f ipv6 -p udp --orig-dst fd00:10:96::36 --orig-port-dst 53 --reply-src fd00:10:244:2::3',
+    ]);
+    // the IPv4 proxier's view of the same Service has no IPv6 frontend: nothing to delete
+    const v4 = resolveServicePorts(state);
+    expect(staleUdpDeletes(familyUdpFrontends(v4, 'IPv4'), parseUdpEntries(listed6))).toEqual([]);
+    // an IPv6 endpoint change alone runs the cleanup: the signature takes the IPv6 ports too
+    const before = parseManifests(dual(['fd00:10:244:1::3', 'fd00:10:244:2::3']), 'view.yaml');
+    const v6Before = resolveServicePorts(before, { family: 'IPv6' });
+    expect(udpEndpointsSignature(resolveServicePorts(before), v6Before)).not.toBe(
+      udpEndpointsSignature(v4, v6),
+    );
   });
 });

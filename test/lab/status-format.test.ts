@@ -17,6 +17,7 @@ describe('lab status: Services as kubectl get svc prints them', () => {
     const row = (name: string) => lines.find((l) => l.startsWith(`default/${name} `))!;
     expect(row('web')).toMatch(/ ClusterIP +10\.96\.0\.10 +<none> +80\/TCP /);
     expect(row('web-np')).toMatch(/ NodePort +10\.96\.0\.80 +<none> +80:30080\/TCP,53:30053\/UDP /);
-    expect(row('web-lb')).toMatch(/ LoadBalancer +10\.96\.0\.82 +172\.30\.0\.200 /);
+    // every ingress IP, both families of a dual-stack LoadBalancer, as kubectl joins them
+    expect(row('web-lb')).toMatch(/ LoadBalancer +10\.96\.0\.82 +172\.30\.0\.200,fd00:172:30::c8 /);
   });
 });

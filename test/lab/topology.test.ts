@@ -204,11 +204,21 @@ describe('lab manifests', () => {
     const moved = parseWith((s) =>
       s.replace('name: pod-d, ip: 10.244.2.3', 'name: pod-d, ip: 10.244.2.9'),
     );
-    const problems = checkManifestEndpoints(moved, await view(moved));
+    const dir = mkdtempSync(join(tmpdir(), 'kubetun-view-'));
+    await renderStaticView(moved, dir);
+    const problems = checkManifestEndpoints(moved, readLabServices(dir));
     // The selector-backed services follow pod-d to its new address; the hand-written slice does not.
     expect(problems).toEqual([
       expect.stringMatching(/default\/web-local port TCP\/80: endpoint 10\.244\.2\.3: no pod/),
     ]);
+    // nor does its IPv6 one (pod-d's IPv6 address moved with its IPv4 offset: fd00:10:244:2::9)
+    expect(checkManifestEndpoints(moved, readLabServices(dir, 'IPv6'), 'IPv6')).toEqual([
+      expect.stringMatching(/default\/web-local port TCP\/80: endpoint fd00:10:244:2::3: no pod/),
+    ]);
+    // where pod-d is, both of web-local's hand-written slices name it
+    const here = mkdtempSync(join(tmpdir(), 'kubetun-view-'));
+    await renderStaticView(t, here);
+    expect(checkManifestEndpoints(t, readLabServices(here, 'IPv6'), 'IPv6')).toEqual([]);
   });
 });
 

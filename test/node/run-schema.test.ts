@@ -199,6 +199,12 @@ describe('kubetun run option schema', () => {
       serviceCidr: t.serviceCidr,
       uplink: 'eth1',
       ctlSocket: '/run/x/n.sock',
+      // the dual-stack topology: IPv6 ClusterIPs, NodePorts on the node's IPv6 address, and
+      // the IPv6 cluster CIDR's masquerade decisions
+      serviceCidrV6: t.ipv6!.serviceCidr,
+      podCidrV6: n.podCidrV6,
+      nodeIpV6: n.ip6,
+      net: { clusterCidr6: t.ipv6!.clusterCidr },
     });
   });
 

@@ -107,6 +107,45 @@ describe('kubetun rules --ip-family (a dual-stack Service from manifests)', () =
     expect(ipt).toContain('-j DNAT --to-destination 10.244.1.5:8080');
     expect(ipt).not.toContain('fd00:');
   });
+  it("takes kube-proxy's dual --cluster-cidr v4,v6: each family's proxier its own CIDR", async () => {
+    const dual = '10.244.0.0/16,fd00:10:244::/56';
+    const v6 = await renderRules({
+      ...base,
+      mode: 'iptables',
+      ipFamily: 'IPv6',
+      clusterCIDR: dual,
+    });
+    // ClusterIP traffic from outside the IPv6 cluster CIDR is masqueraded
+    expect(v6).toContain('-d fd00:10:96::a --dport 80 ! -s fd00:10:244::/56 -j KUBE-MARK-MASQ');
+    expect(v6).not.toContain('10.244.0.0/16');
+    const v4 = await renderRules({ ...base, mode: 'nftables', clusterCIDR: dual });
+    expect(v4).toContain('ip saddr != 10.244.0.0/16');
+    expect(v4).not.toContain('fd00:10:244::/56');
+    // the IPv6 proxier of an IPv4-only --cluster-cidr has no detector, as kube-proxy's
+    const none = await renderRules({
+      ...base,
+      mode: 'iptables',
+      ipFamily: 'IPv6',
+      clusterCIDR: '10.244.0.0/16',
+    });
+    expect(none).not.toMatch(/ ! -s /);
+    const r = spawnSync(
+      'node',
+      [
+        'bin/kubetun.mjs',
+        'rules',
+        '--manifests',
+        base.manifests,
+        '--cluster-cidr',
+        '10.1.0.0/16,10.2.0.0/16',
+      ],
+      { encoding: 'utf8' },
+    );
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([
+      2,
+      'kubetun rules: --cluster-cidr: "10.1.0.0/16,10.2.0.0/16" has more than one IPv4 CIDR',
+    ]);
+  });
 });
 
 describe('kubetun rules output in a real kernel', () => {

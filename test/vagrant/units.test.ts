@@ -59,6 +59,8 @@ describe('systemd units for a node VM', () => {
     expect(argv).toEqual(
       expect.arrayContaining(['--manifests', VIEW_DIR, '--node-ip', '192.168.56.12']),
     );
+    // the VM topology has no ipv6 block: an IPv4-only agent
+    expect(argv.filter((a) => /-v6$/.test(a))).toEqual([]);
     expect(line('kubetun.service', 'ExecReload')).toEqual(['/bin/kill -HUP $MAINPID']);
   });
 

@@ -129,8 +129,12 @@ export class Normaliser {
       (p.proto === 'icmp6' && (p.icmpType ?? 0) < 128);
     const loose = isError ? `ICMP-ERROR-SOURCE > ${ep(p.dst, p.dport)}: ${rest}` : text;
     const opener = p.sport === undefined ? p.inner : p;
+    // the initiator is "ip:port", the ip an IPv6 one too: the port is after the last colon
+    const initiator = opener?.sport === undefined ? undefined : this.initiator(opener);
     const flow =
-      opener?.sport === undefined ? '' : this.eph(Number(this.initiator(opener).split(':')[1]));
+      initiator === undefined
+        ? ''
+        : this.eph(Number(initiator.slice(initiator.lastIndexOf(':') + 1)));
     return { text, src: p.src, dst: p.dst, label, loose, flow };
   }
 

@@ -203,7 +203,7 @@ async function runScenario(
   const client = [...allPods(t), ...t.clients].find((p) => p.name === s.client);
   if (!client)
     throw new LabError(`scenario ${s.name}: the topology has no pod or client ${s.client}`);
-  const points = capturePoints(t, client, s.backends ?? serviceBackends(lab, s));
+  const points = capturePoints(t, client, s.backends?.(t) ?? serviceBackends(lab, s));
   const filter = s.captureFilter?.(t, client) ?? `host ${clientAddress(s, client)}`;
   quietStart(t);
   await s.setup?.(t);
@@ -346,7 +346,7 @@ function firstChoice(
   backend: string | undefined,
 ): { name: string; packets: Pkt[] }[] {
   const pod = allPods(t).find((p) => p.name === backend);
-  const rename = (ip: string) => (pod && ip === pod.ip ? 'backend1' : ip);
+  const rename = (ip: string) => (pod && (ip === pod.ip || ip === pod.ip6) ? 'backend1' : ip);
   const ren = (p: Pkt): Pkt => ({
     ...p,
     src: rename(p.src),

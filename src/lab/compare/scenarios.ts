@@ -17,6 +17,7 @@
 // never land in the next one's capture, whichever order they run in.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { UsageError } from '../../errors.ts';
+import { familyOfIP, type IPFamily } from '../../model.ts';
 import { inNs, nsNode, shTry } from '../../sh.ts';
 import { apiCall } from '../api.ts';
 import type { ApplyReply } from '../control-plane-api.ts';
@@ -59,7 +60,7 @@ export interface Scenario {
   setup?(t: Topology): void | Promise<void>;
   teardown?(t: Topology): void | Promise<void>;
   /** the pod IPs whose veths are captured, when `service` is not in the lab before setup */
-  backends?: string[];
+  backends?(t: Topology): string[];
   /** kernel modes whose behaviour differs on purpose, with the reason (docs/compare.md) */
   expectedDifference?: Partial<Record<'iptables' | 'nftables', string>>;
   /** same-backend: always this backend (a pod name), not the first plane's choice */
@@ -91,8 +92,11 @@ export function clientAddress(s: Scenario, c: LabPod | LabClient): string {
 
 export const MAX_TRIES = 20;
 
-/** Client ports per scenario: 10000 + 1000 × its index, below the ephemeral range (32768+). */
-export const PORT_BLOCK = 1000;
+/**
+ * Client ports per scenario: 10000 + 500 × its index, below the ephemeral range (32768+). An
+ * attempt i binds from 21 × i on, and no scenario makes more than 20 (MAX_TRIES, count): 420.
+ */
+export const PORT_BLOCK = 500;
 const PORT_BASE = 10000;
 
 /** The scenario's block of client ports and echo identifiers: [first, last]. */
@@ -173,10 +177,16 @@ function pingOnce(client: LabPod | LabClient, ctx: AttemptCtx, ip: string): Atte
 
 // udp-stale-endpoint: a Service of its own, selector-less, its EndpointSlice written by hand
 // (as web-local's) so the scenario changes the endpoints itself, the same way for both planes;
-// both are deleted by teardown, so the lab's Services are as they were.
+// both are deleted by teardown, so the lab's Services are as they were. Its IPv6 twin has a
+// dual-stack Service of its own (the lab's primary family is IPv4: an IPv6 Service lists an
+// IPv4 ClusterIP first) with an IPv6 slice only.
 const STALE = {
-  name: 'udp-stale',
-  ip: '10.96.0.59',
+  IPv4: { name: 'udp-stale', ip: '10.96.0.59', clusterIPs: ['10.96.0.59'] },
+  IPv6: {
+    name: 'udp-stale-v6',
+    ip: 'fd00:10:96::3c',
+    clusterIPs: ['10.96.0.60', 'fd00:10:96::3c'],
+  },
   port: 53,
   file: 'lab compare udp-stale-endpoint',
 };
@@ -184,8 +194,35 @@ const STALE = {
 /** web-dual's IPv6 ClusterIP (lab/manifests/web-dual.yaml). */
 const WEB_DUAL_V6 = 'fd00:10:96::10';
 
-/** web-lb-deny's LoadBalancer ingress IP (lab/manifests/lb.yaml). */
-const LB_DENY_IP = '172.30.0.201';
+/** The IPv6 ClusterIPs of the dual-stack Services the IPv6 twins use (lab/manifests). */
+const V6 = {
+  empty: 'fd00:10:96::1e',
+  sticky: 'fd00:10:96::28',
+  udpEcho: 'fd00:10:96::36',
+};
+
+/** web-lb-deny's LoadBalancer ingress IPs (lab/manifests/lb.yaml), per family. */
+const LB_DENY_IP = { IPv4: '172.30.0.201', IPv6: 'fd00:172:30::c9' };
+
+/**
+ * Why a kernel REJECT of a pod's IPv6 connection shows the SYN twice (docs/compare.md, "A
+ * rejected IPv6 connect"): seen in captures and with `nstat` (TcpExtLockDroppedIcmps) in the
+ * client pod, not the ICMPv6 rate limit — every error is on the wire.
+ */
+const V6_REJECT_IN_CONNECT =
+  "the kernel's REJECT answers the SYN inside the client's own connect() (the node's netfilter runs in the softirq that carries the SYN, before connect() lets go of the socket), so the client's TCP sees its ICMPv6 port unreachable while the socket is held and keeps it as a soft error only — IPv4's ip_icmp_error queues such an error on the socket even without IP_RECVERR (poll reports it, the connect fails at once), IPv6's ipv6_icmp_error queues nothing without IPV6_RECVERR — so the client sends its SYN again after the 1 s RTO and fails on the second error: 4 packets at the client instead of 2. kubetun's error (the same type 1 code 4, from the VIP, hop limit 63) comes back through the TUN after connect() returned and fails the connect at once. Not the ICMPv6 rate limit (net.ipv6.icmp.ratelimit): every error is on the wire";
+
+/**
+ * pod-d's node-side veth MTU: what its node forwards to pod-d must fit. 1280, the IPv6 minimum
+ * (RFC 8200 section 5): below it Linux takes IPv6 off the device, and with it the pod's IPv6
+ * gateway (fe80::1) and route, which setting 1500 back does not restore.
+ */
+const FRAG_MTU = '1280';
+
+/** An address as a URL's host has it ([ip6]). */
+function urlHost(ip: string): string {
+  return ip.includes(':') ? `[${ip}]` : ip;
+}
 
 export const SCENARIOS: readonly Scenario[] = [
   {
@@ -298,70 +335,9 @@ export const SCENARIOS: readonly Scenario[] = [
     // 1.5 s: the SYN and its one retransmission (after 1 s), in both planes
     run: (t, c, x) => curlOnce(t, c, x, `http://${t.nodes[0]!.ip}:30081/`, 1.5),
   },
-  {
-    name: 'lb-source-range',
-    title:
-      'curl a LoadBalancer IP whose loadBalancerSourceRanges exclude the client (web-lb-deny 172.30.0.201:80, routed via node1) from the external client: dropped',
-    client: 'client',
-    service: 'web-lb-deny',
-    choice: 'none',
-    count: 1,
-    // A cloud load balancer would send its ingress IP to a node: here a route via node 1.
-    setup: (t) => lbRoute(t, 'replace'),
-    teardown: (t) => lbRoute(t, 'del'),
-    run: (t, c, x) => curlOnce(t, c, x, `http://${LB_DENY_IP}:80/`, 1.5),
-  },
-  {
-    name: 'icmp-frag-needed',
-    title:
-      'a 1400-byte UDP datagram (DF) from pod-a to udp-echo 10.96.0.54:53 that lands on pod-d, whose veth takes 1200: the ICMP frag-needed comes back through the VIP (its quoted packet reverse-NATed)',
-    client: 'pod-a',
-    service: 'udp-echo',
-    choice: 'same-backend',
-    // pod-b answers (tried again); pod-d's oversized datagram draws the ICMP error, no answer
-    wantBackend: 'pod-d',
-    count: 1,
-    setup: (t) => fragMtu(t, '1200'),
-    teardown: (t) => fragMtu(t, '1500'),
-    run: (t, c, x) => {
-      // a path MTU learnt in an earlier attempt would make the client fragment instead
-      shTry(inNs(c.ns, ['ip', 'route', 'flush', 'cache']), 30_000);
-      return udpOnce(t, c, x, '10.96.0.54', 53, 1400);
-    },
-  },
-  {
-    name: 'udp-stale-endpoint',
-    needs: 'control-plane',
-    title:
-      'stale UDP: pod-c sends to udp-stale 10.96.0.59:53/UDP from one source port and lands on pod-d; the EndpointSlice then replaces pod-d by pod-b; the next datagram from the same port must reach pod-b (the data plane deletes the stale UDP conntrack entry, as kube-proxy does)',
-    client: 'pod-c',
-    service: STALE.name,
-    // pod-b, pod-d: the veths of the endpoint before and after the change
-    backends: ['10.244.1.3', '10.244.2.3'],
-    choice: 'none',
-    count: 1,
-    setup: async (t) => {
-      await applyStale(t, 'pod-d', true);
-      // both planes start from the same programmed state: pod-d the only endpoint
-      if (!(await untilAnswered(t, 'pod-c', 'pod-d')))
-        throw new LabError(`scenario udp-stale-endpoint: ${STALE.ip}:53 never answered from pod-d`);
-    },
-    teardown: () => removeStale(),
-    run: async (t, c, x) => {
-      const before = udpOnce(t, c, x, STALE.ip, STALE.port);
-      await applyStale(t, 'pod-b', false);
-      // programmed when a new flow lands on pod-b; the cleanup follows in the same sync
-      const programmed = await untilAnswered(t, 'pod-c', 'pod-b');
-      const after = udpOnce(t, c, x, STALE.ip, STALE.port);
-      const late = programmed ? '' : ' (no new flow reached pod-b in 20 s)';
-      return {
-        ok: before.backend === 'pod-d' && after.backend === 'pod-b',
-        clientPort: x.port,
-        backend: after.backend,
-        output: `before: ${before.output}; after pod-d was replaced by pod-b${late}: ${after.output}`,
-      };
-    },
-  },
+  lbSourceRange('IPv4'),
+  fragNeeded('IPv4'),
+  staleEndpoint('IPv4'),
   // IPv6 twins (a dual-stack topology): the same client requests over IPv6 to a dual-stack
   // Service's IPv6 ClusterIP, against the kernel's IPv6 proxier (ip6tables / table ip6).
   {
@@ -400,23 +376,220 @@ export const SCENARIOS: readonly Scenario[] = [
         'ip6tables mode has no rule for ICMPv6 to a ClusterIP: the node routes the echo on out of its uplink, neighbour discovery for the VIP finds nobody, and after ~3 s the node reports ICMPv6 address unreachable (type 1 code 3); kubetun drops it at the node and counts it (DROP_ECHO_TO_VIP)',
     },
   },
+  {
+    name: 'no-endpoints-v6',
+    family: 'IPv6',
+    title: `curl -6 a dual-stack service without endpoints (empty [${V6.empty}]:80) from pod-d: refused`,
+    client: 'pod-d',
+    service: 'empty',
+    choice: 'none',
+    count: 1,
+    run: (t, c, x) => curlOnce(t, c, x, `http://[${V6.empty}]:80/`),
+    // both kernel modes reject a Service without endpoints on the client's node
+    expectedDifference: { iptables: V6_REJECT_IN_CONNECT, nftables: V6_REJECT_IN_CONNECT },
+  },
+  {
+    name: 'unknown-port-v6',
+    family: 'IPv6',
+    title: `curl -6 a port the IPv6 ClusterIP does not serve ([${WEB_DUAL_V6}]:81) from pod-d`,
+    client: 'pod-d',
+    service: 'web-dual',
+    choice: 'none',
+    count: 1,
+    run: (t, c, x) => curlOnce(t, c, x, `http://[${WEB_DUAL_V6}]:81/`, 2),
+    expectedDifference: {
+      iptables:
+        'ip6tables mode has no rule for unused ports of an IPv6 ClusterIP: the SYN is routed towards the uplink (the IPv6 service CIDR route), where neighbour discovery for the VIP finds nobody, and times out; nftables mode and kubetun reject it at once',
+      nftables: V6_REJECT_IN_CONNECT,
+    },
+  },
+  {
+    name: 'nodeport-v6',
+    family: 'IPv6',
+    title:
+      "curl -6 a NodePort on node1's IPv6 address (web-np [fd00:172:30::b]:30080, externalTrafficPolicy Cluster) from the external client",
+    client: 'client',
+    service: 'web-np',
+    choice: 'same-backend',
+    count: 1,
+    captureFilter: (t, c) => `host ${c.ip6} or tcp port ${t.httpPort}`,
+    masquerades: true,
+    run: (t, c, x) => curlOnce(t, c, x, `http://[${t.nodes[0]!.ip6}]:30080/`),
+  },
+  {
+    name: 'nodeport-local-v6',
+    family: 'IPv6',
+    title:
+      "curl -6 a NodePort with externalTrafficPolicy Local on node2's IPv6 address (web-local [fd00:172:30::c]:30081) from the external client: the client's IPv6 address is kept",
+    client: 'client',
+    service: 'web-local',
+    choice: 'same-backend',
+    count: 1,
+    run: (t, c, x) => curlOnce(t, c, x, `http://[${t.nodes[1]!.ip6}]:30081/`),
+  },
+  {
+    name: 'hairpin-v6',
+    family: 'IPv6',
+    title: `hairpin over IPv6: pod-a curls web-dual [${WEB_DUAL_V6}]:80 and lands on itself (masqueraded)`,
+    client: 'pod-a',
+    service: 'web-dual',
+    choice: 'same-backend',
+    wantBackend: 'pod-a',
+    count: 1,
+    masquerades: true,
+    run: (t, c, x) => curlOnce(t, c, x, `http://[${WEB_DUAL_V6}]:80/`),
+  },
+  {
+    name: 'session-affinity-v6',
+    family: 'IPv6',
+    title: `sessionAffinity: ClientIP over IPv6 (sticky [${V6.sticky}]:80): 20 connections from pod-d`,
+    client: 'pod-d',
+    service: 'sticky',
+    choice: 'first-choice',
+    count: 20,
+    run: (t, c, x) => curlOnce(t, c, x, `http://[${V6.sticky}]:80/`),
+    note: 'a difference here means the data plane ignored ClientIP affinity: packets on the other backends’ veths',
+  },
+  {
+    name: 'etp-local-no-endpoint-v6',
+    family: 'IPv6',
+    title:
+      "curl -6 a NodePort with externalTrafficPolicy Local on node1's IPv6 address (web-local [fd00:172:30::b]:30081), which has no local endpoint there, from the external client: dropped",
+    client: 'client',
+    service: 'web-local',
+    choice: 'none',
+    count: 1,
+    // 1.5 s: the SYN and its one retransmission (after 1 s), in both planes
+    run: (t, c, x) => curlOnce(t, c, x, `http://[${t.nodes[0]!.ip6}]:30081/`, 1.5),
+  },
+  lbSourceRange('IPv6'),
+  fragNeeded('IPv6'),
+  staleEndpoint('IPv6'),
 ];
 
-function staleObjects(pod: LabPod, withService: boolean): { file: string; object: unknown }[] {
+/**
+ * lb-source-range and its IPv6 twin: the external client to web-lb-deny's ingress IP of the
+ * family, outside that family's loadBalancerSourceRanges (each family's proxier takes only its
+ * own ranges).
+ */
+function lbSourceRange(family: IPFamily): Scenario {
+  const ip = urlHost(LB_DENY_IP[family]);
+  return {
+    name: family === 'IPv6' ? 'lb-source-range-v6' : 'lb-source-range',
+    ...(family === 'IPv6' ? { family } : {}),
+    title: `curl a LoadBalancer IP whose loadBalancerSourceRanges exclude the client (web-lb-deny ${ip}:80, routed via node1) from the external client: dropped`,
+    client: 'client',
+    service: 'web-lb-deny',
+    choice: 'none',
+    count: 1,
+    // A cloud load balancer would send its ingress IP to a node: here a route via node 1.
+    setup: (t) => lbRoute(t, family, 'replace'),
+    teardown: (t) => lbRoute(t, family, 'del'),
+    run: (t, c, x) => curlOnce(t, c, x, `http://${ip}:80/`, 1.5),
+  };
+}
+
+/**
+ * icmp-frag-needed and its IPv6 twin: a datagram too big for pod-d's veth draws the ICMP error
+ * that drives path MTU discovery (IPv4: fragmentation needed; IPv6: Packet Too Big, the only
+ * way it works there: routers never fragment), which must reach the client through the VIP.
+ */
+function fragNeeded(family: IPFamily): Scenario {
+  const v6 = family === 'IPv6';
+  const vip = v6 ? V6.udpEcho : '10.96.0.54';
+  const error = v6 ? 'ICMPv6 Packet Too Big' : 'ICMP frag-needed';
+  return {
+    name: v6 ? 'icmp-frag-needed-v6' : 'icmp-frag-needed',
+    ...(family === 'IPv6' ? { family } : {}),
+    title: `a 1400-byte UDP datagram (${v6 ? 'IPv6' : 'DF'}) from pod-a to udp-echo ${urlHost(vip)}:53 that lands on pod-d, whose veth takes ${FRAG_MTU}: the ${error} comes back through the VIP (its quoted packet reverse-NATed)`,
+    client: 'pod-a',
+    service: 'udp-echo',
+    choice: 'same-backend',
+    // pod-b answers (tried again); pod-d's oversized datagram draws the ICMP error, no answer
+    wantBackend: 'pod-d',
+    count: 1,
+    setup: (t) => fragMtu(t, FRAG_MTU),
+    teardown: (t) => fragMtu(t, '1500'),
+    run: (t, c, x) => {
+      // a path MTU learnt in an earlier attempt would make the client fragment instead
+      shTry(inNs(c.ns, ['ip', v6 ? '-6' : '-4', 'route', 'flush', 'cache']), 30_000);
+      return udpOnce(t, c, x, vip, 53, 1400);
+    },
+  };
+}
+
+/**
+ * udp-stale-endpoint and its IPv6 twin: pod-c's datagrams from one source port, before and
+ * after the endpoint changes from pod-d to pod-b.
+ */
+function staleEndpoint(family: IPFamily): Scenario {
+  const svc = STALE[family];
+  const v6 = family === 'IPv6';
+  const pods = ['pod-b', 'pod-d'];
+  return {
+    name: v6 ? 'udp-stale-endpoint-v6' : 'udp-stale-endpoint',
+    ...(family === 'IPv6' ? { family } : {}),
+    needs: 'control-plane',
+    title: `stale UDP: pod-c sends to ${svc.name} ${urlHost(svc.ip)}:53/UDP from one source port and lands on pod-d; the EndpointSlice then replaces pod-d by pod-b; the next datagram from the same port must reach pod-b (the data plane deletes the stale UDP conntrack entry, as kube-proxy does)`,
+    client: 'pod-c',
+    service: svc.name,
+    // pod-b, pod-d: the veths of the endpoint before and after the change (setup makes them
+    // the Service's endpoints, which serviceBackends reads before setup)
+    backends: (t) => pods.map((n) => podAddress(podNamed(t, n), family)),
+    choice: 'none',
+    count: 1,
+    setup: async (t) => {
+      await applyStale(t, family, 'pod-d', true);
+      // both planes start from the same programmed state: pod-d the only endpoint
+      if (!(await untilAnswered(t, family, 'pod-c', 'pod-d')))
+        throw new LabError(`scenario ${svc.name}: ${svc.ip} port 53 never answered from pod-d`);
+    },
+    teardown: () => removeStale(family),
+    run: async (t, c, x) => {
+      const before = udpOnce(t, c, x, svc.ip, STALE.port);
+      await applyStale(t, family, 'pod-b', false);
+      // programmed when a new flow lands on pod-b; the cleanup follows in the same sync
+      const programmed = await untilAnswered(t, family, 'pod-c', 'pod-b');
+      const after = udpOnce(t, c, x, svc.ip, STALE.port);
+      const late = programmed ? '' : ' (no new flow reached pod-b in 20 s)';
+      return {
+        ok: before.backend === 'pod-d' && after.backend === 'pod-b',
+        clientPort: x.port,
+        backend: after.backend,
+        output: `before: ${before.output}; after pod-d was replaced by pod-b${late}: ${after.output}`,
+      };
+    },
+  };
+}
+
+function podNamed(t: Topology, name: string): LabPod {
+  const pod = t.nodes.flatMap((n) => n.pods).find((p) => p.name === name);
+  if (!pod) throw new LabError(`lab compare: the topology has no pod ${name}`);
+  return pod;
+}
+
+function podAddress(p: LabPod, family: IPFamily): string {
+  const ip = family === 'IPv6' ? p.ip6 : p.ip;
+  if (!ip) throw new LabError(`lab compare: pod ${p.name} has no ${family} address`);
+  return ip;
+}
+
+function staleObjects(
+  pod: LabPod,
+  family: IPFamily,
+  withService: boolean,
+): { file: string; object: unknown }[] {
+  const { name, clusterIPs } = STALE[family];
   const meta = { namespace: 'default' };
   const slice = {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
-    metadata: {
-      ...meta,
-      name: `${STALE.name}-1`,
-      labels: { 'kubernetes.io/service-name': STALE.name },
-    },
-    addressType: 'IPv4',
+    metadata: { ...meta, name: `${name}-1`, labels: { 'kubernetes.io/service-name': name } },
+    addressType: family,
     ports: [{ name: 'udp', protocol: 'UDP', port: 5353 }],
     endpoints: [
       {
-        addresses: [pod.ip],
+        addresses: [podAddress(pod, family)],
         conditions: { ready: true, serving: true, terminating: false },
         nodeName: pod.node,
         targetRef: { kind: 'Pod', namespace: 'default', name: pod.name },
@@ -426,39 +599,52 @@ function staleObjects(pod: LabPod, withService: boolean): { file: string; object
   const service = {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { ...meta, name: STALE.name },
+    metadata: { ...meta, name },
     spec: {
       type: 'ClusterIP',
-      clusterIP: STALE.ip,
-      clusterIPs: [STALE.ip],
+      ipFamilies: clusterIPs.map(familyOfIP),
+      ipFamilyPolicy: clusterIPs.length > 1 ? 'RequireDualStack' : 'SingleStack',
+      clusterIP: clusterIPs[0],
+      clusterIPs,
       ports: [{ name: 'udp', protocol: 'UDP', port: STALE.port, targetPort: 5353 }],
     },
   };
   return (withService ? [service, slice] : [slice]).map((object) => ({ file: STALE.file, object }));
 }
 
-async function applyStale(t: Topology, podName: string, withService: boolean): Promise<void> {
-  const pod = t.nodes.flatMap((n) => n.pods).find((p) => p.name === podName);
-  if (!pod) throw new LabError(`scenario udp-stale-endpoint: the topology has no pod ${podName}`);
-  const r = await apiCall<ApplyReply>('POST', '/apply', {
-    objects: staleObjects(pod, withService),
-  });
+async function applyStale(
+  t: Topology,
+  family: IPFamily,
+  podName: string,
+  withService: boolean,
+): Promise<void> {
+  const objects = staleObjects(podNamed(t, podName), family, withService);
+  const r = await apiCall<ApplyReply>('POST', '/apply', { objects });
   if (r.errors.length > 0)
-    throw new LabError(`scenario udp-stale-endpoint: ${r.errors.join('; ')}`);
+    throw new LabError(`scenario ${STALE[family].name}: ${r.errors.join('; ')}`);
 }
 
-async function removeStale(): Promise<void> {
-  for (const kind of ['EndpointSlice', 'Service']) {
-    const name = kind === 'Service' ? STALE.name : `${STALE.name}-1`;
-    await apiCall('POST', '/delete', { kind, namespace: 'default', name });
-  }
+async function removeStale(family: IPFamily): Promise<void> {
+  const { name } = STALE[family];
+  await apiCall('POST', '/delete', {
+    kind: 'EndpointSlice',
+    namespace: 'default',
+    name: `${name}-1`,
+  });
+  await apiCall('POST', '/delete', { kind: 'Service', namespace: 'default', name });
 }
 
 /** New flows (ephemeral ports, outside every block) until one is answered by `want`, ≤ 20 s. */
-async function untilAnswered(t: Topology, client: string, want: string): Promise<boolean> {
-  const c = t.nodes.flatMap((n) => n.pods).find((p) => p.name === client)!;
+async function untilAnswered(
+  t: Topology,
+  family: IPFamily,
+  client: string,
+  want: string,
+): Promise<boolean> {
+  const c = podNamed(t, client);
+  const ctx = { port: 0, id: 0, slowness: 1 };
   for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
-    if (udpOnce(t, c, { port: 0, id: 0, slowness: 1 }, STALE.ip, STALE.port).backend === want) {
+    if (udpOnce(t, c, ctx, STALE[family].ip, STALE.port).backend === want) {
       await sleep(500);
       return true;
     }
@@ -472,18 +658,21 @@ async function untilAnswered(t: Topology, client: string, want: string): Promise
  * not its own (its default route): only then does the kernel's drop of a source outside
  * loadBalancerSourceRanges happen (filter FORWARD, after routing) rather than a route lookup's
  * "net unreachable". The namespace lab's node1 has that route through its underlay subnet
- * already (172.30.0.0/24); the VMs' nodes have none.
+ * already (172.30.0.0/24, fd00:172:30::/64); the VMs' nodes have none.
  */
-function lbRoute(t: Topology, verb: 'replace' | 'del'): void {
+function lbRoute(t: Topology, family: IPFamily, verb: 'replace' | 'del'): void {
   const client = t.clients[0]!;
   const node = t.nodes[0]!;
-  shTry(inNs(client.ns, ['ip', 'route', verb, `${LB_DENY_IP}/32`, 'via', node.ip]), 30_000);
-  shTry(inNs(node.ns, ['ip', 'route', verb, `${LB_DENY_IP}/32`, 'dev', node.uplink]), 30_000);
+  const ip = LB_DENY_IP[family];
+  const [route, len, via] =
+    family === 'IPv6' ? (['-6', '128', node.ip6!] as const) : (['-4', '32', node.ip] as const);
+  shTry(inNs(client.ns, ['ip', route, 'route', verb, `${ip}/${len}`, 'via', via]), 30_000);
+  shTry(inNs(node.ns, ['ip', route, 'route', verb, `${ip}/${len}`, 'dev', node.uplink]), 30_000);
 }
 
-/** pod-d's node-side veth MTU: what its node forwards to pod-d must fit. */
+/** pod-d's node-side veth MTU: what its node forwards to pod-d must fit (FRAG_MTU). */
 function fragMtu(t: Topology, mtu: string): void {
-  const pod = t.nodes.flatMap((n) => n.pods).find((p) => p.name === 'pod-d')!;
+  const pod = podNamed(t, 'pod-d');
   const node = t.nodes.find((n) => n.name === pod.node)!;
   shTry(inNs(node.ns, ['ip', 'link', 'set', pod.hostIf, 'mtu', mtu]), 30_000);
 }

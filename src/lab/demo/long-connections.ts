@@ -6,13 +6,18 @@
 //
 //   pod-d ══ one connection, 100 requests ══▶ 10.96.0.10:80 ──▶ pod-? (all of them)
 //   pod-d ── 100 connections, 1 request each ─▶ 10.96.0.10:80 ──▶ pod-a / pod-b / pod-c
+//
+// With --ipv6 (-6), on a dual-stack lab: the same over IPv6, to a dual-stack Service's IPv6
+// ClusterIP (default web-dual [fd00:10:96::10]:80, web's pods): IPv6 conntrack pins the
+// connection the same way.
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
+import { familyOfIP, type IPFamily } from '../../model.ts';
 import type { Progress } from '../lab.ts';
 import { LabError } from '../error.ts';
 import { inNs, sh } from '../../sh.ts';
 import { type LabState, VIEW_DIR } from '../state.ts';
 import { allPods, loadTopology } from '../topology.ts';
-import { withLabMode } from './ensure-lab.ts';
+import { requireIpv6, withLabMode } from './ensure-lab.ts';
 
 export interface LongConnectionsReport {
   from: string;
@@ -27,8 +32,10 @@ export interface LongConnectionsReport {
 
 export interface LongConnectionsOptions {
   topology?: string;
-  /** the service to ask, namespace/name (default: default/web) */
+  /** the service to ask, namespace/name (default: default/web; IPv6: default/web-dual) */
   service?: string;
+  /** over IPv6: the service's IPv6 ClusterIP (a dual-stack lab) */
+  ipv6?: boolean;
   requests?: number;
   progress?: Progress;
   out?: (s: string) => void;
@@ -77,19 +84,21 @@ async function longConnectionsDemoIn(
   out: (s: string) => void,
 ): Promise<LongConnectionsReport> {
   const t = loadTopology(state.topologyFile);
-  const want = opts.service ?? 'default/web';
-  const rsp = resolveServicePorts(loadManifests(VIEW_DIR)).find(
-    (p) =>
-      `${p.service.namespace}/${p.service.name}` === want &&
-      p.port.protocol === 'TCP' &&
-      p.service.clusterIPs.length > 0,
+  const family: IPFamily = opts.ipv6 ? 'IPv6' : 'IPv4';
+  if (opts.ipv6) requireIpv6(t, 'long-connections');
+  const want = opts.service ?? (opts.ipv6 ? 'default/web-dual' : 'default/web');
+  // the service's ports as that family's data plane sees them: its ClusterIP and endpoints
+  const rsp = resolveServicePorts(loadManifests(VIEW_DIR), { family }).find(
+    (p) => `${p.service.namespace}/${p.service.name}` === want && p.port.protocol === 'TCP',
   );
-  if (!rsp) throw new LabError(`the lab manifests have no TCP ClusterIP service ${want}`);
+  const what = opts.ipv6 ? 'dual-stack TCP ClusterIP service' : 'TCP ClusterIP service';
+  if (!rsp) throw new LabError(`the lab manifests have no ${what} ${want}`);
+  const vip = rsp.service.clusterIPs.find((ip) => familyOfIP(ip) === family)!;
   const backends = new Set(rsp.endpoints.map((e) => e.ip));
   // A client that is not itself a backend, so every request crosses the service.
-  const from = allPods(t).find((p) => !backends.has(p.ip));
+  const from = allPods(t).find((p) => !backends.has(opts.ipv6 ? p.ip6! : p.ip));
   if (!from) throw new LabError(`every lab pod is a backend of ${want}; no client left`);
-  const url = `http://${rsp.service.clusterIPs[0]}:${rsp.port.port}/`;
+  const url = `http://${opts.ipv6 ? `[${vip}]` : vip}:${rsp.port.port}/`;
   const n = opts.requests ?? 100;
   opts.progress?.(
     `${from.name}: ${n} requests on one connection, then ${n} connections, to ${url}`,

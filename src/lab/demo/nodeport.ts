@@ -7,17 +7,21 @@
 //   client ──▶ node1:30080 ─DNAT+SNAT─▶ uplink ──▶ node2 ──▶ pod-d:8080   (src node1:snatPort)
 //   client ◀── node1:30080 ◀─revSNAT── uplink ◀── node2 ◀── pod-d:8080
 //   client ──▶ node2:30081 ─DNAT─▶ pod-d:8080 (src client, kept)    node1:30081 ─▶ dropped
+//
+// With --ipv6 (-6), on a dual-stack lab: the same over IPv6, `curl -6` to the NodePorts on the
+// nodes' IPv6 addresses (the same ports of the same dual-stack Services), masqueraded to the
+// node's IPv6 address with policy Cluster, the client's IPv6 address kept with Local.
 import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadManifests, resolveServicePorts } from '../../manifests/index.ts';
-import type { ResolvedServicePort } from '../../model.ts';
+import type { IPFamily, ResolvedServicePort } from '../../model.ts';
 import type { Progress } from '../lab.ts';
 import { readLog, startInNs, stopProcess, waitForLog } from '../procs.ts';
 import { LabError } from '../error.ts';
 import { inNs, shTry } from '../../sh.ts';
 import { LOG_DIR, type LabProcess, type LabState, VIEW_DIR } from '../state.ts';
 import { allPods, type LabNode, type LabPod, loadTopology, type Topology } from '../topology.ts';
-import { withLabMode } from './ensure-lab.ts';
+import { requireIpv6, withLabMode } from './ensure-lab.ts';
 
 export interface HopCapture {
   where: string;
@@ -26,6 +30,7 @@ export interface HopCapture {
 
 export interface NodePortRun {
   policy: 'Cluster' | 'Local';
+  family: IPFamily;
   url: string;
   entry: LabNode;
   /** the pod that answered and the source address it saw (empty when the curl failed) */
@@ -46,37 +51,49 @@ export interface NodePortDemoOptions {
   topology?: string;
   progress?: Progress;
   out?: (s: string) => void;
+  /** over IPv6: the NodePorts on the nodes' IPv6 addresses (a dual-stack lab) */
+  ipv6?: boolean;
 }
 
 const MAX_TRIES = 12;
 
 export async function nodePortDemo(opts: NodePortDemoOptions = {}): Promise<NodePortReport> {
   const out = opts.out ?? ((s: string) => process.stdout.write(`${s}\n`));
+  const family: IPFamily = opts.ipv6 ? 'IPv6' : 'IPv4';
   return withLabMode(opts.topology, 'kubetun', opts.progress, (state) =>
-    nodePortDemoIn(state, out),
+    nodePortDemoIn(state, family, out),
   );
 }
 
-async function nodePortDemoIn(state: LabState, out: (s: string) => void): Promise<NodePortReport> {
+async function nodePortDemoIn(
+  state: LabState,
+  family: IPFamily,
+  out: (s: string) => void,
+): Promise<NodePortReport> {
   const t = loadTopology(state.topologyFile);
-  const ports = resolveServicePorts(loadManifests(VIEW_DIR));
-  const cl = findNodePort(ports, 'Cluster');
-  const lo = findNodePort(ports, 'Local');
+  if (family === 'IPv6') requireIpv6(t, 'nodeport');
+  const ports = resolveServicePorts(loadManifests(VIEW_DIR), { family });
+  const cl = findNodePort(ports, 'Cluster', family);
+  const lo = findNodePort(ports, 'Local', family);
   const homes = (r: ResolvedServicePort) => new Set(r.endpoints.map((e) => e.nodeName));
   // Cluster: enter through node1 and retry until the backend chosen sits on another node.
   const entry = t.nodes[0]!;
-  const cluster = await runHop(
+  const hop = (policy: 'Cluster' | 'Local', at: LabNode, nodePort: number) => ({
     t,
-    'Cluster',
-    entry,
-    cl.port.nodePort,
+    policy,
+    family,
+    entry: at,
+    nodePort,
+  });
+  const cluster = await runHop(
+    hop('Cluster', entry, cl.port.nodePort),
     (r) => r.backend?.node !== entry.name,
   );
   const localHome = t.nodes.find((n) => homes(lo).has(n.name)) ?? t.nodes[0]!;
   const localAway = t.nodes.find((n) => !homes(lo).has(n.name));
-  const local = await runHop(t, 'Local', localHome, lo.port.nodePort, () => true);
+  const local = await runHop(hop('Local', localHome, lo.port.nodePort), () => true);
   const localOther = localAway
-    ? await runHop(t, 'Local', localAway, lo.port.nodePort, () => true, 1)
+    ? await runHop(hop('Local', localAway, lo.port.nodePort), () => true, 1)
     : local;
   const report = { cluster, local, localOther };
   printReport(out, t, report);
@@ -86,6 +103,7 @@ async function nodePortDemoIn(state: LabState, out: (s: string) => void): Promis
 function findNodePort(
   ports: ResolvedServicePort[],
   policy: 'Cluster' | 'Local',
+  family: IPFamily,
 ): ResolvedServicePort {
   // NodePort services first; a LoadBalancer's node ports serve the same way (web-local is one:
   // the apiserver gives healthCheckNodePort only to LoadBalancers with policy Local)
@@ -99,25 +117,41 @@ function findNodePort(
   );
   const r = candidates.find((p) => p.service.type === 'NodePort') ?? candidates[0];
   if (!r)
-    throw new LabError(`the lab manifests have no TCP NodePort service with policy ${policy}`);
+    throw new LabError(
+      `the lab manifests have no ${family === 'IPv6' ? 'dual-stack ' : ''}TCP NodePort service with policy ${policy}`,
+    );
   return r;
 }
 
+/** One NodePort curl: the policy, the address family, the node entered and its port. */
+interface Hop {
+  t: Topology;
+  policy: 'Cluster' | 'Local';
+  family: IPFamily;
+  entry: LabNode;
+  nodePort: number;
+}
+
+/** A host's address of the family (its IPv6 one on a dual-stack lab). */
+function addressOf(h: { ip: string; ip6?: string }, family: IPFamily): string {
+  return family === 'IPv6' ? h.ip6! : h.ip;
+}
+
 async function runHop(
-  t: Topology,
-  policy: 'Cluster' | 'Local',
-  entry: LabNode,
-  nodePort: number,
+  h: Hop,
   done: (r: NodePortRun) => boolean,
   tries = MAX_TRIES,
 ): Promise<NodePortRun> {
+  const { t, policy, family, entry, nodePort } = h;
   const client = t.clients[0]!;
-  const url = `http://${entry.ip}:${nodePort}/whoami`;
+  const v6 = family === 'IPv6';
+  const url = `http://${v6 ? `[${entry.ip6}]` : entry.ip}:${nodePort}/whoami`;
+  const curl = ['curl', ...(v6 ? ['-6'] : []), '-sS', '-m', '2'];
   const caps = await startCaptures(t, entry, nodePort);
-  let run: NodePortRun = { policy, url, entry, peerSeen: '', curlExit: -1, hops: [] };
+  let run: NodePortRun = { policy, family, url, entry, peerSeen: '', curlExit: -1, hops: [] };
   let lport = 0;
   for (let k = 0; k < tries; k++) {
-    const r = shTry(inNs(client.ns, ['curl', '-sS', '-m', '2', '-w', '\n%{local_port}', url]));
+    const r = shTry(inNs(client.ns, [...curl, '-w', '\n%{local_port}', url]));
     const lines = r.out.trimEnd().split('\n');
     lport = Number(lines.pop()) || 0;
     const [pod, , peer] = (lines[0] ?? '').split(' ');
@@ -185,9 +219,10 @@ async function startCaptures(t: Topology, entry: LabNode, nodePort: number): Pro
  * it (the client's port, or the masqueraded source the backend saw).
  */
 function flowLines(log: string, lport: number, run: NodePortRun): string[] {
-  const pkts = log.split('\n').filter((l) => / IP /.test(l) && /Flags \[S\.?\]/.test(l));
+  // tcpdump: "IP a.port > b.port: ..." (IPv6: "IP6 ...")
+  const pkts = log.split('\n').filter((l) => / IP6? /.test(l) && /Flags \[S\.?\]/.test(l));
   const peer = run.peerSeen;
-  const pod = run.backend?.ip ?? '';
+  const pod = run.backend ? addressOf(run.backend, run.family) : '';
   const natPort = natPortOf(pkts, peer, pod);
   return pkts
     .filter(
@@ -208,7 +243,7 @@ function flowLines(log: string, lport: number, run: NodePortRun): string[] {
 function natPortOf(pkts: string[], peer: string, pod: string): string {
   if (!peer || !pod) return '';
   const re = new RegExp(
-    `IP ${peer.replace(/\./g, '\\.')}\\.(\\d+) > ${pod.replace(/\./g, '\\.')}\\.\\d+: Flags \\[S\\]`,
+    `IP6? ${peer.replace(/\./g, '\\.')}\\.(\\d+) > ${pod.replace(/\./g, '\\.')}\\.\\d+: Flags \\[S\\]`,
   );
   for (const l of pkts) {
     const m = re.exec(l);
@@ -219,7 +254,10 @@ function natPortOf(pkts: string[], peer: string, pod: string): string {
 
 function printReport(out: (s: string) => void, t: Topology, r: NodePortReport): void {
   const c = t.clients[0]!;
-  out(`NodePort demo: external client ${c.name} ${c.ip}`);
+  const v6 = r.cluster.family === 'IPv6';
+  out(
+    `NodePort demo${v6 ? ' over IPv6' : ''}: external client ${c.name} ${addressOf(c, r.cluster.family)}`,
+  );
   printRun(
     out,
     r.cluster,
@@ -241,10 +279,10 @@ function printReport(out: (s: string) => void, t: Topology, r: NodePortReport): 
 
 function printRun(out: (s: string) => void, r: NodePortRun, why: string): void {
   out('');
-  out(`== externalTrafficPolicy ${r.policy}: $ curl ${r.url}`);
+  out(`== externalTrafficPolicy ${r.policy}: $ curl ${r.family === 'IPv6' ? '-6 ' : ''}${r.url}`);
   out(
     r.backend
-      ? `   answered by ${r.backend.name} ${r.backend.ip} on ${r.backend.node}; the pod saw the source ${r.peerSeen}`
+      ? `   answered by ${r.backend.name} ${addressOf(r.backend, r.family)} on ${r.backend.node}; the pod saw the source ${r.peerSeen}`
       : `   no answer (curl exit ${r.curlExit})`,
   );
   for (const h of r.hops) {

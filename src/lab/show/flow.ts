@@ -16,7 +16,7 @@
 import { UsageError } from '../../errors.ts';
 import { selectPortEndpoints } from '../../endpoints/select.ts';
 import { ipInCidr } from '../../manifests/ip.ts';
-import type { ResolvedEndpoint, ResolvedServicePort } from '../../model.ts';
+import { familyOfIP, type ResolvedEndpoint, type ResolvedServicePort } from '../../model.ts';
 import type { DrawNode, LabDrawing } from './model.ts';
 
 /** Where a hop happens, by drawing element. */
@@ -142,7 +142,8 @@ export function traceFlow(
   // pod's traffic to it is short-circuited to every endpoint.
   const sel = selectPortEndpoints(r, { nodeName: entry.name });
   const eligible = local && client ? sel.local : sel.cluster;
-  const ranges = svc.loadBalancerSourceRanges;
+  // the ranges of the client's family: kube-proxy's proxier of that family sees no others
+  const ranges = svc.loadBalancerSourceRanges.filter((c) => familyOfIP(c) === familyOfIP(srcIp));
   const denied =
     r.entry.kind === 'lb' && ranges.length > 0 && !ranges.some((c) => ipInCidr(srcIp, c));
   const who = translator(d.mode, entry.name);
