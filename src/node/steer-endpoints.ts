@@ -127,7 +127,8 @@ export class EndpointTable {
   constructor(
     private readonly at: TcAt,
     private readonly prefs: readonly [number, number],
-    private readonly guard: readonly string[],
+    /** one match list per destination the table serves (each a root filter linking to it) */
+    private readonly guards: readonly (readonly string[])[],
     private readonly tun: string,
     private readonly log: Logger,
     /** 6: the IPv6 endpoints' table (`protocol ipv6`, ids 73/74); 4: the IPv4 one */
@@ -160,19 +161,12 @@ export class EndpointTable {
     this.pref = next;
     this.ht = this.ids[next === a ? 0 : 1];
     shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(next)]);
+    const hashkey = ['hashkey', 'mask', '0x000000ff', 'at', this.family === 6 ? '20' : '12'];
     const lines = [
       this.filter('add', ['handle', `${this.ht}:`, 'u32', 'divisor', String(BUCKETS)]),
-      this.filter('add', [
-        'u32',
-        ...(this.guard.length > 0 ? this.guard : ['match', 'u32', '0', '0']),
-        'hashkey',
-        'mask',
-        '0x000000ff',
-        'at',
-        this.family === 6 ? '20' : '12',
-        'link',
-        `${this.ht}:`,
-      ]),
+      ...this.guards.map((g) =>
+        this.filter('add', ['u32', ...g, ...hashkey, 'link', `${this.ht}:`]),
+      ),
     ];
     for (const k of keys) if (this.mine(k)) lines.push(this.addLine(k));
     this.installed = this.batch(lines);

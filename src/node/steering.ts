@@ -151,26 +151,14 @@
 import { existsSync } from 'node:fs';
 import { canonIpv6 } from '../wire/addr6.ts';
 import { IPV6_EXT_FRAGMENT } from '../wire/ipv6.ts';
-import {
-  IPPROTO_ICMP,
-  IPPROTO_ICMPV6,
-  IPPROTO_SCTP,
-  IPPROTO_TCP,
-  IPPROTO_UDP,
-} from '../wire/proto.ts';
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
 import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import { UserError } from '../errors.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { sh, shBatch, shJson, shTry } from '../sh.ts';
-import {
-  EndpointSteer,
-  EndpointTable,
-  ICMP_ERRORS,
-  ICMPV6_ERRORS,
-  IHL5,
-  type TcAt,
-} from './steer-endpoints.ts';
+import { EndpointSteer, EndpointTable, IHL5, type TcAt } from './steer-endpoints.ts';
+import { ReplySteer } from './steer-replies.ts';
 import { Sysctls } from './sysctl.ts';
 
 /** the pods' shared tc block (every pod veth's ingress, lo's egress) and its endpoint table */
@@ -181,6 +169,8 @@ export const TC_PREF_NODEPORT = 7702;
 export const TC_PREF_SNAT = 7703;
 export const TC_PREF_EXTERNAL = 7704;
 export const TC_PREF_VIP = 7705;
+/** ICMP errors to the pods from routers: conntrack's RELATED now (steer-replies.ts); kept to
+ * sweep an older run's filter */
 export const TC_PREF_ICMP = 7706;
 export const TC_PREF_FRAG = 7707;
 /** the endpoint tables' second prefs (steer-endpoints.ts rebuild alternates) */
@@ -196,6 +186,7 @@ export const TC_PREF_NODEPORT6 = 7722;
 export const TC_PREF_SNAT6 = 7723;
 export const TC_PREF_EXTERNAL6 = 7724;
 export const TC_PREF_VIP6 = 7725;
+/** the IPv6 twin of TC_PREF_ICMP, as unused */
 export const TC_PREF_ICMP6 = 7726;
 export const TC_PREF_FRAG6 = 7727;
 const KUBETUN_PREFS = [
@@ -233,6 +224,8 @@ export const NODEPORT_KEYS: readonly [number, number][] = [
   [0x7600, 0xfe00],
   [0x7800, 0xf800],
 ];
+/** the NodePort range the keys above cover */
+export const NODEPORT_RANGE = { min: 30000, max: 32767 };
 /** the protocols with ports at the same offset that Services serve (NodePorts, SNAT replies) */
 const L4_PROTOS = [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP].map(String);
 
@@ -276,6 +269,18 @@ export interface SteeringConfig {
   nodePorts?: boolean;
   /** where the host's /proc/sys/net is (--proc-sys-net; default /proc/sys/net) */
   procSysNet?: string;
+  /**
+   * the node's own addresses, each family (node IP, pod gateway, any other global address):
+   * replies to them are delivered locally, never routed into the TUN, so the endpoint tables
+   * steer them (guarded by these destinations); the rest is steer-replies.ts's
+   */
+  locals4: readonly string[];
+  locals6: readonly string[];
+  /**
+   * the pods sit on a bridge (discover.ts): a reply from a local backend to a local client is
+   * bridged, never routed, so the endpoint tables take replies to the pod CIDR too
+   */
+  bridged?: boolean;
 }
 
 /** Undo steps (argv lists) in install order; listeners persist them as they come. */
@@ -333,6 +338,8 @@ export class Steering {
   readonly applied: string[] = [];
   /** replies of translated flows, by their source endpoint (steer-endpoints.ts) */
   readonly endpoints: EndpointSteer;
+  /** replies of translated flows to anyone but the node itself (steer-replies.ts) */
+  readonly replies: ReplySteer;
   private readonly cfg: SteeringConfig;
   private readonly undo: UndoLog;
   private readonly log: Logger;
@@ -347,23 +354,38 @@ export class Steering {
     this.undo = undo;
     this.log = log;
     this.endpoints = endpoints;
-    const { tun, uplink, podCidr } = cfg;
+    const { tun, uplink } = cfg;
     const up = ['dev', uplink, 'ingress'];
-    const guard = ['match', 'ip', 'dst', podCidr];
     const prefs = (a: number, b: number): [number, number] => [a, b];
-    this.endpoints.tables.push(
-      new EndpointTable(BLOCK_AT, prefs(TC_PREF_POD, TC_PREF_POD_ALT), [], tun, log),
-      new EndpointTable(up, prefs(TC_PREF_UPLINK, TC_PREF_UPLINK_ALT), guard, tun, log),
-    );
+    const [guards4, guards6] = [this.localGuards('ip'), this.localGuards('ip6')];
+    const [block4, block6] = [this.podGuards('ip'), this.podGuards('ip6')];
+    const t = this.endpoints.tables;
+    t.push(new EndpointTable(BLOCK_AT, prefs(TC_PREF_POD, TC_PREF_POD_ALT), block4, tun, log));
+    t.push(new EndpointTable(up, prefs(TC_PREF_UPLINK, TC_PREF_UPLINK_ALT), guards4, tun, log));
     if (cfg.serviceCidrV6) {
       const pair = prefs(TC_PREF_POD6, TC_PREF_POD6_ALT);
-      this.endpoints.tables.push(new EndpointTable(BLOCK_AT, pair, [], tun, log, 6));
-      if (cfg.podCidrV6) {
-        const guard6 = ['match', 'ip6', 'dst', cfg.podCidrV6];
-        const pair6 = prefs(TC_PREF_UPLINK6, TC_PREF_UPLINK6_ALT);
-        this.endpoints.tables.push(new EndpointTable(up, pair6, guard6, tun, log, 6));
-      }
+      if (block6.length > 0) t.push(new EndpointTable(BLOCK_AT, pair, block6, tun, log, 6));
+      const pair6 = prefs(TC_PREF_UPLINK6, TC_PREF_UPLINK6_ALT);
+      if (guards6.length > 0) t.push(new EndpointTable(up, pair6, guards6, tun, log, 6));
     }
+    const ports = [...(cfg.snatPorts ? [cfg.snatPorts] : []), NODEPORT_RANGE];
+    if (cfg.snatPorts6) ports.push(cfg.snatPorts6);
+    const replyCfg = { tun, serviceCidr: cfg.serviceCidr, serviceCidrV6: cfg.serviceCidrV6 };
+    const locals = { locals4: cfg.locals4, locals6: cfg.locals6, replyPorts: ports };
+    this.replies = new ReplySteer({ ...replyCfg, ...locals }, undo, log, this.applied);
+  }
+
+  /** `match <family> dst <addr>` of each of the node's own addresses of the family. */
+  private localGuards(family: 'ip' | 'ip6'): string[][] {
+    const [addrs, len] = family === 'ip' ? [this.cfg.locals4, 32] : [this.cfg.locals6, 128];
+    return addrs.map((a) => ['match', family, 'dst', `${a}/${len}`]);
+  }
+
+  /** The pods' block: the node's own addresses, and with bridged pods their CIDR too. */
+  private podGuards(family: 'ip' | 'ip6'): string[][] {
+    const cidr = family === 'ip' ? this.cfg.podCidr : this.cfg.podCidrV6;
+    const pods = this.cfg.bridged && cidr ? [['match', family, 'dst', cidr]] : [];
+    return [...this.localGuards(family), ...pods];
   }
 
   install(podIfaces: readonly string[]): void {
@@ -380,25 +402,17 @@ export class Steering {
     const vip = [['match', 'ip', 'dst', serviceCidr]];
     this.hook(BLOCK_AT, TC_PREF_VIP, vip);
     this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_VIP, vip);
-    // ICMP errors quoting a flow translated here may come from any router on the path (pref 7706)
-    const icmp = ['match', 'ip', 'protocol', String(IPPROTO_ICMP), '0xff', ...IHL5];
-    const errors = ICMP_ERRORS.map((t) => [
-      ...['match', 'ip', 'dst', this.cfg.podCidr, ...icmp],
-      ...['match', 'u8', String(t), '0xff', 'at', '20'],
-    ]);
-    this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_ICMP, errors);
-    // non-first fragments: no port for the endpoint table to match (pref 7707)
+    // non-first fragments: no port for the endpoint tables, so every one to the node's own
+    // addresses (and, bridged, to the pods) goes (pref 7707); fragments routed on are the
+    // kernel's to reassemble before conntrack marks them (steer-replies.ts)
     const frags = FRAG_OFFSET_BITS.map((b) => ['match', 'u16', hex(b), hex(b), 'at', '6']);
-    this.hook(BLOCK_AT, TC_PREF_FRAG, frags);
-    const toPods = ['match', 'ip', 'dst', this.cfg.podCidr];
-    this.hook(
-      ['dev', this.cfg.uplink, 'ingress'],
-      TC_PREF_FRAG,
-      frags.map((f) => [...toPods, ...f]),
-    );
+    const guarded = (guards: string[][]) => guards.flatMap((g) => frags.map((f) => [...g, ...f]));
+    this.hook(BLOCK_AT, TC_PREF_FRAG, guarded(this.podGuards('ip')));
+    this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_FRAG, guarded(this.localGuards('ip')));
     this.installV6();
     for (const t of this.endpoints.tables) for (const u of t.undoSteps()) this.undo.add(u);
     this.endpoints.rebuild();
+    this.replies.install();
   }
 
   /**
@@ -417,22 +431,14 @@ export class Steering {
     const vip = [['match', 'ip6', 'dst', cidr]];
     this.hook(BLOCK_AT, TC_PREF_VIP6, vip, 'ipv6');
     this.hook(['dev', uplink, 'ingress'], TC_PREF_VIP6, vip, 'ipv6');
-    // fragments: no port for the endpoint table, the first one's behind its Fragment header
+    // fragments: no port for the endpoint tables, the first one's behind its Fragment header
+    // (pref 7727, guarded as pref 7707)
     const frag = ['match', 'ip6', 'protocol', String(IPV6_EXT_FRAGMENT), '0xff'];
-    this.hook(BLOCK_AT, TC_PREF_FRAG6, [frag], 'ipv6');
-    const { podCidrV6 } = this.cfg;
-    if (podCidrV6) {
-      const toPods = ['match', 'ip6', 'dst', podCidrV6];
-      this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, [[...frag, ...toPods]], 'ipv6');
-      // ICMPv6 errors to this node's pods from any router on the path (pref 7726)
-      const icmp = ['match', 'ip6', 'protocol', String(IPPROTO_ICMPV6), '0xff'];
-      const errors = ICMPV6_ERRORS.map((t) => [
-        ...toPods,
-        ...icmp,
-        ...['match', 'u8', String(t), '0xff', 'at', '40'],
-      ]);
-      this.hook(['dev', uplink, 'ingress'], TC_PREF_ICMP6, errors, 'ipv6');
-    }
+    const at6 = (guards: string[][]) => guards.map((g) => [...g, ...frag]);
+    const block = at6(this.podGuards('ip6'));
+    if (block.length > 0) this.hook(BLOCK_AT, TC_PREF_FRAG6, block, 'ipv6');
+    const up = at6(this.localGuards('ip6'));
+    if (up.length > 0) this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, up, 'ipv6');
   }
 
   /** NodePorts and SNAT replies on the uplink, and the reserved SNAT ports (see the header). */
@@ -476,6 +482,7 @@ export class Steering {
     this.externalKey = key;
     this.hookExternal(v4, 'ip', TC_PREF_EXTERNAL);
     this.hookExternal(v6, 'ip6', TC_PREF_EXTERNAL6);
+    this.replies.setFrontends([...v4, ...v6]);
   }
 
   private hookExternal(addrs: readonly string[], family: 'ip' | 'ip6', pref: number): void {

@@ -258,6 +258,10 @@ export class Topo {
       filters: filters.join('').trim(),
       tun: links.length < all.length,
       svcRoute: this.must('node', ['ip', 'route', 'show', '10.96.0.0/16']).trim(),
+      // the reply steering (steer-replies.ts): its nftables table, rules and routing table
+      nft: this.must('node', ['nft', 'list', 'tables']).trim(),
+      rules: ['-4', '-6'].map((f) => this.must('node', ['ip', f, 'rule', 'show']).trim()),
+      replyRoutes: this.exec('node', ['ip', 'route', 'show', 'table', '7700']).out.trim(),
       sysctls: Object.fromEntries(
         sysctls.map((k) => [k, this.must('node', ['sysctl', '-n', k]).trim()]),
       ),
