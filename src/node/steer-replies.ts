@@ -40,7 +40,6 @@
 // restart's takeover re-applies it while the dead run's keeps steering until then).
 import type { Logger } from 'pino';
 import { sh, shTry } from '../sh.ts';
-import type { UndoLog } from './steering.ts';
 
 /** the conntrack / packet mark bit of a flow the agent translated */
 export const REPLY_MARK = 0x2000;
@@ -48,6 +47,11 @@ export const REPLY_MARK = 0x2000;
 export const REPLY_TABLE = 7700;
 /** the nftables table (family inet: both address families in one) */
 export const NFT_TABLE = 'kubetun';
+
+/** where each install step's undo goes first (steering.ts UndoLog) */
+export interface UndoSink {
+  add(argv: string[]): void;
+}
 
 export interface ReplySteerConfig {
   tun: string;
@@ -126,7 +130,7 @@ export class ReplySteer {
   private frontends: readonly string[] = [];
   constructor(
     private readonly cfg: ReplySteerConfig,
-    private readonly undo: UndoLog,
+    private readonly undo: UndoSink,
     private readonly log: Logger,
     private readonly applied: string[],
   ) {}

@@ -153,7 +153,6 @@ import { canonIpv6 } from '../wire/addr6.ts';
 import { IPV6_EXT_FRAGMENT } from '../wire/ipv6.ts';
 import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
-import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import { UserError } from '../errors.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { sh, shBatch, shJson, shTry } from '../sh.ts';
@@ -166,6 +165,8 @@ export const POD_BLOCK = 7700;
 export const TC_PREF_POD = 7700;
 export const TC_PREF_UPLINK = 7701;
 export const TC_PREF_NODEPORT = 7702;
+/** replies to SNAT ports: the endpoint tables' now (guarded by the node's addresses); kept to
+ * sweep an older run's filter */
 export const TC_PREF_SNAT = 7703;
 export const TC_PREF_EXTERNAL = 7704;
 export const TC_PREF_VIP = 7705;
@@ -423,8 +424,7 @@ export class Steering {
     const { serviceCidrV6: cidr, tun, uplink, nodeIp6 } = this.cfg;
     if (!cidr) return;
     if (nodeIp6) {
-      const prefs: [number, number] = [TC_PREF_NODEPORT6, TC_PREF_SNAT6];
-      this.installNatOf('ip6', nodeIp6, this.cfg.snatPorts6, prefs);
+      this.installNatOf('ip6', nodeIp6, this.cfg.snatPorts6, TC_PREF_NODEPORT6);
     }
     this.undo.add(['ip', '-6', 'route', 'del', cidr, 'dev', tun]);
     this.exec(['ip', '-6', 'route', 'replace', cidr, 'dev', tun]);
@@ -441,26 +441,24 @@ export class Steering {
     if (up.length > 0) this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, up, 'ipv6');
   }
 
-  /** NodePorts and SNAT replies on the uplink, and the reserved SNAT ports (see the header). */
+  /** NodePorts on the uplink and the block, and the reserved SNAT ports (see the header). */
   private installNat(): void {
     const { nodeIp, snatPorts } = this.cfg;
-    this.installNatOf('ip', nodeIp, snatPorts, [TC_PREF_NODEPORT, TC_PREF_SNAT]);
+    this.installNatOf('ip', nodeIp, snatPorts, TC_PREF_NODEPORT);
   }
 
-  /** installNat for one family: `prefs` its NodePort and SNAT-reply prefs. */
+  /** installNat for one family: `nodePortPref` its NodePort filters' pref. */
   private installNatOf(
     family: 'ip' | 'ip6',
     ip: string,
     snatPorts: { min: number; max: number } | undefined,
-    [nodePortPref, snatPref]: [number, number],
+    nodePortPref: number,
   ): void {
     const up = ['dev', this.cfg.uplink, 'ingress'];
     const protocol = family === 'ip' ? 'ip' : 'ipv6';
-    if (snatPorts) {
-      this.reservePorts(snatPorts.min, snatPorts.max);
-      const { value, mask } = snatRangeMask(snatPorts.min, snatPorts.max);
-      this.hook(up, snatPref, dportMatches(family, ip, [[value, mask]]), protocol);
-    }
+    // replies to the SNAT ports come from endpoints to the node's own address: the endpoint
+    // tables (guarded by those addresses) steer them; the ports must only never be a socket's
+    if (snatPorts) this.reservePorts(snatPorts.min, snatPorts.max);
     if (this.cfg.nodePorts) {
       const matches = dportMatches(family, ip, NODEPORT_KEYS);
       // from outside, from the node's pods, and from the node itself (lo's egress, the block)

@@ -2,6 +2,9 @@
 // topology of topo.ts with a NodePort web-np 30080 (TCP and UDP) → be1/be2:8080.
 //
 //   pod to pod with no Service: never reaches the TUN (agent and TUN counters stay still)
+//   a direct connection to an endpoint's own address and port (not through its VIP), to a local
+//     and to a remote endpoint: never reaches the TUN either — its replies look like a translated
+//     flow's to tc, but the kernel's conntrack knows the flow was not (steer-replies.ts)
 //   node → its own IP:NodePort (Kubernetes e2e "Granular Checks: Services should function for
 //     node-Service: http / udp"): lo's egress is bound to the pods' tc block, whose NodePort
 //     filter sends it to the TUN; without the binding it breaks
@@ -142,6 +145,21 @@ describe('kubetun steers only what needs translation', () => {
     expect(t.curl('client', 'http://10.244.1.11:9/', 2).status).toBe(7);
     expect(t.curl('be1', 'http://10.244.1.10:9/', 2).status).toBe(7);
     expect(await tunSeen()).toEqual(b);
+  });
+
+  it("a direct connection to an endpoint's address and port never reaches the TUN", async () => {
+    const a = await tunSettled();
+    // be1 and be2 are web's endpoints (:8080), 10.244.2.10 far's, on the other node
+    for (let i = 0; i < 5; i++) {
+      expect(http('client', '10.244.1.11:8080').out).toBe('be1');
+      expect(http('be2', '10.244.1.11:8080').out).toBe('be1');
+      expect(http('client', '10.244.2.10:8080').out).toBe('remote');
+      expect(udp('client', '10.244.1.12:8080').out).toBe('be2');
+    }
+    expect(await tunSettled()).toEqual(a);
+    // and the same endpoint through its VIP does
+    expect(http('client', '10.96.0.10').out).toMatch(/^be[12]$/);
+    expect((await tunSettled()).read).toBeGreaterThan(a.read);
   });
 
   it('serves the node sending to its own IP:NodePort, TCP and UDP (e2e node-Service)', () => {
