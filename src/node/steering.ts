@@ -1,10 +1,13 @@
 // Steering: the hooks that make the kernel hand this node the packets that need translation —
 // and only those: pod-to-pod traffic no Service touches stays in the kernel, as under
-// kube-proxy — and the sysctls that let it take the written-back packets. Verified fact by
-// fact on this kernel (DESIGN.md "Steering recipe"); each has a root test that switches it off
-// and watches traffic fail (test/node/agent.test.ts, test/node/steer.test.ts). The filters do
-// not grow with the number of Services: the per-endpoint ones are entries of u32 hash tables
-// (steer-endpoints.ts), the rest are fixed. Exact commands, in install order:
+// kube-proxy, even a direct connection to an endpoint's own address and port — and the sysctls
+// that let it take the written-back packets. Verified fact by fact on this kernel (DESIGN.md
+// "Steering recipe"); each has a root test that switches it off and watches traffic fail
+// (test/node/agent.test.ts, test/node/steer.test.ts, test/node/v6*.test.ts). The filters do not
+// grow with the number of Services: the per-endpoint ones are entries of u32 hash tables
+// (steer-endpoints.ts), the rest are fixed. Replies of translated flows to anyone but the node
+// itself are steer-replies.ts's: the kernel's conntrack marks the flows the agent wrote into the
+// TUN and routes their replies back into it. Exact commands, in install order:
 //
 //   sysctl net.ipv4.ip_forward=1                 written-back packets are forwarded kt0 -> veth
 //   sysctl net.ipv4.conf.all.rp_filter=0         effective rp_filter is max(all, dev)
@@ -33,12 +36,6 @@
 //                                                nowhere but documented here.
 //   tc filter add block 7700 pref 7702 ...       the same NodePort keys: pods and the node
 //                                                itself reaching this node's NodePorts
-//   tc filter ... pref 7703 ... match ip dst <node-ip>/32 match ip protocol 6|17|132 0xff \
-//      match u8 0x05 0x0f at 0 match ip dport 0xf000 0xfc00 ...   replies to SNAT ports
-//   block 7700 pref 7700|7710: endpoint table    replies of local endpoints (and ICMP errors
-//                                                from them), by source address and port
-//   uplink pref 7701|7711: endpoint table, guard `match ip dst <pod-cidr>`   replies of remote
-//                                                endpoints to local clients
 //   tc filter ... pref 7704 ... match ip dst <external/LB ip>/32 ...  externalIPs and
 //                                                LoadBalancer ingress IPs, on the uplink and the
 //                                                block (re-synced on reload)
@@ -49,18 +46,32 @@
 //                                                one TTL more than under kube-proxy (routed
 //                                                into the TUN, then again out of it);
 //                                                `lab compare` sees the TTL.
-//   tc filter ... pref 7706 ... match ip dst <pod-cidr> match ip protocol 1 0xff \
-//      match u8 3|11 0xff at 20 ...               ICMP errors to this node's pods from anyone
-//                                                on the uplink: a router or node on the path
-//                                                (frag-needed from the backend's node) may
-//                                                quote a flow translated here; the endpoint
-//                                                table takes errors from endpoints only. Rare.
-//   tc filter ... pref 7707 ... match u16 <bit> <bit> at 6 ...   non-first fragments (offset
-//                                                bit set: 13 keys, u32 has no "not zero"),
-//                                                on the block and, guarded by dst pod-cidr,
-//                                                the uplink: they carry no port for the
-//                                                endpoint table, and a backend's fragmented
-//                                                reply must be reverse-NATed whole. Rare.
+//   tc filter ... pref 7707 ... match ip dst <local> match u16 <bit> <bit> at 6 ...
+//                                                non-first fragments (offset bit set: 13 keys,
+//                                                u32 has no "not zero") to the node's own
+//                                                addresses (and, bridged, to the pods), on the
+//                                                block and the uplink: no port for the
+//                                                endpoint tables. Fragments routed on are
+//                                                reassembled by the kernel before conntrack
+//                                                marks them (steer-replies.ts). Rare.
+//   block 7700 pref 7700|7710: endpoint table, one guard `match ip dst <local>/32` per address
+//                                                of the node (its IP, the pods' gateway, any
+//                                                other) and, with bridged pods, the pod CIDR:
+//                                                replies of local endpoints (and ICMP errors
+//                                                from them) to the node itself — its own flows
+//                                                to VIPs, masqueraded flows' SNAT ports —,
+//                                                delivered locally, never routed, so the reply
+//                                                steering cannot take them; bridged pods' to
+//                                                local clients too (bridged, never routed)
+//   uplink pref 7701|7711: endpoint table, the node's addresses as guards   replies of remote
+//                                                endpoints to the node itself (SNAT ports of
+//                                                flows masqueraded to the node IP)
+//   steer-replies.ts: nft table inet kubetun; ip rule pref 7700 fwmark 0x2000 lookup 7700;
+//      ip route replace default dev <tun> table 7700    replies of translated flows to everyone
+//                                                else — pods here and on other nodes, outside
+//                                                clients of eTP=Local frontends —, ICMP errors
+//                                                about them (conntrack's RELATED), fragmented
+//                                                ones (reassembled before conntrack)
 //
 // Before all of it, while the TUN is still down (quietTun): `ip link set dev <tun> multicast
 // off`, addr_gen_mode=1, disable_ipv6=1.
@@ -85,34 +96,34 @@
 //   tc filter add block 7700|dev <uplink> ingress pref 7725 protocol ipv6 u32 \
 //      match ip6 dst <service-cidr-v6> action mirred egress redirect dev <tun>
 //                                                IPv6 VIPs from pods and from outside
-//   block 7700 pref 7720|7730: IPv6 endpoint table   replies of local IPv6 endpoints (and
-//                                                ICMPv6 errors 1-3 from them), by source
+//   block 7700 pref 7720|7730: IPv6 endpoint table, guards `match ip6 dst <local>/128` (the
+//                                                node's global IPv6 addresses, --node-ip-v6;
+//                                                bridged, the IPv6 pod CIDR too)   replies of
+//                                                local IPv6 endpoints (and ICMPv6 errors 1-3
+//                                                from them) to the node itself, by source
 //                                                (steer-endpoints.ts). u32 matches the next
 //                                                header and port of a bare IPv6 header: with
 //                                                other extension headers a reply is not
 //                                                steered, as IPv4 packets with options
 //                                                (fragments: pref 7727).
-//   uplink pref 7721|7731: IPv6 endpoint table, guard `match ip6 dst <pod-cidr-v6>`   replies
-//                                                of remote IPv6 endpoints to local clients
-//                                                (with --pod-cidr-v6 only)
-//   tc filter ... dev <uplink> ingress pref 7726 protocol ipv6 u32 match ip6 dst <pod-cidr-v6> \
-//      match ip6 protocol 58 0xff match u8 1|2|3 0xff at 40 ...   ICMPv6 errors to this node's
-//                                                pods from any router or node on the path
-//                                                (Packet Too Big above all: IPv6 routers never
-//                                                fragment), as pref 7706; with --pod-cidr-v6
-//   tc filter add block 7700 pref 7727 protocol ipv6 u32 match ip6 protocol 44 0xff ...
-//                                                every IPv6 packet whose first header is a
-//                                                Fragment header, first fragments too (their
-//                                                ports sit behind it): a backend's fragmented
-//                                                reply is reverse-NATed whole (frag6.ts). On
-//                                                the uplink too, guarded by `match ip6 dst
-//                                                <pod-cidr-v6>`, with --pod-cidr-v6. Rare.
+//   uplink pref 7721|7731: IPv6 endpoint table, the node's IPv6 addresses as guards   replies
+//                                                of remote IPv6 endpoints to the node itself
+//                                                (its own flows, not masqueraded without
+//                                                --cluster-cidr-v6; masqueraded flows' SNAT
+//                                                ports)
+//   tc filter add block 7700|dev <uplink> ingress pref 7727 protocol ipv6 u32 \
+//      match ip6 dst <local>/128 match ip6 protocol 44 0xff ...   IPv6 packets to the node
+//                                                itself whose first header is a Fragment
+//                                                header, first fragments too (their ports sit
+//                                                behind it), as pref 7707. Rare.
+//   (the reply steering, steer-replies.ts, is one `inet` table and an `ip -6 rule` beside the
+//                                                IPv4 one)
 //   tc filter ... pref 7724 protocol ipv6 u32 match ip6 dst <external/LB ip>/128 ...   IPv6
 //                                                externalIPs and LoadBalancer ingress IPs, on
 //                                                the uplink and the block, as pref 7704
 //
 // With --node-ip-v6 too (IPv6 NodePorts and masquerade: the datapath's nodeIp6), as the IPv4
-// prefs 7702/7703 are for --node-ip:
+// pref 7702 is for --node-ip:
 //
 //   sysctl net.ipv4.ip_local_reserved_ports=<prev>,61440-62463   the IPv6 SNAT range (the
 //                                                datapath's snat6PortMin..Max): Linux keeps one
@@ -127,12 +138,9 @@
 //                                                behind a bare IPv6 header: with extension
 //                                                headers a packet bypasses the NodePort, as
 //                                                IPv4 packets with options do.
-//   tc filter ... dev <uplink> ingress pref 7723 protocol ipv6 u32 match ip6 dst <node-ip-v6>/128 \
-//      match ip6 protocol 6|17|132 0xff match ip6 dport 0xf000 0xfc00 ...   replies to the IPv6
-//                                                SNAT ports (masqueraded flows to other nodes'
-//                                                endpoints), as pref 7703
+//   (replies to the IPv6 SNAT ports: the IPv6 endpoint tables, guarded by --node-ip-v6)
 //
-// No ip6tables and no other sysctl: IPv6 has no rp_filter (the TUN's written-back packets,
+// No ip6tables (the reply steering's nft table is `inet`: both families) and no other sysctl: IPv6 has no rp_filter (the TUN's written-back packets,
 // sources of other links, pass) and no accept_local (the node's own address as a source is
 // taken on any device, as the IPv6 ClusterIP from the node already shows).
 //
