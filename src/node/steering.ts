@@ -32,8 +32,7 @@
 //                                                0x7600/fe00 0x7800/f800). u32 reads the port
 //                                                at a fixed offset, hence the IHL=5 guard:
 //                                                packets with IP options (and non-first
-//                                                fragments) bypass the NodePort, as counted
-//                                                nowhere but documented here.
+//                                                fragments) are pref 7707's.
 //   tc filter add block 7700 pref 7702 ...       the same NodePort keys: pods and the node
 //                                                itself reaching this node's NodePorts
 //   tc filter ... pref 7704 ... match ip dst <external/LB ip>/32 ...  externalIPs and
@@ -47,13 +46,16 @@
 //                                                into the TUN, then again out of it);
 //                                                `lab compare` sees the TTL.
 //   tc filter ... pref 7707 ... match ip dst <local> match u16 <bit> <bit> at 6 ...
-//                                                non-first fragments (offset bit set: 13 keys,
-//                                                u32 has no "not zero") to the node's own
-//                                                addresses (and, bridged, to the pods), on the
-//                                                block and the uplink: no port for the
-//                                                endpoint tables. Fragments routed on are
-//                                                reassembled by the kernel before conntrack
-//                                                marks them (steer-replies.ts). Rare.
+//                                                packets to the node's own addresses (and,
+//                                                bridged, to the pods) whose ports u32 cannot
+//                                                read: non-first fragments (offset bit set: 13
+//                                                keys, u32 has no "not zero") and packets with
+//                                                IP options (`match u8 <6..15> 0x0f at 0`: 10
+//                                                keys) — a NodePort's or a SNAT reply's among
+//                                                them —, on the block and the uplink. Packets
+//                                                routed on are the kernel's to reassemble and
+//                                                parse before conntrack marks them
+//                                                (steer-replies.ts). Rare: all of them.
 //   block 7700 pref 7700|7710: endpoint table, one guard `match ip dst <local>/32` per address
 //                                                of the node (its IP, the pods' gateway, any
 //                                                other) and, with bridged pods, the pod CIDR:
@@ -102,20 +104,20 @@
 //                                                local IPv6 endpoints (and ICMPv6 errors 1-3
 //                                                from them) to the node itself, by source
 //                                                (steer-endpoints.ts). u32 matches the next
-//                                                header and port of a bare IPv6 header: with
-//                                                other extension headers a reply is not
-//                                                steered, as IPv4 packets with options
-//                                                (fragments: pref 7727).
+//                                                header and port of a bare IPv6 header: a
+//                                                reply with extension headers is pref 7727's.
 //   uplink pref 7721|7731: IPv6 endpoint table, the node's IPv6 addresses as guards   replies
 //                                                of remote IPv6 endpoints to the node itself
 //                                                (its own flows, not masqueraded without
 //                                                --cluster-cidr-v6; masqueraded flows' SNAT
 //                                                ports)
 //   tc filter add block 7700|dev <uplink> ingress pref 7727 protocol ipv6 u32 \
-//      match ip6 dst <local>/128 match ip6 protocol 44 0xff ...   IPv6 packets to the node
-//                                                itself whose first header is a Fragment
-//                                                header, first fragments too (their ports sit
-//                                                behind it), as pref 7707. Rare.
+//      match ip6 dst <local>/128 match ip6 protocol 44|0|43|60 0xff ...   IPv6 packets to the
+//                                                node itself whose first header is an extension
+//                                                header (fragment, hop-by-hop, routing,
+//                                                destination options: their ports sit behind
+//                                                it, the datapath walks the chain), as pref
+//                                                7707. Rare: all of them.
 //   (the reply steering, steer-replies.ts, is one `inet` table and an `ip -6 rule` beside the
 //                                                IPv4 one)
 //   tc filter ... pref 7724 protocol ipv6 u32 match ip6 dst <external/LB ip>/128 ...   IPv6
@@ -136,8 +138,7 @@
 //                                                the block too (pods, and the node itself
 //                                                through lo's egress). u32 reads the port right
 //                                                behind a bare IPv6 header: with extension
-//                                                headers a packet bypasses the NodePort, as
-//                                                IPv4 packets with options do.
+//                                                headers a packet is pref 7727's.
 //   (replies to the IPv6 SNAT ports: the IPv6 endpoint tables, guarded by --node-ip-v6)
 //
 // No ip6tables (the reply steering's nft table is `inet`: both families) and no other sysctl: IPv6 has no rp_filter (the TUN's written-back packets,
@@ -158,7 +159,12 @@
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
 import { canonIpv6 } from '../wire/addr6.ts';
-import { IPV6_EXT_FRAGMENT } from '../wire/ipv6.ts';
+import {
+  IPV6_EXT_DSTOPTS,
+  IPV6_EXT_FRAGMENT,
+  IPV6_EXT_HOPOPTS,
+  IPV6_EXT_ROUTING,
+} from '../wire/ipv6.ts';
 import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
 import { UserError } from '../errors.ts';
@@ -221,6 +227,9 @@ const KUBETUN_PREFS = [
   TC_PREF_FRAG6,
 ];
 const BLOCK_AT = ['block', String(POD_BLOCK)];
+
+/** IPv4 header lengths with options (IHL 6-15 words): u32's fixed-offset ports are wrong there */
+const IHL_OPTIONS = Array.from({ length: 10 }, (_, i) => i + 6);
 
 /** One key per bit of the IPv4 fragment offset (u16 at byte 6): any set means not the first. */
 const FRAG_OFFSET_BITS = Array.from({ length: 13 }, (_, i) => 1 << i);
@@ -414,8 +423,12 @@ export class Steering {
     // non-first fragments: no port for the endpoint tables, so every one to the node's own
     // addresses (and, bridged, to the pods) goes (pref 7707); fragments routed on are the
     // kernel's to reassemble before conntrack marks them (steer-replies.ts)
+    // and packets with IP options (IHL 6-15): u32 reads ports at fixed offsets (pref 7707)
     const frags = FRAG_OFFSET_BITS.map((b) => ['match', 'u16', hex(b), hex(b), 'at', '6']);
-    const guarded = (guards: string[][]) => guards.flatMap((g) => frags.map((f) => [...g, ...f]));
+    const options = IHL_OPTIONS.map((ihl) => ['match', 'u8', hex(ihl), '0x0f', 'at', '0']);
+    const unreadable = [...frags, ...options];
+    const guarded = (guards: string[][]) =>
+      guards.flatMap((g) => unreadable.map((f) => [...g, ...f]));
     this.hook(BLOCK_AT, TC_PREF_FRAG, guarded(this.podGuards('ip')));
     this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_FRAG, guarded(this.localGuards('ip')));
     this.installV6();
@@ -439,10 +452,11 @@ export class Steering {
     const vip = [['match', 'ip6', 'dst', cidr]];
     this.hook(BLOCK_AT, TC_PREF_VIP6, vip, 'ipv6');
     this.hook(['dev', uplink, 'ingress'], TC_PREF_VIP6, vip, 'ipv6');
-    // fragments: no port for the endpoint tables, the first one's behind its Fragment header
-    // (pref 7727, guarded as pref 7707)
-    const frag = ['match', 'ip6', 'protocol', String(IPV6_EXT_FRAGMENT), '0xff'];
-    const at6 = (guards: string[][]) => guards.map((g) => [...g, ...frag]);
+    // fragments and other extension headers: no port where u32 reads it, the first fragment's
+    // behind its Fragment header (pref 7727, guarded as pref 7707)
+    const exts = [IPV6_EXT_FRAGMENT, IPV6_EXT_HOPOPTS, IPV6_EXT_ROUTING, IPV6_EXT_DSTOPTS];
+    const first = exts.map((x) => ['match', 'ip6', 'protocol', String(x), '0xff']);
+    const at6 = (guards: string[][]) => guards.flatMap((g) => first.map((x) => [...g, ...x]));
     const block = at6(this.podGuards('ip6'));
     if (block.length > 0) this.hook(BLOCK_AT, TC_PREF_FRAG6, block, 'ipv6');
     const up = at6(this.localGuards('ip6'));

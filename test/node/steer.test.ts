@@ -19,6 +19,8 @@ import { ctlRequest } from '../../src/node/ctl.ts';
 import { NODE_IP, Topo } from './topo.ts';
 
 const t = new Topo();
+/** an HTTP GET with an IP option on every packet (test/fixtures/http-opts.py) */
+const HTTP_OPTS = join(import.meta.dirname, '../fixtures/http-opts.py');
 const NP = `${NODE_IP}:30080`;
 
 const NODEPORT = `apiVersion: v1
@@ -204,6 +206,32 @@ describe('kubetun steers only what needs translation', () => {
       },
       () => http('client', NP),
     );
+  });
+
+  it('serves a NodePort connection whose packets carry IP options (pref 7707); not without it', () => {
+    const opts = () =>
+      t.exec('client', ['python3', HTTP_OPTS, NODE_IP, '30080'], 10_000) as {
+        status: number | null;
+        out: string;
+      };
+    expect(opts().out).toMatch(/^be[12]$/);
+    const saved = t.must('node', ['tc', '-j', 'filter', 'show', 'block', '7700', 'pref', '7707']);
+    expect(JSON.parse(saved).length).toBeGreaterThan(0);
+    t.must('node', ['tc', 'filter', 'del', 'block', '7700', 'pref', '7707']);
+    try {
+      // the SYN bypasses the NodePort keys (IHL 6) and meets the node's own stack: refused
+      expect(opts().status).not.toBe(0);
+    } finally {
+      for (const ihl of [6, 7, 8, 9, 10, 11, 12, 13, 14, 15]) {
+        t.must('node', [
+          ...['tc', 'filter', 'add', 'block', '7700', 'pref', '7707', 'protocol', 'ip', 'u32'],
+          ...['match', 'ip', 'dst', `${NODE_IP}/32`],
+          ...['match', 'u8', `0x${ihl.toString(16)}`, '0x0f', 'at', '0'],
+          ...['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'],
+        ]);
+      }
+    }
+    expect(opts().out).toMatch(/^be[12]$/);
   });
 
   it('entries follow the endpoints, one per endpoint however many Services share it', async () => {

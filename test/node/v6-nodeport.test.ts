@@ -24,6 +24,8 @@ import { MIRRED, NODE_IP6, PODS, REMOTE_NODE_IP6, REMOTE_POD6, Topo6 } from './t
 import { running, waitFor } from './wait.ts';
 
 const t = new Topo6(`k6n-${process.pid}-`);
+/** an HTTP GET with a Destination Options header on every packet (test/fixtures/http-opts.py) */
+const HTTP_OPTS = new URL('../fixtures/http-opts.py', import.meta.url).pathname;
 const EXT = 'fd00:251::9';
 const EXTERNAL_IP = 'fd00:260::100';
 const [, BE1, BE2] = PODS;
@@ -222,6 +224,24 @@ describe('kubetun run --node-ip-v6: IPv6 NodePorts and masquerade', () => {
     expect(curl('ext', NODE_IP6, 30082).status).toBe(0);
     const c = await t.counters();
     expect(c.TX_REVSNAT).toBeGreaterThan(0);
+  });
+
+  it('serves a NodePort connection with a Destination Options header (pref 7727); not without it', () => {
+    const opts = () => t.exec('ext', ['python3', HTTP_OPTS, NODE_IP6, '30082'], 10_000);
+    expect(opts().out).toBe(`remote ${NODE_IP6}`);
+    const at = ['dev', 'eth0', 'ingress', 'pref', '7727'];
+    t.must('node', 'tc', 'filter', 'del', ...at);
+    let r: { status: number | null; out: string };
+    try {
+      r = opts(); // the SYN bypasses the NodePort keys and meets the node's own stack: refused
+    } finally {
+      for (const x of ['44', '0', '43', '60']) {
+        const m = ['match', 'ip6', 'dst', `${NODE_IP6}/128`, 'match', 'ip6', 'protocol', x, '0xff'];
+        t.must('node', 'tc', 'filter', 'add', ...at, 'protocol', 'ipv6', 'u32', ...m, ...MIRRED);
+      }
+    }
+    expect(r.status, r.out).not.toBe(0);
+    expect(opts().out).toBe(`remote ${NODE_IP6}`);
   });
 
   it('SIGUSR2 stops for a restart; the next agent serves the IPv6 NodePort as it was', async () => {
