@@ -136,6 +136,12 @@ export class ReplySteer {
   ) {}
 
   install(): void {
+    // Undone last: the kernel's entries of flows the agent translated go once nothing marks
+    // new ones. Left, a kernel data plane after this one (kube-proxy, a `lab mode` switch)
+    // would meet them: its own DNAT entry for a client port reused within their timeout
+    // would have the same reply tuple and be dropped as a clash. A restart (SIGUSR2) keeps
+    // them: they are how its replies go on being steered.
+    this.undo.add(['conntrack', '-D', '--mark', `${hex(REPLY_MARK)}/${hex(REPLY_MARK)}`]);
     this.undo.add(['nft', 'delete', 'table', 'inet', NFT_TABLE]);
     this.apply();
     const families: ('-4' | '-6')[] = this.cfg.serviceCidrV6 ? ['-4', '-6'] : ['-4'];

@@ -265,6 +265,8 @@ export class Topo {
         .join('\n'),
       rules: ['-4', '-6'].map((f) => this.must('node', ['ip', f, 'rule', 'show']).trim()),
       replyRoutes: this.exec('node', ['ip', 'route', 'show', 'table', '7700']).out.trim(),
+      // the kernel's entries of flows the agent translated (it forgets them when it stops)
+      marked: this.exec('node', ['conntrack', '-L', '--mark', '0x2000/0x2000']).out.trim(),
       sysctls: Object.fromEntries(
         sysctls.map((k) => [k, this.must('node', ['sysctl', '-n', k]).trim()]),
       ),
