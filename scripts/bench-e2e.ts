@@ -9,7 +9,9 @@
 // Modes run in the order given, kernel modes first by default: the paced flood of a later mode
 // is paced at the rate the kernel path (iptables) delivered in the same run.
 //   1. new-connection latency, p50/p99: connect + tiny HTTP GET + close with SO_LINGER 0 (RST),
-//      N in a row from pod-a (node1), to a one-endpoint VIP and directly to that pod (node2)
+//      N in a row from pod-a (node1), to a one-endpoint VIP and directly to that pod (node2);
+//      at the small set also over IPv6 (the VIP's IPv6 ClusterIP, the pod's IPv6 address: the
+//      bench lab is dual-stack, the kernel mode loads kube-proxy's IPv6 rules beside)
 //   2. one-stream iperf3 throughput, VIP vs direct (pod-a -> pod-x on the other node)
 //   3. a bounded UDP flood through a VIP into a sink, unpaced (as fast as send() goes) and paced
 //      (`floodPaced`) at the rate iptables delivered; in kubetun mode the TUN's packets/s read
@@ -34,6 +36,7 @@ import {
   IPERF_VIP,
   LAT_POD,
   LAT_VIP,
+  LAT_VIP6,
   growScenario,
   type Scenario,
   shrinkScenario,
@@ -108,6 +111,9 @@ interface ScaleResult {
   /** none mode: no VIP */
   vip?: Latency;
   direct: Latency;
+  /** the same over IPv6 (the small set only): the dual-stack latency service, pod-d's IPv6 */
+  vip6?: Latency;
+  direct6?: Latency;
   iperfVip?: Throughput;
   iperfDirect?: Throughput;
   /** CPU seconds per GB of the VIP stream (direct in none mode) */
@@ -196,30 +202,35 @@ async function settleView(mode: Mode): Promise<void> {
   );
 }
 
-async function latencyPair(mode: Mode, services: number): Promise<[Latency | undefined, Latency]> {
-  const vipT = `${LAT_VIP}:80`;
-  const directT = `${LAT_POD.ip}:${HTTP_PORT}`;
-  if (mode === 'none') {
-    say(`none: ${CONNS} connections to ${directT} (no VIP without a data plane)`);
-    const [direct] = await connLatency(ns(CLIENT_POD.name), [directT], CONNS, WARMUP);
-    if (!direct) throw new Error('connlat.py answered no figures');
-    say(`  direct p50 ${direct.p50} µs p99 ${direct.p99} µs`);
-    if (direct.errors > 0)
-      say(`  direct: ${direct.errors} failed: ${JSON.stringify(direct.errorKinds)}`);
-    return [undefined, direct];
-  }
-  say(`${mode} @ ${services} services: ${CONNS} connections each to VIP ${vipT} and ${directT}`);
-  const [vip, direct] = await connLatency(ns(CLIENT_POD.name), [vipT, directT], CONNS, WARMUP);
-  if (!vip || !direct) throw new Error('connlat.py answered no figures');
-  say(
-    `  direct p50 ${direct.p50} µs p99 ${direct.p99} µs; VIP p50 ${vip.p50} µs p99 ${vip.p99} µs`,
-  );
-  for (const [what, l] of [
-    ['VIP', vip],
-    ['direct', direct],
-  ] as const)
-    if (l.errors > 0) say(`  ${what}: ${l.errors} failed: ${JSON.stringify(l.errorKinds)}`);
-  return [vip, direct];
+interface LatencySet {
+  vip?: Latency;
+  direct: Latency;
+  vip6?: Latency;
+  direct6?: Latency;
+}
+
+/**
+ * connlat.py to the VIP and directly to its endpoint — and, with `v6`, the same over IPv6 —
+ * one connection per target in turn (none mode: the direct ones only).
+ */
+async function latencySet(mode: Mode, services: number, v6: boolean): Promise<LatencySet> {
+  const want: [keyof LatencySet, string][] = [];
+  if (mode !== 'none') want.push(['vip', `${LAT_VIP}:80`]);
+  want.push(['direct', `${LAT_POD.ip}:${HTTP_PORT}`]);
+  if (v6 && mode !== 'none') want.push(['vip6', `[${LAT_VIP6}]:80`]);
+  if (v6) want.push(['direct6', `[${LAT_POD.ip6}]:${HTTP_PORT}`]);
+  const targets = want.map(([, t]) => t);
+  say(`${mode} @ ${services} services: ${CONNS} connections each to ${targets.join(', ')}`);
+  const got = await connLatency(ns(CLIENT_POD.name), targets, CONNS, WARMUP);
+  const out = {} as LatencySet;
+  want.forEach(([k, t], i) => {
+    const l = got[i];
+    if (!l) throw new Error('connlat.py answered no figures');
+    out[k] = l;
+    say(`  ${k} (${t}): p50 ${l.p50} µs p99 ${l.p99} µs`);
+    if (l.errors > 0) say(`  ${k}: ${l.errors} failed: ${JSON.stringify(l.errorKinds)}`);
+  });
+  return out;
 }
 
 /** The agents' pids (kubetun modes), for their CPU time. */
@@ -436,8 +447,11 @@ async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleRes
   await prepareBenchPod();
   const upSec = (Date.now() - u0) / 1000;
   await settleView(mode);
-  const [vip, direct] = await latencyPair(mode, sc.services);
-  const small: ScaleResult = { services: sc.services, syncSec: upSec, vip, direct };
+  const small: ScaleResult = {
+    services: sc.services,
+    syncSec: upSec,
+    ...(await latencySet(mode, sc.services, true)),
+  };
   [small.iperfVip, small.iperfDirect, small.cpu] = await throughputPair(mode);
   if (bin && mode !== 'none') {
     small.flood = await flood(mode, bin);
@@ -462,8 +476,7 @@ async function runMode(mode: Mode, sc: Scenario, bin?: string): Promise<ScaleRes
     const [check] = await connLatency(ns(CLIENT_POD.name), [`${probe}:80`], 3, 0);
     if (!check || check.errors > 0)
       throw new Error(`${mode}: the last filler VIP ${probe} does not answer`);
-    const [bigVip, bigDirect] = await latencyPair(mode, BIG);
-    out.push({ services: BIG, syncSec, vip: bigVip, direct: bigDirect });
+    out.push({ services: BIG, syncSec, ...(await latencySet(mode, BIG, false)) });
   }
   for (const p of started.splice(0)) await p.stop();
   // down before the next mode shrinks the dir: a live control plane would prune 10k Services
@@ -507,6 +520,29 @@ function latencyTable(): string[] {
       `kubetun/kernel @ ${a.services} services: VIP p50 ${ratio(a.vip?.p50, b.vip?.p50)}, p99 ${ratio(a.vip?.p99, b.vip?.p99)}; direct p50 ${ratio(a.direct.p50, b.direct.p50)}, p99 ${ratio(a.direct.p99, b.direct.p99)}`,
     );
   }
+  lines.push('', `the same over IPv6 (${LAT_VIP6}, pod-d ${LAT_POD.ip6}), small set`);
+  lines.push(
+    row(
+      ['mode', 'services', 'direct p50', 'p99', 'VIP p50', 'p99', 'VIP/dir p50', 'p99', 'errors'],
+      w,
+    ),
+  );
+  for (const m of MODES) {
+    const r = results[m]?.[0];
+    if (!r?.direct6) continue;
+    const cells = [m, String(r.services), f1(r.direct6.p50), f1(r.direct6.p99), f1(r.vip6?.p50)];
+    cells.push(
+      f1(r.vip6?.p99),
+      ratio(r.vip6?.p50, r.direct6.p50),
+      ratio(r.vip6?.p99, r.direct6.p99),
+    );
+    lines.push(row([...cells, String((r.vip6?.errors ?? 0) + r.direct6.errors)], w));
+  }
+  const [k6, i6] = [results.kubetun?.[0], results.iptables?.[0]];
+  if (k6?.vip6 && i6?.vip6)
+    lines.push(
+      `kubetun/kernel IPv6: VIP p50 ${ratio(k6.vip6.p50, i6.vip6.p50)}, p99 ${ratio(k6.vip6.p99, i6.vip6.p99)}; direct p50 ${ratio(k6.direct6?.p50, i6.direct6?.p50)}`,
+    );
   const base = results.none?.[0]?.direct.p50;
   for (const m of MODES) {
     const r = results[m]?.[0];

@@ -6,7 +6,7 @@ namespace (Node cannot set SO_LINGER). Several targets are visited in turn, one 
 so drift on a busy machine (JIT warm-up, other load) hits them alike.
 Prints one JSON line: a list with count, errors, p50/p90/p99/max in microseconds per target.
 
-usage: connlat.py COUNT WARMUP IP:PORT [IP:PORT ...]
+usage: connlat.py COUNT WARMUP IP:PORT|[IPV6]:PORT [...]
 """
 import errno
 import json
@@ -19,7 +19,7 @@ LINGER0 = struct.pack('ii', 1, 0)
 
 
 def one(addr, req):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(socket.AF_INET6 if ':' in addr[0] else socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER0)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.settimeout(2.0)
@@ -71,8 +71,9 @@ def main():
     count, warmup = int(sys.argv[1]), int(sys.argv[2])
     targets = []
     for t in sys.argv[3:]:
-        ip, port = t.rsplit(':', 1)
-        req = ('GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % ip).encode()
+        host, port = t.rsplit(':', 1)
+        ip = host.strip('[]')  # an IPv6 target is [addr]:port
+        req = ('GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % host).encode()
         targets.append(((ip, int(port)), req))
     for _ in range(warmup):
         for addr, req in targets:

@@ -13,7 +13,9 @@ import { join } from 'node:path';
 import { loadManifests } from '../../src/manifests/index.ts';
 
 export const LAT_VIP = '10.96.0.20';
-export const LAT_POD = { name: 'pod-d', ip: '10.244.2.3', node: 'node2' };
+/** the latency service's IPv6 ClusterIP (dual-stack: the IPv6 row, issue 19) */
+export const LAT_VIP6 = 'fd00:10:96::20';
+export const LAT_POD = { name: 'pod-d', ip: '10.244.2.3', ip6: 'fd00:10:244:2::3', node: 'node2' };
 export const IPERF_VIP = '10.96.0.99';
 export const IPERF_PORT = 5201;
 export const FLOOD_VIP = '10.96.0.98';
@@ -40,16 +42,23 @@ manifests: ${manifests}
 clusterCidr: 10.244.0.0/16
 serviceCidr: 10.96.0.0/16
 underlay: { cidr: 172.30.0.0/24 }
+# dual-stack (lab/topology.yaml's addresses): the latency service's IPv6 row
+ipv6:
+  underlayCidr: fd00:172:30::/64
+  clusterCidr: fd00:10:244::/56
+  serviceCidr: fd00:10:96::/112
 nodes:
   - name: node1
     ip: 172.30.0.11
     podCidr: 10.244.1.0/24
+    podCidrV6: fd00:10:244:1::/64
     pods:
       - { name: pod-a, ip: 10.244.1.2 }
       - { name: pod-b, ip: 10.244.1.3 }
   - name: node2
     ip: 172.30.0.12
     podCidr: 10.244.2.0/24
+    podCidrV6: fd00:10:244:2::/64
     pods:
       - { name: pod-c, ip: 10.244.2.2 }
       - { name: pod-d, ip: 10.244.2.3 }
@@ -81,16 +90,16 @@ function service(name: string, ip: string, proto: string, port: number, target: 
   };
 }
 
-function slice(svc: string, proto: string, port: number, eps: readonly Ep[]): Obj {
+function slice(svc: string, proto: string, port: number, eps: readonly Ep[], v6 = false): Obj {
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
     metadata: {
-      name: `${svc}-s1`,
+      name: `${svc}-s${v6 ? 2 : 1}`,
       namespace: 'bench',
       labels: { 'kubernetes.io/service-name': svc },
     },
-    addressType: 'IPv4',
+    addressType: v6 ? 'IPv6' : 'IPv4',
     ports: [{ name: 'p', protocol: proto, port }],
     endpoints: eps.map((e) => ({
       addresses: [e.ip],
@@ -101,15 +110,23 @@ function slice(svc: string, proto: string, port: number, eps: readonly Ep[]): Ob
   };
 }
 
+/** The Service with an IPv6 ClusterIP too (RequireDualStack: the topology is dual-stack). */
+function dualStack(svc: Obj, ip6: string): Obj {
+  const spec = svc.spec as Obj;
+  const ips = [spec.clusterIP as string, ip6];
+  return { ...svc, spec: { ...spec, ipFamilyPolicy: 'RequireDualStack', clusterIPs: ips } };
+}
+
 function list(items: Obj[]): string {
   return `${JSON.stringify({ apiVersion: 'v1', kind: 'List', items })}\n`;
 }
 
-/** The benchmark's own services: latency (one remote endpoint), iperf3, UDP flood. */
+/** The benchmark's own services: latency (one remote endpoint, both families), iperf3, UDP flood. */
 function benchObjects(): Obj[] {
   return [
-    service('lat', LAT_VIP, 'TCP', 80, HTTP_PORT),
+    dualStack(service('lat', LAT_VIP, 'TCP', 80, HTTP_PORT), LAT_VIP6),
     slice('lat', 'TCP', HTTP_PORT, [LAT_POD]),
+    slice('lat', 'TCP', HTTP_PORT, [{ ...LAT_POD, ip: LAT_POD.ip6 }], true),
     service('iperf', IPERF_VIP, 'TCP', IPERF_PORT, HTTP_PORT),
     slice('iperf', 'TCP', HTTP_PORT, [BENCH_POD]),
     service('flood', FLOOD_VIP, 'UDP', FLOOD_PORT, UDP_PORT),

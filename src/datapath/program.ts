@@ -36,7 +36,7 @@ import {
   lb4SelectBackend,
   lbTrack,
 } from './stages/lb.ts';
-import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply } from './stages/nat.ts';
+import { nat4Frontend, nat4Masq, nat4Orig, nat4Reply, nat4RestoreTtl } from './stages/nat.ts';
 import { obsAfter, obsBefore } from './stages/observe.ts';
 import { dp4Parse } from './stages/parse.ts';
 import {
@@ -88,6 +88,7 @@ export function dpProcess(
   dp.outLen = 0;
   dp.lastCtIdx = -1;
   dp.lastCtNew = 0;
+  dp.ttlRestored = 0;
   dp.lastBackendId = 0;
   dp.nowMs = nowMs;
   dp.nowSec = Math.floor(nowMs / 1000) >>> 0;
@@ -165,6 +166,7 @@ function lb4Flow(dp: Datapath, buf: Uint8Array): number {
     // The entry's own original destination is the VIP:port the client used: exact for this
     // flow and it cannot go stale, unlike a revNat id whose service may since have been deleted.
     lb4RevNat(dp, buf, ct.daddr(i), ct.dport(i));
+    nat4RestoreTtl(dp, buf); // routed into the TUN (steer-replies.ts)
     return TX_REVNAT;
   }
   const r = nat4Reply(dp, buf, bytes); // a reply to a masqueraded flow (nat.ts)

@@ -45,7 +45,7 @@ import {
   lb6SelectBackend,
 } from './stages/lb6.ts';
 import { lb6MartianSource } from './stages/martian.ts';
-import { nat6Frontend, nat6Masq, nat6Orig, nat6Reply } from './stages/nat6.ts';
+import { nat6Frontend, nat6Masq, nat6Orig, nat6Reply, nat6RestoreHopLimit } from './stages/nat6.ts';
 import { dp6Parse } from './stages/parse6.ts';
 import { lb6Reject, lb6TimeExceeded } from './stages/reject.ts';
 import { CT_DIR_ORIG, CT_DIR_REPLY } from './state/ct-state.ts';
@@ -103,6 +103,7 @@ function lb6Flow(dp: Datapath, buf: Uint8Array): number {
     const t = lbTrack(dp, ct, i, CT_DIR_REPLY, bytes);
     if (t !== R_CONTINUE) return t;
     lb6RevNat(dp, buf, i); // the entry's own VIP:port, as IPv4 (program.ts)
+    nat6RestoreHopLimit(dp, buf); // routed into the TUN (steer-replies.ts)
     return TX_REVNAT;
   }
   const r = nat6Reply(dp, buf, bytes);

@@ -51,6 +51,11 @@ export class FragMap {
   private readonly srcs: Int32Array;
   private readonly dsts: Int32Array;
   private readonly expiry: Uint32Array;
+  /**
+   * 1: the first fragment's TTL / hop limit was given back (nat.ts natRestoreTtl), so is every
+   * later one's. Set by the caller on the entry insert returns.
+   */
+  readonly ttlRestored: Uint8Array;
 
   constructor(capacity: number, ipv6 = false) {
     const cap = Math.max(roundCapacity(capacity, 'FragMap'), WAYS);
@@ -64,6 +69,7 @@ export class FragMap {
     this.srcs = new Int32Array(cap * words);
     this.dsts = new Int32Array(cap * words);
     this.expiry = new Uint32Array(cap);
+    this.ttlRestored = new Uint8Array(cap);
   }
 
   private bucket6(a: Int32Array, sAt: number, dAt: number, id: number): number {

@@ -32,8 +32,14 @@ import { type DpLoadOptions, DpLoader } from '../loader/load.ts';
 import { dpTuneV8 } from '../datapath/tune.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { TunDevice, tunKernelStats } from '../tun/tun.ts';
+import { shJson } from '../sh.ts';
 import { CtlServer, ctlAlive } from './ctl.ts';
-import { discoverPodIfaces } from './discover.ts';
+import {
+  discoverPodIfaces,
+  discoverPodsOnBridge,
+  type IpAddrs,
+  localAddrsFrom,
+} from './discover.ts';
 import {
   claimLease,
   createLease,
@@ -415,7 +421,8 @@ export class NodeAgent {
           snatPorts6: { min: dp.cfg.snat6PortMin, max: dp.cfg.snat6PortMax },
         }
       : {};
-    this.steering = new Steering({ ...cfg, ...nat6, nodePorts: true }, this.undo, log, endpoints);
+    const steerCfg = { ...cfg, ...nat6, ...this.localSteering(), nodePorts: true };
+    this.steering = new Steering(steerCfg, this.undo, log, endpoints);
     for (const dev of hookedPods(handover?.undo ?? [])) this.steering.hooked.add(dev);
     this.health = new HealthNodePorts(opts.nodeIp, log);
     if (opts.nodeIpV6) this.health6 = new HealthNodePorts(opts.nodeIpV6, log);
@@ -544,8 +551,10 @@ export class NodeAgent {
       // what went away while no agent ran; without a good first sync nothing is known gone
       if (synced) agent.sweep = sweepStale(dp, agent.ports(), loadOptions(opts, opts.net));
       log.info({ swept: agent.sweep }, 'entries of Services and endpoints gone while no agent ran');
-      // the dead run's endpoint tables steer until ours, built beside them, replace them
+      // the dead run's endpoint tables steer until ours, built beside them, replace them; its
+      // reply ruleset until ours replaces it in one transaction (a no-op unless it changed)
       steer.rebuild();
+      agent.steering.replies.install();
       await agent.syncExternal();
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
       agent.startTimers(loader);
@@ -716,6 +725,23 @@ export class NodeAgent {
 
   private exclude(): string[] {
     return [this.opts.uplink, this.tun.name, 'lo'];
+  }
+
+  /**
+   * The node's own addresses (with --node-ip and --node-ip-v6 among them) and whether its pods
+   * are bridged: what steering's endpoint tables take (steering.ts, steer-replies.ts).
+   */
+  private localSteering(): { locals4: string[]; locals6: string[]; bridged: boolean } {
+    const found = localAddrsFrom(shJson<IpAddrs>(['ip', '-j', 'addr', 'show']), [
+      this.tun.name,
+      'lo',
+    ]);
+    const v6 = this.opts.nodeIpV6 ? [this.opts.nodeIpV6] : [];
+    return {
+      locals4: [...new Set([this.opts.nodeIp, ...found.v4])],
+      locals6: this.opts.serviceCidrV6 ? [...new Set([...v6, ...found.v6])] : [],
+      bridged: discoverPodsOnBridge(this.net.local, this.net.podCidr, this.exclude()),
+    };
   }
 
   private startTimers(loader: DpLoader): void {

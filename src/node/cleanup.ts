@@ -5,7 +5,8 @@
 //   2. replay every state file's undo list (failure.ts recoverState: tc redirects, the service
 //      route, sysctls back to their values from before the first run; an untrusted file is
 //      refused, not run)
-//   3. sweep tc filters with kubetun's prefs that no state file knew of (steering.ts)
+//   3. sweep tc filters with kubetun's prefs that no state file knew of (steering.ts), and the
+//      reply steering's nftables table, ip rules and routing table (steer-replies.ts)
 //   4. delete the TUN device if it outlived its agent (it is persistent: pin.ts), stale socket
 //      files, pinned maps and leases (failure.ts) that no state file removed
 //   5. with kubeProxy: kube-proxy's rules too (kube-proxy-leftovers.ts)
@@ -15,6 +16,7 @@ import { UserError } from '../errors.ts';
 import { ctlAlive } from './ctl.ts';
 import { type Recovered, recoverState } from './failure.ts';
 import { removeKubeProxyRules } from './kube-proxy-leftovers.ts';
+import { sweepReplySteer } from './steer-replies.ts';
 import { sweepStaleFilters } from './steering.ts';
 import { shTry } from '../sh.ts';
 
@@ -52,7 +54,7 @@ export async function cleanupNode(o: CleanupOptions): Promise<CleanupReport> {
     const r = await recoverState(file, 0);
     if (r) stateFiles.push({ file, ...r });
   }
-  const swept = sweepStaleFilters();
+  const swept = [...sweepStaleFilters(), ...sweepReplySteer()];
   const tunRemoved = shTry(['ip', 'link', 'show', 'dev', o.tun]).ok
     ? shTry(['ip', 'link', 'del', 'dev', o.tun]).ok
     : false;

@@ -153,3 +153,56 @@ export function readLinks(sysClassNet = '/sys/class/net'): IpLink[] {
     return link;
   });
 }
+
+/** `ip -j addr show`: the fields localAddrsFrom reads. */
+export interface IpAddrs {
+  ifname: string;
+  addr_info?: { family?: string; local?: string; scope?: string }[];
+}
+
+/**
+ * The node's own global addresses of each family, on every device but `exclude` (the TUN, lo),
+ * deduplicated (a pod gateway sits on every veth): where replies of the node's own flows — and
+ * of masqueraded ones, to their SNAT ports — arrive, delivered locally and never routed into the
+ * TUN (steering.ts guards its endpoint tables with them). Pure, for tests.
+ */
+export function localAddrsFrom(
+  addrs: readonly IpAddrs[],
+  exclude: readonly string[],
+): { v4: string[]; v6: string[] } {
+  const v4 = new Set<string>();
+  const v6 = new Set<string>();
+  for (const d of addrs) {
+    if (exclude.includes(d.ifname)) continue;
+    for (const a of d.addr_info ?? []) {
+      if (a.scope !== 'global' || !a.local) continue;
+      if (a.family === 'inet') v4.add(a.local);
+      else if (a.family === 'inet6') v6.add(a.local);
+    }
+  }
+  return { v4: [...v4].sort(), v6: [...v6].sort() };
+}
+
+/**
+ * Whether this detector's pods sit on a bridge (flannel, the bridge plugin): a reply of a local
+ * backend to a local client is then bridged port to port, never routed.
+ */
+export function podsOnBridge(
+  local: LocalDetector,
+  routes: readonly IpRoute[],
+  links: readonly IpLink[],
+  podCidr: Cidr,
+  exclude: readonly string[],
+): boolean {
+  if (local.by === 'iface') return !local.prefix;
+  const kind = new Map(links.map((l) => [l.ifname, l.linkinfo?.info_kind]));
+  return podIfacesFromRoutes(routes, podCidr, exclude).some((d) => kind.get(d) === 'bridge');
+}
+
+export function discoverPodsOnBridge(
+  local: LocalDetector,
+  podCidr: Cidr,
+  exclude: readonly string[],
+): boolean {
+  return podsOnBridge(local, readRoutes(), readLinks(), podCidr, exclude);
+}

@@ -562,14 +562,18 @@ export function resolveRunConfig(
   for (const k of order) s[k] = parseOne(k, f[k], ctx);
   const set = s as RunSettings;
   const net = netOf(set);
-  const datapath: Partial<DatapathConfig> = natDatapathConfig({
-    nodeIp: set.nodeIp,
-    podCidr: set.podCidr,
-    localCidr: localSourceCidr(net.local, set.podCidr),
-    nodeIp6: set.nodeIpV6,
-    podCidr6: set.podCidrV6,
-    localCidr6: localSourceCidr(net.local6, set.podCidrV6 ?? ''),
-  });
+  const datapath: Partial<DatapathConfig> = {
+    // steer-replies.ts: replies come routed into the TUN, one TTL spent
+    routedReplies: true,
+    ...natDatapathConfig({
+      nodeIp: set.nodeIp,
+      podCidr: set.podCidr,
+      localCidr: localSourceCidr(net.local, set.podCidr),
+      nodeIp6: set.nodeIpV6,
+      podCidr6: set.podCidrV6,
+      localCidr6: localSourceCidr(net.local6, set.podCidrV6 ?? ''),
+    }),
+  };
   const gc: Partial<CtGcConfig> = {};
   for (const k of KEYS) {
     const o = entryOf(k);

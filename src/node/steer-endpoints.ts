@@ -1,7 +1,10 @@
-// Replies of translated flows, steered by their source: every endpoint's (address, protocol,
-// port) — and ICMP errors (types 3 and 11) from every endpoint address — as entries of a tc u32
-// hash table, so a packet from a backend reaches the TUN while the rest of its pod's traffic
-// (pod to pod, no Service involved) stays in the kernel, as under kube-proxy.
+// Replies of translated flows to the node itself, steered by their source: every endpoint's
+// (address, protocol, port) — and ICMP errors (types 3 and 11) from every endpoint address — as
+// entries of a tc u32 hash table, guarded by the node's own addresses (steering.ts). Replies to
+// anyone else are routed by the kernel's conntrack (steer-replies.ts); replies to the node are
+// delivered locally, never routed, so they need this table: the node's own flows to VIPs and the
+// SNAT ports of masqueraded flows. Pods on a bridge add the pod CIDR to the guards: a local
+// backend's reply to a local client is bridged, never routed.
 //
 //   tc filter add <at> pref P protocol ip handle 71: u32 divisor 256
 //   tc filter add <at> pref P protocol ip u32 <guard> \
@@ -10,8 +13,8 @@
 //      match ip src <ep>/32 match ip protocol <p> 0xff match u8 0x05 0x0f at 0 \
 //      match ip sport <port> 0xffff action mirred egress redirect dev <tun>
 //
-// <at> is the pods' shared block (one table for every pod veth, guard: none) or the uplink
-// (guard: `match ip dst <pod-cidr>`: replies of remote endpoints to local clients). A packet
+// <at> is the pods' shared block (one table for every pod veth) or the uplink, each with one
+// root filter per guard (`match ip dst <node address>/32 ... link 71:`). A packet
 // costs one hash and a walk of its bucket — endpoints/256 entries, independent of the number of
 // Services — and the table follows the Services incrementally: each sync adds the new entries
 // and deletes the gone ones in one `tc -batch` (endpointSteerSync in agent.ts runs it before the
@@ -21,17 +24,16 @@
 // (steering.ts, with --service-cidr-v6): another pref pair and hash table ids 73:/74: (u32
 // handles are shared by every pref of a block), the same shape, `protocol ipv6`:
 //
-//   tc filter add <at> pref P protocol ipv6 u32 match u32 0 0 \
+//   tc filter add <at> pref P protocol ipv6 u32 <guard> \
 //      hashkey mask 0x000000ff at 20 link 73:        bucket = last byte of the source address
 //   tc filter add <at> pref P protocol ipv6 handle 73:<bkt>:<n> u32 ht 73:<bkt>: \
 //      match ip6 src <ep>/128 match ip6 protocol <p> 0xff match ip6 sport <port> 0xffff ...
 //
 // and ICMPv6 errors (types 1, 2, 3: `match u8 <type> 0xff at 40`) from every endpoint address.
 // u32 reads the next header and the port at the fixed offsets of a bare IPv6 header: a packet
-// with extension headers is not matched here and stays in the kernel, as the IPv4 IHL guard
-// leaves packets with options — documented here, counted nowhere (fragments are steered by a
-// filter of their own, steering.ts pref 7727). Neighbour Discovery and MLD from a pod (ICMPv6
-// types 130-143) never match.
+// with extension headers is not matched here; steering.ts pref 7727 takes those (to the node
+// itself), as pref 7707 takes IPv4 packets with options. Neighbour Discovery and MLD from a pod
+// (ICMPv6 types 130-143) never match.
 //
 // A table is built whole in one of two prefs and the other is deleted after (rebuild): a
 // taking-over agent, which does not know the handles of the dead run's entries, builds its own
@@ -127,7 +129,8 @@ export class EndpointTable {
   constructor(
     private readonly at: TcAt,
     private readonly prefs: readonly [number, number],
-    private readonly guard: readonly string[],
+    /** one match list per destination the table serves (each a root filter linking to it) */
+    private readonly guards: readonly (readonly string[])[],
     private readonly tun: string,
     private readonly log: Logger,
     /** 6: the IPv6 endpoints' table (`protocol ipv6`, ids 73/74); 4: the IPv4 one */
@@ -160,19 +163,12 @@ export class EndpointTable {
     this.pref = next;
     this.ht = this.ids[next === a ? 0 : 1];
     shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(next)]);
+    const hashkey = ['hashkey', 'mask', '0x000000ff', 'at', this.family === 6 ? '20' : '12'];
     const lines = [
       this.filter('add', ['handle', `${this.ht}:`, 'u32', 'divisor', String(BUCKETS)]),
-      this.filter('add', [
-        'u32',
-        ...(this.guard.length > 0 ? this.guard : ['match', 'u32', '0', '0']),
-        'hashkey',
-        'mask',
-        '0x000000ff',
-        'at',
-        this.family === 6 ? '20' : '12',
-        'link',
-        `${this.ht}:`,
-      ]),
+      ...this.guards.map((g) =>
+        this.filter('add', ['u32', ...g, ...hashkey, 'link', `${this.ht}:`]),
+      ),
     ];
     for (const k of keys) if (this.mine(k)) lines.push(this.addLine(k));
     this.installed = this.batch(lines);

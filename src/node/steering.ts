@@ -1,10 +1,13 @@
 // Steering: the hooks that make the kernel hand this node the packets that need translation —
 // and only those: pod-to-pod traffic no Service touches stays in the kernel, as under
-// kube-proxy — and the sysctls that let it take the written-back packets. Verified fact by
-// fact on this kernel (DESIGN.md "Steering recipe"); each has a root test that switches it off
-// and watches traffic fail (test/node/agent.test.ts, test/node/steer.test.ts). The filters do
-// not grow with the number of Services: the per-endpoint ones are entries of u32 hash tables
-// (steer-endpoints.ts), the rest are fixed. Exact commands, in install order:
+// kube-proxy, even a direct connection to an endpoint's own address and port — and the sysctls
+// that let it take the written-back packets. Verified fact by fact on this kernel (DESIGN.md
+// "Steering recipe"); each has a root test that switches it off and watches traffic fail
+// (test/node/agent.test.ts, test/node/steer.test.ts, test/node/v6*.test.ts). The filters do not
+// grow with the number of Services: the per-endpoint ones are entries of u32 hash tables
+// (steer-endpoints.ts), the rest are fixed. Replies of translated flows to anyone but the node
+// itself are steer-replies.ts's: the kernel's conntrack marks the flows the agent wrote into the
+// TUN and routes their replies back into it. Exact commands, in install order:
 //
 //   sysctl net.ipv4.ip_forward=1                 written-back packets are forwarded kt0 -> veth
 //   sysctl net.ipv4.conf.all.rp_filter=0         effective rp_filter is max(all, dev)
@@ -29,16 +32,9 @@
 //                                                0x7600/fe00 0x7800/f800). u32 reads the port
 //                                                at a fixed offset, hence the IHL=5 guard:
 //                                                packets with IP options (and non-first
-//                                                fragments) bypass the NodePort, as counted
-//                                                nowhere but documented here.
+//                                                fragments) are pref 7707's.
 //   tc filter add block 7700 pref 7702 ...       the same NodePort keys: pods and the node
 //                                                itself reaching this node's NodePorts
-//   tc filter ... pref 7703 ... match ip dst <node-ip>/32 match ip protocol 6|17|132 0xff \
-//      match u8 0x05 0x0f at 0 match ip dport 0xf000 0xfc00 ...   replies to SNAT ports
-//   block 7700 pref 7700|7710: endpoint table    replies of local endpoints (and ICMP errors
-//                                                from them), by source address and port
-//   uplink pref 7701|7711: endpoint table, guard `match ip dst <pod-cidr>`   replies of remote
-//                                                endpoints to local clients
 //   tc filter ... pref 7704 ... match ip dst <external/LB ip>/32 ...  externalIPs and
 //                                                LoadBalancer ingress IPs, on the uplink and the
 //                                                block (re-synced on reload)
@@ -49,18 +45,35 @@
 //                                                one TTL more than under kube-proxy (routed
 //                                                into the TUN, then again out of it);
 //                                                `lab compare` sees the TTL.
-//   tc filter ... pref 7706 ... match ip dst <pod-cidr> match ip protocol 1 0xff \
-//      match u8 3|11 0xff at 20 ...               ICMP errors to this node's pods from anyone
-//                                                on the uplink: a router or node on the path
-//                                                (frag-needed from the backend's node) may
-//                                                quote a flow translated here; the endpoint
-//                                                table takes errors from endpoints only. Rare.
-//   tc filter ... pref 7707 ... match u16 <bit> <bit> at 6 ...   non-first fragments (offset
-//                                                bit set: 13 keys, u32 has no "not zero"),
-//                                                on the block and, guarded by dst pod-cidr,
-//                                                the uplink: they carry no port for the
-//                                                endpoint table, and a backend's fragmented
-//                                                reply must be reverse-NATed whole. Rare.
+//   tc filter ... pref 7707 ... match ip dst <local> match u16 <bit> <bit> at 6 ...
+//                                                packets to the node's own addresses (and,
+//                                                bridged, to the pods) whose ports u32 cannot
+//                                                read: non-first fragments (offset bit set: 13
+//                                                keys, u32 has no "not zero") and packets with
+//                                                IP options (`match u8 <6..15> 0x0f at 0`: 10
+//                                                keys) — a NodePort's or a SNAT reply's among
+//                                                them —, on the block and the uplink. Packets
+//                                                routed on are the kernel's to reassemble and
+//                                                parse before conntrack marks them
+//                                                (steer-replies.ts). Rare: all of them.
+//   block 7700 pref 7700|7710: endpoint table, one guard `match ip dst <local>/32` per address
+//                                                of the node (its IP, the pods' gateway, any
+//                                                other) and, with bridged pods, the pod CIDR:
+//                                                replies of local endpoints (and ICMP errors
+//                                                from them) to the node itself — its own flows
+//                                                to VIPs, masqueraded flows' SNAT ports —,
+//                                                delivered locally, never routed, so the reply
+//                                                steering cannot take them; bridged pods' to
+//                                                local clients too (bridged, never routed)
+//   uplink pref 7701|7711: endpoint table, the node's addresses as guards   replies of remote
+//                                                endpoints to the node itself (SNAT ports of
+//                                                flows masqueraded to the node IP)
+//   steer-replies.ts: nft table inet kubetun; ip rule pref 7700 fwmark 0x2000 lookup 7700;
+//      ip route replace default dev <tun> table 7700    replies of translated flows to everyone
+//                                                else — pods here and on other nodes, outside
+//                                                clients of eTP=Local frontends —, ICMP errors
+//                                                about them (conntrack's RELATED), fragmented
+//                                                ones (reassembled before conntrack)
 //
 // Before all of it, while the TUN is still down (quietTun): `ip link set dev <tun> multicast
 // off`, addr_gen_mode=1, disable_ipv6=1.
@@ -85,34 +98,34 @@
 //   tc filter add block 7700|dev <uplink> ingress pref 7725 protocol ipv6 u32 \
 //      match ip6 dst <service-cidr-v6> action mirred egress redirect dev <tun>
 //                                                IPv6 VIPs from pods and from outside
-//   block 7700 pref 7720|7730: IPv6 endpoint table   replies of local IPv6 endpoints (and
-//                                                ICMPv6 errors 1-3 from them), by source
+//   block 7700 pref 7720|7730: IPv6 endpoint table, guards `match ip6 dst <local>/128` (the
+//                                                node's global IPv6 addresses, --node-ip-v6;
+//                                                bridged, the IPv6 pod CIDR too)   replies of
+//                                                local IPv6 endpoints (and ICMPv6 errors 1-3
+//                                                from them) to the node itself, by source
 //                                                (steer-endpoints.ts). u32 matches the next
-//                                                header and port of a bare IPv6 header: with
-//                                                other extension headers a reply is not
-//                                                steered, as IPv4 packets with options
-//                                                (fragments: pref 7727).
-//   uplink pref 7721|7731: IPv6 endpoint table, guard `match ip6 dst <pod-cidr-v6>`   replies
-//                                                of remote IPv6 endpoints to local clients
-//                                                (with --pod-cidr-v6 only)
-//   tc filter ... dev <uplink> ingress pref 7726 protocol ipv6 u32 match ip6 dst <pod-cidr-v6> \
-//      match ip6 protocol 58 0xff match u8 1|2|3 0xff at 40 ...   ICMPv6 errors to this node's
-//                                                pods from any router or node on the path
-//                                                (Packet Too Big above all: IPv6 routers never
-//                                                fragment), as pref 7706; with --pod-cidr-v6
-//   tc filter add block 7700 pref 7727 protocol ipv6 u32 match ip6 protocol 44 0xff ...
-//                                                every IPv6 packet whose first header is a
-//                                                Fragment header, first fragments too (their
-//                                                ports sit behind it): a backend's fragmented
-//                                                reply is reverse-NATed whole (frag6.ts). On
-//                                                the uplink too, guarded by `match ip6 dst
-//                                                <pod-cidr-v6>`, with --pod-cidr-v6. Rare.
+//                                                header and port of a bare IPv6 header: a
+//                                                reply with extension headers is pref 7727's.
+//   uplink pref 7721|7731: IPv6 endpoint table, the node's IPv6 addresses as guards   replies
+//                                                of remote IPv6 endpoints to the node itself
+//                                                (its own flows, not masqueraded without
+//                                                --cluster-cidr-v6; masqueraded flows' SNAT
+//                                                ports)
+//   tc filter add block 7700|dev <uplink> ingress pref 7727 protocol ipv6 u32 \
+//      match ip6 dst <local>/128 match ip6 protocol 44|0|43|60 0xff ...   IPv6 packets to the
+//                                                node itself whose first header is an extension
+//                                                header (fragment, hop-by-hop, routing,
+//                                                destination options: their ports sit behind
+//                                                it, the datapath walks the chain), as pref
+//                                                7707. Rare: all of them.
+//   (the reply steering, steer-replies.ts, is one `inet` table and an `ip -6 rule` beside the
+//                                                IPv4 one)
 //   tc filter ... pref 7724 protocol ipv6 u32 match ip6 dst <external/LB ip>/128 ...   IPv6
 //                                                externalIPs and LoadBalancer ingress IPs, on
 //                                                the uplink and the block, as pref 7704
 //
 // With --node-ip-v6 too (IPv6 NodePorts and masquerade: the datapath's nodeIp6), as the IPv4
-// prefs 7702/7703 are for --node-ip:
+// pref 7702 is for --node-ip:
 //
 //   sysctl net.ipv4.ip_local_reserved_ports=<prev>,61440-62463   the IPv6 SNAT range (the
 //                                                datapath's snat6PortMin..Max): Linux keeps one
@@ -125,14 +138,10 @@
 //                                                the block too (pods, and the node itself
 //                                                through lo's egress). u32 reads the port right
 //                                                behind a bare IPv6 header: with extension
-//                                                headers a packet bypasses the NodePort, as
-//                                                IPv4 packets with options do.
-//   tc filter ... dev <uplink> ingress pref 7723 protocol ipv6 u32 match ip6 dst <node-ip-v6>/128 \
-//      match ip6 protocol 6|17|132 0xff match ip6 dport 0xf000 0xfc00 ...   replies to the IPv6
-//                                                SNAT ports (masqueraded flows to other nodes'
-//                                                endpoints), as pref 7703
+//                                                headers a packet is pref 7727's.
+//   (replies to the IPv6 SNAT ports: the IPv6 endpoint tables, guarded by --node-ip-v6)
 //
-// No ip6tables and no other sysctl: IPv6 has no rp_filter (the TUN's written-back packets,
+// No ip6tables (the reply steering's nft table is `inet`: both families) and no other sysctl: IPv6 has no rp_filter (the TUN's written-back packets,
 // sources of other links, pass) and no accept_local (the node's own address as a source is
 // taken on any device, as the IPv6 ClusterIP from the node already shows).
 //
@@ -150,27 +159,19 @@
 // installed. Filter prefs are kubetun's own: a restart deletes stale filters by pref first.
 import { existsSync } from 'node:fs';
 import { canonIpv6 } from '../wire/addr6.ts';
-import { IPV6_EXT_FRAGMENT } from '../wire/ipv6.ts';
 import {
-  IPPROTO_ICMP,
-  IPPROTO_ICMPV6,
-  IPPROTO_SCTP,
-  IPPROTO_TCP,
-  IPPROTO_UDP,
-} from '../wire/proto.ts';
+  IPV6_EXT_DSTOPTS,
+  IPV6_EXT_FRAGMENT,
+  IPV6_EXT_HOPOPTS,
+  IPV6_EXT_ROUTING,
+} from '../wire/ipv6.ts';
+import { IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP } from '../wire/proto.ts';
 import type { Logger } from 'pino';
-import { snatRangeMask } from '../datapath/state/nat-config.ts';
 import { UserError } from '../errors.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { sh, shBatch, shJson, shTry } from '../sh.ts';
-import {
-  EndpointSteer,
-  EndpointTable,
-  ICMP_ERRORS,
-  ICMPV6_ERRORS,
-  IHL5,
-  type TcAt,
-} from './steer-endpoints.ts';
+import { EndpointSteer, EndpointTable, IHL5, type TcAt } from './steer-endpoints.ts';
+import { ReplySteer } from './steer-replies.ts';
 import { Sysctls } from './sysctl.ts';
 
 /** the pods' shared tc block (every pod veth's ingress, lo's egress) and its endpoint table */
@@ -178,9 +179,13 @@ export const POD_BLOCK = 7700;
 export const TC_PREF_POD = 7700;
 export const TC_PREF_UPLINK = 7701;
 export const TC_PREF_NODEPORT = 7702;
+/** replies to SNAT ports: the endpoint tables' now (guarded by the node's addresses); kept to
+ * sweep an older run's filter */
 export const TC_PREF_SNAT = 7703;
 export const TC_PREF_EXTERNAL = 7704;
 export const TC_PREF_VIP = 7705;
+/** ICMP errors to the pods from routers: conntrack's RELATED now (steer-replies.ts); kept to
+ * sweep an older run's filter */
 export const TC_PREF_ICMP = 7706;
 export const TC_PREF_FRAG = 7707;
 /** the endpoint tables' second prefs (steer-endpoints.ts rebuild alternates) */
@@ -196,6 +201,7 @@ export const TC_PREF_NODEPORT6 = 7722;
 export const TC_PREF_SNAT6 = 7723;
 export const TC_PREF_EXTERNAL6 = 7724;
 export const TC_PREF_VIP6 = 7725;
+/** the IPv6 twin of TC_PREF_ICMP, as unused */
 export const TC_PREF_ICMP6 = 7726;
 export const TC_PREF_FRAG6 = 7727;
 const KUBETUN_PREFS = [
@@ -222,6 +228,9 @@ const KUBETUN_PREFS = [
 ];
 const BLOCK_AT = ['block', String(POD_BLOCK)];
 
+/** IPv4 header lengths with options (IHL 6-15 words): u32's fixed-offset ports are wrong there */
+const IHL_OPTIONS = Array.from({ length: 10 }, (_, i) => i + 6);
+
 /** One key per bit of the IPv4 fragment offset (u16 at byte 6): any set means not the first. */
 const FRAG_OFFSET_BITS = Array.from({ length: 13 }, (_, i) => 1 << i);
 
@@ -233,6 +242,8 @@ export const NODEPORT_KEYS: readonly [number, number][] = [
   [0x7600, 0xfe00],
   [0x7800, 0xf800],
 ];
+/** the NodePort range the keys above cover */
+export const NODEPORT_RANGE = { min: 30000, max: 32767 };
 /** the protocols with ports at the same offset that Services serve (NodePorts, SNAT replies) */
 const L4_PROTOS = [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP].map(String);
 
@@ -276,6 +287,18 @@ export interface SteeringConfig {
   nodePorts?: boolean;
   /** where the host's /proc/sys/net is (--proc-sys-net; default /proc/sys/net) */
   procSysNet?: string;
+  /**
+   * the node's own addresses, each family (node IP, pod gateway, any other global address):
+   * replies to them are delivered locally, never routed into the TUN, so the endpoint tables
+   * steer them (guarded by these destinations); the rest is steer-replies.ts's
+   */
+  locals4: readonly string[];
+  locals6: readonly string[];
+  /**
+   * the pods sit on a bridge (discover.ts): a reply from a local backend to a local client is
+   * bridged, never routed, so the endpoint tables take replies to the pod CIDR too
+   */
+  bridged?: boolean;
 }
 
 /** Undo steps (argv lists) in install order; listeners persist them as they come. */
@@ -333,6 +356,8 @@ export class Steering {
   readonly applied: string[] = [];
   /** replies of translated flows, by their source endpoint (steer-endpoints.ts) */
   readonly endpoints: EndpointSteer;
+  /** replies of translated flows to anyone but the node itself (steer-replies.ts) */
+  readonly replies: ReplySteer;
   private readonly cfg: SteeringConfig;
   private readonly undo: UndoLog;
   private readonly log: Logger;
@@ -347,23 +372,38 @@ export class Steering {
     this.undo = undo;
     this.log = log;
     this.endpoints = endpoints;
-    const { tun, uplink, podCidr } = cfg;
+    const { tun, uplink } = cfg;
     const up = ['dev', uplink, 'ingress'];
-    const guard = ['match', 'ip', 'dst', podCidr];
     const prefs = (a: number, b: number): [number, number] => [a, b];
-    this.endpoints.tables.push(
-      new EndpointTable(BLOCK_AT, prefs(TC_PREF_POD, TC_PREF_POD_ALT), [], tun, log),
-      new EndpointTable(up, prefs(TC_PREF_UPLINK, TC_PREF_UPLINK_ALT), guard, tun, log),
-    );
+    const [guards4, guards6] = [this.localGuards('ip'), this.localGuards('ip6')];
+    const [block4, block6] = [this.podGuards('ip'), this.podGuards('ip6')];
+    const t = this.endpoints.tables;
+    t.push(new EndpointTable(BLOCK_AT, prefs(TC_PREF_POD, TC_PREF_POD_ALT), block4, tun, log));
+    t.push(new EndpointTable(up, prefs(TC_PREF_UPLINK, TC_PREF_UPLINK_ALT), guards4, tun, log));
     if (cfg.serviceCidrV6) {
       const pair = prefs(TC_PREF_POD6, TC_PREF_POD6_ALT);
-      this.endpoints.tables.push(new EndpointTable(BLOCK_AT, pair, [], tun, log, 6));
-      if (cfg.podCidrV6) {
-        const guard6 = ['match', 'ip6', 'dst', cfg.podCidrV6];
-        const pair6 = prefs(TC_PREF_UPLINK6, TC_PREF_UPLINK6_ALT);
-        this.endpoints.tables.push(new EndpointTable(up, pair6, guard6, tun, log, 6));
-      }
+      if (block6.length > 0) t.push(new EndpointTable(BLOCK_AT, pair, block6, tun, log, 6));
+      const pair6 = prefs(TC_PREF_UPLINK6, TC_PREF_UPLINK6_ALT);
+      if (guards6.length > 0) t.push(new EndpointTable(up, pair6, guards6, tun, log, 6));
     }
+    const ports = [...(cfg.snatPorts ? [cfg.snatPorts] : []), NODEPORT_RANGE];
+    if (cfg.snatPorts6) ports.push(cfg.snatPorts6);
+    const replyCfg = { tun, serviceCidr: cfg.serviceCidr, serviceCidrV6: cfg.serviceCidrV6 };
+    const locals = { locals4: cfg.locals4, locals6: cfg.locals6, replyPorts: ports };
+    this.replies = new ReplySteer({ ...replyCfg, ...locals }, undo, log, this.applied);
+  }
+
+  /** `match <family> dst <addr>` of each of the node's own addresses of the family. */
+  private localGuards(family: 'ip' | 'ip6'): string[][] {
+    const [addrs, len] = family === 'ip' ? [this.cfg.locals4, 32] : [this.cfg.locals6, 128];
+    return addrs.map((a) => ['match', family, 'dst', `${a}/${len}`]);
+  }
+
+  /** The pods' block: the node's own addresses, and with bridged pods their CIDR too. */
+  private podGuards(family: 'ip' | 'ip6'): string[][] {
+    const cidr = family === 'ip' ? this.cfg.podCidr : this.cfg.podCidrV6;
+    const pods = this.cfg.bridged && cidr ? [['match', family, 'dst', cidr]] : [];
+    return [...this.localGuards(family), ...pods];
   }
 
   install(podIfaces: readonly string[]): void {
@@ -380,25 +420,21 @@ export class Steering {
     const vip = [['match', 'ip', 'dst', serviceCidr]];
     this.hook(BLOCK_AT, TC_PREF_VIP, vip);
     this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_VIP, vip);
-    // ICMP errors quoting a flow translated here may come from any router on the path (pref 7706)
-    const icmp = ['match', 'ip', 'protocol', String(IPPROTO_ICMP), '0xff', ...IHL5];
-    const errors = ICMP_ERRORS.map((t) => [
-      ...['match', 'ip', 'dst', this.cfg.podCidr, ...icmp],
-      ...['match', 'u8', String(t), '0xff', 'at', '20'],
-    ]);
-    this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_ICMP, errors);
-    // non-first fragments: no port for the endpoint table to match (pref 7707)
+    // non-first fragments: no port for the endpoint tables, so every one to the node's own
+    // addresses (and, bridged, to the pods) goes (pref 7707); fragments routed on are the
+    // kernel's to reassemble before conntrack marks them (steer-replies.ts)
+    // and packets with IP options (IHL 6-15): u32 reads ports at fixed offsets (pref 7707)
     const frags = FRAG_OFFSET_BITS.map((b) => ['match', 'u16', hex(b), hex(b), 'at', '6']);
-    this.hook(BLOCK_AT, TC_PREF_FRAG, frags);
-    const toPods = ['match', 'ip', 'dst', this.cfg.podCidr];
-    this.hook(
-      ['dev', this.cfg.uplink, 'ingress'],
-      TC_PREF_FRAG,
-      frags.map((f) => [...toPods, ...f]),
-    );
+    const options = IHL_OPTIONS.map((ihl) => ['match', 'u8', hex(ihl), '0x0f', 'at', '0']);
+    const unreadable = [...frags, ...options];
+    const guarded = (guards: string[][]) =>
+      guards.flatMap((g) => unreadable.map((f) => [...g, ...f]));
+    this.hook(BLOCK_AT, TC_PREF_FRAG, guarded(this.podGuards('ip')));
+    this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_FRAG, guarded(this.localGuards('ip')));
     this.installV6();
     for (const t of this.endpoints.tables) for (const u of t.undoSteps()) this.undo.add(u);
     this.endpoints.rebuild();
+    this.replies.install();
   }
 
   /**
@@ -409,52 +445,42 @@ export class Steering {
     const { serviceCidrV6: cidr, tun, uplink, nodeIp6 } = this.cfg;
     if (!cidr) return;
     if (nodeIp6) {
-      const prefs: [number, number] = [TC_PREF_NODEPORT6, TC_PREF_SNAT6];
-      this.installNatOf('ip6', nodeIp6, this.cfg.snatPorts6, prefs);
+      this.installNatOf('ip6', nodeIp6, this.cfg.snatPorts6, TC_PREF_NODEPORT6);
     }
     this.undo.add(['ip', '-6', 'route', 'del', cidr, 'dev', tun]);
     this.exec(['ip', '-6', 'route', 'replace', cidr, 'dev', tun]);
     const vip = [['match', 'ip6', 'dst', cidr]];
     this.hook(BLOCK_AT, TC_PREF_VIP6, vip, 'ipv6');
     this.hook(['dev', uplink, 'ingress'], TC_PREF_VIP6, vip, 'ipv6');
-    // fragments: no port for the endpoint table, the first one's behind its Fragment header
-    const frag = ['match', 'ip6', 'protocol', String(IPV6_EXT_FRAGMENT), '0xff'];
-    this.hook(BLOCK_AT, TC_PREF_FRAG6, [frag], 'ipv6');
-    const { podCidrV6 } = this.cfg;
-    if (podCidrV6) {
-      const toPods = ['match', 'ip6', 'dst', podCidrV6];
-      this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, [[...frag, ...toPods]], 'ipv6');
-      // ICMPv6 errors to this node's pods from any router on the path (pref 7726)
-      const icmp = ['match', 'ip6', 'protocol', String(IPPROTO_ICMPV6), '0xff'];
-      const errors = ICMPV6_ERRORS.map((t) => [
-        ...toPods,
-        ...icmp,
-        ...['match', 'u8', String(t), '0xff', 'at', '40'],
-      ]);
-      this.hook(['dev', uplink, 'ingress'], TC_PREF_ICMP6, errors, 'ipv6');
-    }
+    // fragments and other extension headers: no port where u32 reads it, the first fragment's
+    // behind its Fragment header (pref 7727, guarded as pref 7707)
+    const exts = [IPV6_EXT_FRAGMENT, IPV6_EXT_HOPOPTS, IPV6_EXT_ROUTING, IPV6_EXT_DSTOPTS];
+    const first = exts.map((x) => ['match', 'ip6', 'protocol', String(x), '0xff']);
+    const at6 = (guards: string[][]) => guards.flatMap((g) => first.map((x) => [...g, ...x]));
+    const block = at6(this.podGuards('ip6'));
+    if (block.length > 0) this.hook(BLOCK_AT, TC_PREF_FRAG6, block, 'ipv6');
+    const up = at6(this.localGuards('ip6'));
+    if (up.length > 0) this.hook(['dev', uplink, 'ingress'], TC_PREF_FRAG6, up, 'ipv6');
   }
 
-  /** NodePorts and SNAT replies on the uplink, and the reserved SNAT ports (see the header). */
+  /** NodePorts on the uplink and the block, and the reserved SNAT ports (see the header). */
   private installNat(): void {
     const { nodeIp, snatPorts } = this.cfg;
-    this.installNatOf('ip', nodeIp, snatPorts, [TC_PREF_NODEPORT, TC_PREF_SNAT]);
+    this.installNatOf('ip', nodeIp, snatPorts, TC_PREF_NODEPORT);
   }
 
-  /** installNat for one family: `prefs` its NodePort and SNAT-reply prefs. */
+  /** installNat for one family: `nodePortPref` its NodePort filters' pref. */
   private installNatOf(
     family: 'ip' | 'ip6',
     ip: string,
     snatPorts: { min: number; max: number } | undefined,
-    [nodePortPref, snatPref]: [number, number],
+    nodePortPref: number,
   ): void {
     const up = ['dev', this.cfg.uplink, 'ingress'];
     const protocol = family === 'ip' ? 'ip' : 'ipv6';
-    if (snatPorts) {
-      this.reservePorts(snatPorts.min, snatPorts.max);
-      const { value, mask } = snatRangeMask(snatPorts.min, snatPorts.max);
-      this.hook(up, snatPref, dportMatches(family, ip, [[value, mask]]), protocol);
-    }
+    // replies to the SNAT ports come from endpoints to the node's own address: the endpoint
+    // tables (guarded by those addresses) steer them; the ports must only never be a socket's
+    if (snatPorts) this.reservePorts(snatPorts.min, snatPorts.max);
     if (this.cfg.nodePorts) {
       const matches = dportMatches(family, ip, NODEPORT_KEYS);
       // from outside, from the node's pods, and from the node itself (lo's egress, the block)
@@ -476,6 +502,7 @@ export class Steering {
     this.externalKey = key;
     this.hookExternal(v4, 'ip', TC_PREF_EXTERNAL);
     this.hookExternal(v6, 'ip6', TC_PREF_EXTERNAL6);
+    this.replies.setFrontends([...v4, ...v6]);
   }
 
   private hookExternal(addrs: readonly string[], family: 'ip' | 'ip6', pref: number): void {

@@ -227,8 +227,10 @@ describe('NodePort, LoadBalancer and hairpin through kubetun', () => {
   });
 
   // Each steering piece switched off in turn (last: the lab is torn down afterwards).
-  it('needs the uplink SNAT-port redirect for replies of remote backends', () => {
-    sh(node1.ns, 'tc filter del dev eth0 ingress pref 7703');
+  it("needs the uplink endpoint table for remote backends' replies to the node's SNAT ports", () => {
+    // pref 7701 or 7711, whichever holds it (steer-endpoints.ts rebuild alternates)
+    sh(node1.ns, 'tc filter del dev eth0 ingress pref 7701');
+    sh(node1.ns, 'tc filter del dev eth0 ingress pref 7711');
     const got = whoami(client.ns, `http://${node1.ip}:30080`, 10, DROPPED_S); // both seen: p = 1 - 2^-9
     // pod-a (local, masqueraded to the gateway) still answers; pod-d's replies to node1's SNAT
     // ports now reach node1's own stack instead of kubetun and the connection never completes.

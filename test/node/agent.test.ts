@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ctlRequest } from '../../src/node/ctl.ts';
 import { keyMatch } from '../../src/node/steer-endpoints.ts';
 import type { CtEntry } from '../../src/node/inspect.ts';
-import { PODS, REMOTE_POD_IP, Topo, VIP, VIP_EMPTY, VIP_FAR } from './topo.ts';
+import { GW, NODE_IP, PODS, REMOTE_POD_IP, Topo, VIP, VIP_EMPTY, VIP_FAR } from './topo.ts';
 import { running, waitFor } from './wait.ts';
 
 const t = new Topo();
@@ -23,6 +23,7 @@ const SYSCTLS = [
   'net.ipv4.ip_local_reserved_ports',
 ];
 let before: Record<string, string>;
+let pristine: ReturnType<typeof nodeFootprint>;
 let agent: ChildProcess;
 
 interface Status {
@@ -79,7 +80,7 @@ const nodeFootprint = () => t.footprint(SYSCTLS);
 
 /** nodeFootprint() of the node as it was before kubetun first ran (sysctls as found then). */
 function untouchedFootprint(): ReturnType<typeof nodeFootprint> {
-  return { clsact: false, filters: '', tun: false, svcRoute: '', sysctls: before };
+  return { ...pristine, sysctls: before };
 }
 
 /** Switch something off, show the VIP fails, switch it back on, show the VIP works again. */
@@ -98,6 +99,11 @@ function breaksWithout(off: () => void, on: () => void, from = 'client', vip = V
 beforeAll(async () => {
   await t.setup();
   before = Object.fromEntries(SYSCTLS.map((k) => [k, sysctl(k)]));
+  pristine = nodeFootprint();
+  // a node with nothing of kubetun's: the values the agent must leave it with again
+  expect(pristine).toMatchObject({ clsact: false, filters: '', tun: false, svcRoute: '' });
+  expect(pristine.nft).not.toContain('kubetun');
+  expect(pristine.rules.join('\n')).not.toContain('7700');
   agent = await t.startAgent();
 });
 
@@ -158,18 +164,29 @@ describe('kubetun run', () => {
   });
 
   describe('without each piece of steering, ClusterIP traffic breaks', () => {
-    it('the uplink endpoint table (replies of remote backends to local clients)', () => {
-      breaksWithout(
-        () => delPrefs(['dev', 'eth0', 'ingress'], UPLINK_PREFS),
-        () =>
-          addEntries(
-            ['dev', 'eth0', 'ingress', 'pref', '7701'],
-            [`${REMOTE_POD_IP}/6/8080`],
-            ['match', 'ip', 'dst', '10.244.1.0/24'],
-          ),
-        'client',
-        VIP_FAR,
-      );
+    it('the reply rule: fwmark → table 7700 → kt0 (replies of translated flows to pods)', () => {
+      const rule = ['pref', '7700', 'fwmark', '0x2000/0x2000', 'lookup', '7700'];
+      for (const vip of [VIP, VIP_FAR]) {
+        breaksWithout(
+          () => t.must('node', ['ip', 'rule', 'del', ...rule]),
+          () => t.must('node', ['ip', 'rule', 'add', ...rule]),
+          'client',
+          vip,
+        );
+      }
+    });
+
+    it('the conntrack mark of flows the agent translated (nft table inet kubetun)', () => {
+      const table = t.must('node', ['nft', 'list', 'table', 'inet', 'kubetun']);
+      expect(table).toContain('ct mark set ct mark | 0x00002000');
+      for (const vip of [VIP, VIP_FAR]) {
+        breaksWithout(
+          () => t.must('node', ['nft', 'delete', 'table', 'inet', 'kubetun']),
+          () => expect(t.exec('node', ['nft', '-f', '-'], 15_000, table).status).toBe(0),
+          'client',
+          vip,
+        );
+      }
     });
 
     it('rp_filter=0 on the TUN (DNATed packets re-enter on kt0, their source routes via vc)', () => {
@@ -204,11 +221,20 @@ describe('kubetun run', () => {
       );
     });
 
-    it("the pods' block endpoint table (replies of local backends must be reverse-NATed)", () => {
+    it("the pods' block endpoint table (replies of local backends to the node itself)", () => {
+      // node -> VIP is masqueraded (the node IP is outside --cluster-cidr) to the pods' gateway
+      // for a local backend: its reply goes to the gateway, a local address, never routed
       const backends = PODS.filter((p) => p.name !== 'client').map((p) => `${p.ip}/6/8080`);
       breaksWithout(
         () => delPrefs(['block', '7700'], POD_PREFS),
-        () => addEntries(['block', '7700', 'pref', '7700'], backends, []),
+        () =>
+          addEntries(['block', '7700', 'pref', '7700'], backends, [
+            'match',
+            'ip',
+            'dst',
+            `${GW}/32`,
+          ]),
+        'node',
       );
     });
   });
@@ -247,7 +273,11 @@ describe('kubetun run', () => {
 
   it('on SIGTERM removes exactly what it installed and restores the sysctls', async () => {
     const { watchdogPid } = await status();
-    expect(nodeFootprint().tun).toBe(true);
+    expect(viaVip().out).toMatch(/^be[12]$/);
+    expect(nodeFootprint()).toMatchObject({
+      tun: true,
+      marked: expect.stringMatching(/mark=8192/),
+    });
     agent.kill('SIGTERM');
     expect(await exited(agent)).toBe(0);
     expect(nodeFootprint()).toEqual(untouchedFootprint());
@@ -279,9 +309,11 @@ describe('kubetun run failure mode: fail open', () => {
     process.kill(watchdogPid, 'SIGKILL');
     agent.kill('SIGKILL');
     await exited(agent);
-    // Left behind: redirects into a TUN that is gone, so even pod-to-pod traffic is lost.
-    expect(nodeFootprint().filters).toContain('pref 7700');
-    expect(direct().status).not.toBe(0);
+    // Left behind: redirects into a TUN that is gone, so VIP traffic is black-holed (pod-to-pod
+    // traffic never crosses the TUN: it is not)
+    expect(nodeFootprint().filters).toContain('pref 7705');
+    expect(viaVip().status).not.toBe(0);
+    expect(direct().out).toBe('be1');
     agent = await t.startAgent();
     expect(viaVip().out).toMatch(/^be[12]$/);
     expect(direct().out).toBe('be1');
@@ -290,5 +322,28 @@ describe('kubetun run failure mode: fail open', () => {
     // all.rp_filter comes back to the value from before the FIRST run: the restart took the
     // original from the crashed run's state file, not the 0 that run had left.
     expect(nodeFootprint()).toEqual(untouchedFootprint());
+  });
+});
+
+describe('kubetun run, the node inside --cluster-cidr (its own ClusterIP traffic not masqueraded)', () => {
+  it("serves it through the uplink endpoint table (replies of remote backends to the node's IP)", async () => {
+    agent = await t.startAgent(['--cluster-cidr', '10.0.0.0/8']);
+    expect(viaVip('node', VIP_FAR).out).toBe('remote');
+    const { entries } = (await ctlRequest(t.socket, { cmd: 'ct' })) as { entries: CtEntry[] };
+    const e = entries.find((x) => x.orig.src === NODE_IP && x.orig.dst === VIP_FAR);
+    expect(e?.reply.dst).toBe(NODE_IP); // not masqueraded: the reply comes to the node's IP
+    breaksWithout(
+      () => delPrefs(['dev', 'eth0', 'ingress'], UPLINK_PREFS),
+      () =>
+        addEntries(
+          ['dev', 'eth0', 'ingress', 'pref', '7701'],
+          [`${REMOTE_POD_IP}/6/8080`],
+          ['match', 'ip', 'dst', `${NODE_IP}/32`],
+        ),
+      'node',
+      VIP_FAR,
+    );
+    agent.kill('SIGTERM');
+    expect(await exited(agent)).toBe(0);
   });
 });

@@ -3,7 +3,12 @@
 // (ip netns exec remounts /sys for it), what the files give must be what `ip -j` gives.
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseProcNetRoute, podIfacesFor } from '../../src/node/discover.ts';
+import {
+  localAddrsFrom,
+  parseProcNetRoute,
+  podIfacesFor,
+  podsOnBridge,
+} from '../../src/node/discover.ts';
 import { LAB_PREFIX } from '../../src/lab/prefix.ts';
 import { sh } from '../../src/sh.ts';
 import { parseCidr } from '../../src/wire/addr.ts';
@@ -75,5 +80,21 @@ describe('the files against ip -j, in a namespace with veths, a bridge and a bla
     const masters = (ls: { ifname: string; master?: string }[]) =>
       Object.fromEntries(ls.filter((l) => l.master).map((l) => [l.ifname, l.master]));
     expect(masters(files.links)).toEqual(masters(viaIp.links));
+    // the pods on the bridge's /25 are bridged; a /32 veth alone is routed
+    expect(podsOnBridge(local, files.routes, files.links, cidr, ['up0'])).toBe(true);
+    const veths = files.routes.filter((x: { dev: string }) => x.dev !== 'cni0');
+    expect(podsOnBridge(local, veths, files.links, cidr, ['up0'])).toBe(false);
+  });
+
+  it("lists the node's own global addresses of each family, once each, not the TUN's nor lo's", () => {
+    ip('addr', 'add', '10.244.1.1/32', 'dev', 'veth-a'); // a pod gateway, on every veth
+    ip('addr', 'add', '10.244.1.1/32', 'dev', 'pa');
+    ip('-6', 'addr', 'add', 'fd00:172:30::b/64', 'dev', 'up0', 'nodad');
+    const j = JSON.parse(ip('-j', 'addr', 'show'));
+    expect(localAddrsFrom(j, ['pa', 'lo'])).toEqual({
+      v4: ['10.244.1.1', '10.244.1.129', '172.30.0.11'],
+      v6: ['fd00:172:30::b'], // its link-local addresses are not global
+    });
+    expect(localAddrsFrom(j, ['up0', 'veth-a', 'pa']).v4).toEqual(['10.244.1.129']);
   });
 });

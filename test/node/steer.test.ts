@@ -2,6 +2,9 @@
 // topology of topo.ts with a NodePort web-np 30080 (TCP and UDP) → be1/be2:8080.
 //
 //   pod to pod with no Service: never reaches the TUN (agent and TUN counters stay still)
+//   a direct connection to an endpoint's own address and port (not through its VIP), to a local
+//     and to a remote endpoint: never reaches the TUN either — its replies look like a translated
+//     flow's to tc, but the kernel's conntrack knows the flow was not (steer-replies.ts)
 //   node → its own IP:NodePort (Kubernetes e2e "Granular Checks: Services should function for
 //     node-Service: http / udp"): lo's egress is bound to the pods' tc block, whose NodePort
 //     filter sends it to the TUN; without the binding it breaks
@@ -16,6 +19,8 @@ import { ctlRequest } from '../../src/node/ctl.ts';
 import { NODE_IP, Topo } from './topo.ts';
 
 const t = new Topo();
+/** an HTTP GET with an IP option on every packet (test/fixtures/http-opts.py) */
+const HTTP_OPTS = join(import.meta.dirname, '../fixtures/http-opts.py');
 const NP = `${NODE_IP}:30080`;
 
 const NODEPORT = `apiVersion: v1
@@ -144,6 +149,21 @@ describe('kubetun steers only what needs translation', () => {
     expect(await tunSeen()).toEqual(b);
   });
 
+  it("a direct connection to an endpoint's address and port never reaches the TUN", async () => {
+    const a = await tunSettled();
+    // be1 and be2 are web's endpoints (:8080), 10.244.2.10 far's, on the other node
+    for (let i = 0; i < 5; i++) {
+      expect(http('client', '10.244.1.11:8080').out).toBe('be1');
+      expect(http('be2', '10.244.1.11:8080').out).toBe('be1');
+      expect(http('client', '10.244.2.10:8080').out).toBe('remote');
+      expect(udp('client', '10.244.1.12:8080').out).toBe('be2');
+    }
+    expect(await tunSettled()).toEqual(a);
+    // and the same endpoint through its VIP does
+    expect(http('client', '10.96.0.10').out).toMatch(/^be[12]$/);
+    expect((await tunSettled()).read).toBeGreaterThan(a.read);
+  });
+
   it('serves the node sending to its own IP:NodePort, TCP and UDP (e2e node-Service)', () => {
     expect(http('node', NP).out).toMatch(/^be[12]$/);
     expect(udp('node', NP).out).toMatch(/^be[12]$/);
@@ -186,6 +206,32 @@ describe('kubetun steers only what needs translation', () => {
       },
       () => http('client', NP),
     );
+  });
+
+  it('serves a NodePort connection whose packets carry IP options (pref 7707); not without it', () => {
+    const opts = () =>
+      t.exec('client', ['python3', HTTP_OPTS, NODE_IP, '30080'], 10_000) as {
+        status: number | null;
+        out: string;
+      };
+    expect(opts().out).toMatch(/^be[12]$/);
+    const saved = t.must('node', ['tc', '-j', 'filter', 'show', 'block', '7700', 'pref', '7707']);
+    expect(JSON.parse(saved).length).toBeGreaterThan(0);
+    t.must('node', ['tc', 'filter', 'del', 'block', '7700', 'pref', '7707']);
+    try {
+      // the SYN bypasses the NodePort keys (IHL 6) and meets the node's own stack: refused
+      expect(opts().status).not.toBe(0);
+    } finally {
+      for (const ihl of [6, 7, 8, 9, 10, 11, 12, 13, 14, 15]) {
+        t.must('node', [
+          ...['tc', 'filter', 'add', 'block', '7700', 'pref', '7707', 'protocol', 'ip', 'u32'],
+          ...['match', 'ip', 'dst', `${NODE_IP}/32`],
+          ...['match', 'u8', `0x${ihl.toString(16)}`, '0x0f', 'at', '0'],
+          ...['action', 'mirred', 'egress', 'redirect', 'dev', 'kt0'],
+        ]);
+      }
+    }
+    expect(opts().out).toMatch(/^be[12]$/);
   });
 
   it('entries follow the endpoints, one per endpoint however many Services share it', async () => {

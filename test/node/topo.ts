@@ -258,6 +258,15 @@ export class Topo {
       filters: filters.join('').trim(),
       tun: links.length < all.length,
       svcRoute: this.must('node', ['ip', 'route', 'show', '10.96.0.0/16']).trim(),
+      // the reply steering (steer-replies.ts): its nftables table, rules and routing table
+      nft: this.must('node', ['nft', 'list', 'tables'])
+        .split('\n')
+        .filter((l) => l.includes('kubetun'))
+        .join('\n'),
+      rules: ['-4', '-6'].map((f) => this.must('node', ['ip', f, 'rule', 'show']).trim()),
+      replyRoutes: this.exec('node', ['ip', 'route', 'show', 'table', '7700']).out.trim(),
+      // the kernel's entries of flows the agent translated (it forgets them when it stops)
+      marked: this.exec('node', ['conntrack', '-L', '--mark', '0x2000/0x2000']).out.trim(),
       sysctls: Object.fromEntries(
         sysctls.map((k) => [k, this.must('node', ['sysctl', '-n', k]).trim()]),
       ),

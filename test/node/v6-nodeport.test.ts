@@ -18,12 +18,14 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_DATAPATH_CONFIG as DP } from '../../src/datapath/state/config.ts';
-import { snatRangeMask } from '../../src/datapath/state/nat-config.ts';
+import { keyMatch } from '../../src/node/steer-endpoints.ts';
 import { NODEPORT_KEYS } from '../../src/node/steering.ts';
 import { MIRRED, NODE_IP6, PODS, REMOTE_NODE_IP6, REMOTE_POD6, Topo6 } from './topo6.ts';
 import { running, waitFor } from './wait.ts';
 
 const t = new Topo6(`k6n-${process.pid}-`);
+/** an HTTP GET with a Destination Options header on every packet (test/fixtures/http-opts.py) */
+const HTTP_OPTS = new URL('../fixtures/http-opts.py', import.meta.url).pathname;
 const EXT = 'fd00:251::9';
 const EXTERNAL_IP = 'fd00:260::100';
 const [, BE1, BE2] = PODS;
@@ -122,7 +124,6 @@ const dportKeys = (ip: string, keys: readonly (readonly [number, number])[]) =>
       ...['match', 'ip6', 'dport', `0x${v.toString(16)}`, `0x${m.toString(16)}`],
     ]),
   );
-const snat6 = snatRangeMask(DP.snat6PortMin, DP.snat6PortMax);
 
 beforeAll(async () => {
   t.setup(MANIFESTS);
@@ -194,14 +195,53 @@ describe('kubetun run --node-ip-v6: IPv6 NodePorts and masquerade', () => {
     );
   });
 
-  it('fails without the IPv6 SNAT-reply filter (pref 7723): replies of a remote backend', async () => {
-    breaksWithout(
-      ['dev', 'eth0', 'ingress', 'pref', '7723'],
-      dportKeys(NODE_IP6, [[snat6.value, snat6.mask]]),
-      () => curl('ext', NODE_IP6, 30082),
-    );
+  it("fails without the uplink's IPv6 endpoint table (pref 7721/7731): a remote backend's replies to the node's SNAT port", async () => {
+    const up = ['dev', 'eth0', 'ingress'];
+    for (const p of ['7721', '7731']) t.exec('node', ['tc', 'filter', 'del', ...up, 'pref', p]);
+    let r: { status: number | null; out: string };
+    try {
+      r = curl('ext', NODE_IP6, 30082);
+    } finally {
+      // remote's replies to the node's IPv6 address, as the table's entry and guard match them
+      const guard = ['match', 'ip6', 'dst', `${NODE_IP6}/128`];
+      const entry = [...guard, ...keyMatch(`${REMOTE_POD6}/6/8080`)];
+      t.must(
+        'node',
+        'tc',
+        'filter',
+        'add',
+        ...up,
+        'pref',
+        '7721',
+        'protocol',
+        'ipv6',
+        'u32',
+        ...entry,
+        ...MIRRED,
+      );
+    }
+    expect(r.status, r.out).not.toBe(0);
+    expect(curl('ext', NODE_IP6, 30082).status).toBe(0);
     const c = await t.counters();
     expect(c.TX_REVSNAT).toBeGreaterThan(0);
+  });
+
+  it('serves a NodePort connection with a Destination Options header (pref 7727); not without it', () => {
+    const opts = () => t.exec('ext', ['python3', HTTP_OPTS, NODE_IP6, '30082'], 10_000);
+    expect(opts().out).toBe(`remote ${NODE_IP6}`);
+    const at = ['dev', 'eth0', 'ingress', 'pref', '7727'];
+    t.must('node', 'tc', 'filter', 'del', ...at);
+    let r: { status: number | null; out: string };
+    try {
+      r = opts(); // the SYN bypasses the NodePort keys and meets the node's own stack: refused
+    } finally {
+      for (const x of ['44', '0', '43', '60']) {
+        const m = ['match', 'ip6', 'dst', `${NODE_IP6}/128`, 'match', 'ip6', 'protocol', x, '0xff'];
+        t.must('node', 'tc', 'filter', 'add', ...at, 'protocol', 'ipv6', 'u32', ...m, ...MIRRED);
+      }
+    }
+    expect(r.status, r.out).not.toBe(0);
+    expect(opts().out).toBe(`remote ${NODE_IP6}`);
   });
 
   it('SIGUSR2 stops for a restart; the next agent serves the IPv6 NodePort as it was', async () => {
@@ -215,7 +255,8 @@ describe('kubetun run --node-ip-v6: IPv6 NodePorts and masquerade', () => {
 
   it('removes its IPv6 NodePort, SNAT and external-IP filters on SIGTERM', async () => {
     const prefs = () => t.must('node', 'tc', 'filter', 'show', 'dev', 'eth0', 'ingress');
-    expect(prefs()).toMatch(/pref 7722 .*pref 7723|pref 7723 .*pref 7722/s);
+    expect(prefs()).toContain('pref 7722 '); // NodePorts
+    expect(prefs()).toMatch(/pref 77[23]1 /); // the endpoint table (either pref of its pair)
     const reserved = t.must('node', 'sysctl', '-n', 'net.ipv4.ip_local_reserved_ports').trim();
     expect(reserved).toContain(`${DP.snat6PortMin}-${DP.snat6PortMax}`);
     agent.kill('SIGTERM');

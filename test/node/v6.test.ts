@@ -130,6 +130,19 @@ udp = struct.pack('!HHHH', int(port), 5353, 11, 0) + b'who'
 ip6 = struct.pack('!IHBB', 0x60000000, len(udp), 17, 63) + a(client) + a(backend)
 s.sendto(struct.pack('!BBHI', 2, 0, 0, 1280) + ip6 + udp, (client, 0))`;
 
+/** The IPv6 reply rule (steer-replies.ts): marked replies looked up in table 7700, into kt0. */
+const RULE6 = ['pref', '7700', 'fwmark', '0x2000/0x2000', 'lookup', '7700'];
+
+/** `probe` with the IPv6 reply rule deleted (put back after): replies of flows to pods escape. */
+function withoutRule6<T>(probe: () => T): T {
+  must('node', 'ip', '-6', 'rule', 'del', ...RULE6);
+  try {
+    return probe();
+  } finally {
+    must('node', 'ip', '-6', 'rule', 'add', ...RULE6);
+  }
+}
+
 /** Switch something off, show the IPv6 VIP fails, switch it back on, show it works again. */
 function breaksWithout(off: () => void, on: () => void, from = 'client'): void {
   off();
@@ -170,20 +183,18 @@ describe('kubetun run --service-cidr-v6', () => {
     expect(r.out).toMatch(new RegExp(`^be[12] from ${VIP6}$`));
   });
 
-  it("reverse-NATs a backend's fragmented UDP reply (block pref 7727), and not without it", () => {
+  it("reverse-NATs a backend's fragmented UDP reply: marked whole, after the kernel reassembles it", () => {
     const big = new RegExp(`^be[12]\\.{3000} from ${VIP6}$`);
     expect(udpVip6('client', 'big').out).toMatch(big);
-    const at = ['block', '7700', 'pref', '7727'];
-    must('node', 'tc', 'filter', 'del', ...at);
-    let r: Exec;
-    try {
-      r = udpVip6('client', 'big');
-    } finally {
-      const frag = ['protocol', 'ipv6', 'u32', 'match', 'ip6', 'protocol', '44', '0xff'];
-      must('node', 'tc', 'filter', 'add', ...at, ...frag, ...MIRRED);
-    }
-    expect(r.out).not.toMatch(big);
+    expect(withoutRule6(() => udpVip6('client', 'big')).out).not.toMatch(big);
     expect(udpVip6('client', 'big').out).toMatch(big);
+  });
+
+  it('routes the replies of translated flows into the TUN by their conntrack mark (ip -6 rule)', () => {
+    breaksWithout(
+      () => must('node', 'ip', '-6', 'rule', 'del', ...RULE6),
+      () => must('node', 'ip', '-6', 'rule', 'add', ...RULE6),
+    );
   });
 
   it("serves the node's own traffic to the IPv6 ClusterIP (route to the TUN)", () => {
@@ -267,33 +278,14 @@ describe('kubetun run --service-cidr-v6', () => {
     expect(r.out).toBe('remote');
   });
 
-  it("reverse-NATs a remote backend's fragmented UDP reply (uplink pref 7727)", () => {
+  it("reverse-NATs a remote backend's fragmented UDP reply (marked after reassembly)", () => {
     const big = new RegExp(`^remote\\.{3000} from ${VIP6_FAR}$`);
     expect(udpVip6('client', 'big', VIP6_FAR).out).toMatch(big);
-    const at = ['dev', 'eth0', 'ingress', 'pref', '7727'];
-    must('node', 'tc', 'filter', 'del', ...at);
-    let r: Exec;
-    try {
-      r = udpVip6('client', 'big', VIP6_FAR);
-    } finally {
-      const m = [
-        'match',
-        'ip6',
-        'protocol',
-        '44',
-        '0xff',
-        'match',
-        'ip6',
-        'dst',
-        'fd00:244:1::/64',
-      ];
-      must('node', 'tc', 'filter', 'add', ...at, 'protocol', 'ipv6', 'u32', ...m, ...MIRRED);
-    }
-    expect(r.out).not.toMatch(big);
+    expect(withoutRule6(() => udpVip6('client', 'big', VIP6_FAR)).out).not.toMatch(big);
     expect(udpVip6('client', 'big', VIP6_FAR).out).toMatch(big);
   });
 
-  it("translates a router's Packet Too Big about a flow to a remote backend (uplink pref 7726)", async () => {
+  it("translates a router's Packet Too Big about a flow to a remote backend (RELATED: marked)", async () => {
     const ptb = (port: string) => {
       const argv = [
         'netns',
@@ -322,25 +314,34 @@ describe('kubetun run --service-cidr-v6', () => {
     expect(await ptb('40123')).toBe('remote');
     await waitFor(() => /mtu 1280/.test(route()), 'the VIP learnt MTU 1280');
     flush();
-    const at = ['dev', 'eth0', 'ingress', 'pref', '7726'];
-    must('node', 'tc', 'filter', 'del', ...at);
-    expect(await ptb('40124')).toBe('remote');
-    await sleep(500);
-    expect(route()).not.toMatch(/mtu 1280/);
+    must('node', 'ip', '-6', 'rule', 'del', ...RULE6);
+    try {
+      // the flow's own replies escape too: its first answer must come before the rule goes
+      expect(await ptb('40124')).toBe('remote');
+      await sleep(500);
+      expect(route()).not.toMatch(/mtu 1280/);
+    } finally {
+      must('node', 'ip', '-6', 'rule', 'add', ...RULE6);
+    }
   });
 
-  it("fails without the uplink's IPv6 endpoint table (pref 7721/7731, --pod-cidr-v6)", () => {
+  it("fails without the uplink's IPv6 endpoint table: the node's own flows to remote backends", () => {
+    // not masqueraded (no --node-ip-v6): the reply comes to the node's own IPv6 address, local
+    expect(curl('node', `http://[${VIP6_FAR}]/`).out).toBe('remote');
     for (const p of ['7721', '7731']) {
       exec('node', ['tc', 'filter', 'del', 'dev', 'eth0', 'ingress', 'pref', p]);
     }
-    expect(curl('client', `http://[${VIP6_FAR}]/`).status).not.toBe(0);
+    expect(curl('node', `http://[${VIP6_FAR}]/`).status).not.toBe(0);
+    expect(curl('client', `http://[${VIP6_FAR}]/`).out).toBe('remote'); // pods: the mark's
   });
 
-  it("fails without the IPv6 endpoint table (backends' replies not reverse-NATed)", () => {
+  it("fails without the block's IPv6 endpoint table: the node's own flows to local backends", () => {
+    expect(viaVip6('node').out).toMatch(/^be[12]$/);
     for (const p of ['7720', '7730']) {
       exec('node', ['tc', 'filter', 'del', 'block', '7700', 'pref', p]);
     }
-    expect(viaVip6().status).not.toBe(0);
+    expect(viaVip6('node').status).not.toBe(0);
+    expect(viaVip6().out).toMatch(/^be[12]$/);
   });
 
   it('removes its IPv6 route, filters and forwarding switch on SIGTERM', async () => {

@@ -5,7 +5,9 @@
 // same addresses. Later fragments carry no L4 header, so only the IPv4 addresses and header
 // checksum change; the first fragment's L4 checksum already took the delta for the whole
 // datagram. Remembering the final addresses (not one rewrite) covers every translation the
-// program makes — DNAT, reverse NAT, masquerade and its reverse — from one place (dpProcess).
+// program makes — DNAT, reverse NAT, masquerade and its reverse — from one place (dpProcess);
+// a TTL the first fragment got back (a routed reply, nat.ts nat4RestoreTtl) every later one
+// gets back too.
 //
 //   first fragment (MF, offset 0) ── any V_TX ─▶ frag4Remember(key ─▶ final src, dst)
 //   later fragment (offset > 0) ─▶ frag4Later ── hit ─▶ same address rewrite ─▶ TX_FRAG
@@ -18,7 +20,7 @@
 // fragment is not to a VIP and is passed untranslated (the client's reassembly then drops it).
 
 import { FRAG_TIMEOUT } from '../../maps/frag.ts';
-import { ipv4Dst, ipv4Id, ipv4Src } from '../../wire/ipv4.ts';
+import { ipv4Dst, ipv4Id, ipv4SetTtlWithCsum, ipv4Src, ipv4Ttl } from '../../wire/ipv4.ts';
 import { ipv4RewriteDst, ipv4RewriteSrc } from '../../wire/rewrite.ts';
 import type { Datapath } from '../state/datapath.ts';
 import { lb4IsVip } from './lb.ts';
@@ -31,7 +33,7 @@ import { DROP_FRAG_OUT_OF_ORDER, PASS_NON_FIRST_FRAGMENT, TX_FRAG } from '../sta
  */
 export function frag4Remember(dp: Datapath, buf: Uint8Array): void {
   const off = dp.ipOff;
-  dp.frags.insert(
+  const f = dp.frags.insert(
     dp.saddr,
     dp.daddr,
     ipv4Id(buf, off),
@@ -41,6 +43,7 @@ export function frag4Remember(dp: Datapath, buf: Uint8Array): void {
     dp.nowSec + FRAG_TIMEOUT,
     dp.nowSec,
   );
+  dp.frags.ttlRestored[f] = dp.ttlRestored;
 }
 
 /** A non-first fragment (dp.frag === 2): rewrite like its first fragment, or drop/pass. */
@@ -52,5 +55,9 @@ export function frag4Later(dp: Datapath, buf: Uint8Array): number {
   }
   ipv4RewriteSrc(buf, dp.ipOff, dp.frags.newSrc(f)); // each a no-op when unchanged
   ipv4RewriteDst(buf, dp.ipOff, dp.frags.newDst(f));
+  if (dp.frags.ttlRestored[f] === 1) {
+    const ttl = ipv4Ttl(buf, dp.ipOff);
+    if (ttl < 255) ipv4SetTtlWithCsum(buf, dp.ipOff, ttl + 1);
+  }
   return TX_FRAG;
 }

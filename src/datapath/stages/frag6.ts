@@ -5,14 +5,14 @@
 // addresses. IPv6 has no header checksum and a later fragment no L4 header, so only the
 // addresses change (rewrite6.ts leaves the checksum alone for it).
 //
-//   first fragment ── any V_TX ─▶ frag6Remember(key ─▶ final src, dst)
+//   first fragment ── any V_TX ─▶ frag6Remember(key ─▶ final src, dst, hop limit given back?)
 //   later fragment ─▶ frag6Later ── hit ─▶ same addresses ─▶ TX_FRAG
 //                                   miss, to a VIP ─▶ DROP_FRAG_OUT_OF_ORDER
 //                                   miss, otherwise ─▶ PASS_NON_FIRST_FRAGMENT
 
 import { FRAG_TIMEOUT } from '../../maps/frag.ts';
 import { read32s } from '../../wire/bytes.ts';
-import { ipv6DstWord, ipv6SrcWord } from '../../wire/ipv6.ts';
+import { ipv6DstWord, ipv6HopLimit, ipv6SetHopLimit, ipv6SrcWord } from '../../wire/ipv6.ts';
 import { ipv6RewriteDst, ipv6RewriteSrc } from '../../wire/rewrite6.ts';
 import { A6_DST, A6_Q_DST, A6_Q_SRC, A6_SRC, type Datapath } from '../state/datapath.ts';
 import { DROP_FRAG_OUT_OF_ORDER, PASS_NON_FIRST_FRAGMENT, TX_FRAG } from '../state/reasons.ts';
@@ -28,7 +28,8 @@ export function frag6Remember(dp: Datapath, buf: Uint8Array): void {
   }
   const id = fragId(buf, dp.fragHdr);
   const now = dp.nowSec;
-  dp.frags6.insert6(a6, A6_SRC, A6_DST, id, A6_Q_SRC, A6_Q_DST, now + FRAG_TIMEOUT, now);
+  const f = dp.frags6.insert6(a6, A6_SRC, A6_DST, id, A6_Q_SRC, A6_Q_DST, now + FRAG_TIMEOUT, now);
+  dp.frags6.ttlRestored[f] = dp.ttlRestored;
 }
 
 /** A later fragment (dp.frag === 2): rewrite like its first fragment, or drop/pass. */
@@ -58,6 +59,10 @@ export function frag6Later(dp: Datapath, buf: Uint8Array): number {
     m.newDstWord(f, 2),
     m.newDstWord(f, 3),
   );
+  if (m.ttlRestored[f] === 1) {
+    const h = ipv6HopLimit(buf, off);
+    if (h < 255) ipv6SetHopLimit(buf, off, h + 1);
+  }
   return TX_FRAG;
 }
 

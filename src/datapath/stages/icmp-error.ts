@@ -42,7 +42,7 @@ import {
 } from '../../wire/rewrite.ts';
 import { ctExpired } from './ct.ts';
 import type { Datapath } from '../state/datapath.ts';
-import { nat4Dead } from './nat.ts';
+import { nat4Dead, nat4RestoreTtl } from './nat.ts';
 import { R_CONTINUE, TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from '../state/reasons.ts';
 
 /**
@@ -71,6 +71,7 @@ export function icmp4RelatedError(dp: Datapath, buf: Uint8Array): number {
     icmpErrRewriteInnerDst(buf, dp.ipOff, vip);
     icmpErrRewriteInnerDstPort(buf, dp.ipOff, ct.dport(i));
     ipv4RewriteSrc(buf, dp.ipOff, vip);
+    nat4RestoreTtl(dp, buf); // RELATED to a marked flow: routed into the TUN as its replies
     return icmp4Done(dp, i, TX_ICMP_ERR_REVNAT);
   }
   const m = icmp4Masqueraded(dp, buf, proto, qsrc, qdst, qsport, qdport);

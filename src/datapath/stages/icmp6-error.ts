@@ -41,7 +41,7 @@ import { A6_DST, A6_Q_DST, A6_Q_SRC, type Datapath } from '../state/datapath.ts'
 import { R_CONTINUE, TX_ICMP_ERR_DNAT, TX_ICMP_ERR_REVNAT } from '../state/reasons.ts';
 import { ctExpired } from './ct.ts';
 import { addr6Same } from './lb6.ts';
-import { nat6Dead } from './nat6.ts';
+import { nat6Dead, nat6RestoreHopLimit } from './nat6.ts';
 
 /**
  * The ICMPv6 error at dp.l4Off (icmpv6Check passed, the type is an error): translate it if it
@@ -78,6 +78,7 @@ export function icmp6RelatedError(dp: Datapath, buf: Uint8Array): number {
     icmpv6ErrRewriteInnerDst(buf, off, v0, v1, v2, v3);
     icmpv6ErrRewriteInnerDstPort(buf, off, ct.dport(i));
     ipv6RewriteSrc(buf, off, v0, v1, v2, v3);
+    nat6RestoreHopLimit(dp, buf); // RELATED to a marked flow: routed into the TUN as its replies
     return icmp6Done(dp, i, TX_ICMP_ERR_REVNAT);
   }
   const m = icmp6Masqueraded(dp, buf, proto, qsport, qdport);

@@ -23,6 +23,7 @@ import {
   SVC_F_SOURCE_RANGE,
   SVC_SCOPE_LOCAL,
 } from '../../maps/services.ts';
+import { ipv4SetTtlWithCsum, ipv4Ttl } from '../../wire/ipv4.ts';
 import {
   ipv4RewriteDst,
   ipv4RewriteSrc,
@@ -48,6 +49,23 @@ import {
 /** Whether saddr is inside the cluster CIDR (a pod). */
 function fromPod(nat: NatState, saddr: number): boolean {
   return nat.hasCluster === 1 && (saddr & nat.clusterMask) === nat.clusterNet;
+}
+
+/**
+ * A reply of a non-masqueraded flow, reverse-NATed: the kernel routed it into the TUN
+ * (src/node/steer-replies.ts), spending one TTL that kube-proxy's single pass through the node
+ * does not, so it gets it back — unless it goes to this node's own address, where tc steered it
+ * before routing (steering.ts). With bridged pods a reply to a local client reaches the TUN
+ * before any routing too, but there the kernel would not route it at all: the TUN's write-back
+ * routes it once, so giving the TTL back is right there as well.
+ */
+export function nat4RestoreTtl(dp: Datapath, buf: Uint8Array): void {
+  const nat = dp.nat;
+  if (nat.restoreTtl === 0 || fromNode(nat, dp.daddr)) return;
+  const ttl = ipv4Ttl(buf, dp.ipOff);
+  if (ttl === 255) return;
+  ipv4SetTtlWithCsum(buf, dp.ipOff, ttl + 1);
+  dp.ttlRestored = 1;
 }
 
 /** Whether saddr is one of this node's own addresses (kube-proxy's --src-type LOCAL). */

@@ -15,6 +15,7 @@ import {
   SVC_F_SOURCE_RANGE,
   SVC_SCOPE_LOCAL,
 } from '../../maps/services.ts';
+import { ipv6HopLimit, ipv6SetHopLimit } from '../../wire/ipv6.ts';
 import {
   ipv6RewriteDst,
   ipv6RewriteSrc,
@@ -60,6 +61,16 @@ function fromPod6(nat: NatState, a: Int32Array, at: number): boolean {
 /** Whether a[at] is one of this node's own IPv6 addresses (kube-proxy's --src-type LOCAL). */
 function fromNode6(nat: NatState, a: Int32Array, at: number): boolean {
   return nat.hasNode6 === 1 && (eq6(a, at, nat.nodeIp6) || eq6(a, at, nat.podGateway6));
+}
+
+/** nat4RestoreTtl for IPv6: the hop limit routing into the TUN took, given back. */
+export function nat6RestoreHopLimit(dp: Datapath, buf: Uint8Array): void {
+  const nat = dp.nat;
+  if (nat.restoreTtl === 0 || fromNode6(nat, dp.a6, A6_DST)) return;
+  const h = ipv6HopLimit(buf, dp.ipOff);
+  if (h === 255) return;
+  ipv6SetHopLimit(buf, dp.ipOff, h + 1); // no header checksum in IPv6
+  dp.ttlRestored = 1;
 }
 
 /** nat4Frontend for IPv6: source ranges, the local scope of externalTrafficPolicy: Local. */

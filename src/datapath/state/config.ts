@@ -66,6 +66,13 @@ export interface DatapathConfig extends CtTimeouts {
    * kube-ipvs0; false = iptables/nftables behaviour, the ping goes unanswered
    */
   vipEcho: boolean;
+  /**
+   * replies reach the datapath routed by the kernel into the TUN (src/node/steer-replies.ts),
+   * one TTL spent on the way: a non-masqueraded reply reverse-NATed here, not to this node, gets
+   * it back (nat.ts natRestoreTtl), so the client sees kube-proxy's single pass. The node agent
+   * sets it; offline (replay, tests) packets arrive as captured
+   */
+  routedReplies: boolean;
   /** event ring slots for monitor/tap (events.ts), a power of two */
   eventRingCapacity: number;
   /** bytes of each packet the ring keeps per side for `kubetun tap` (longer ones are cut) */
@@ -109,6 +116,7 @@ export const DEFAULT_DATAPATH_CONFIG: Readonly<DatapathConfig> = {
   snat6PortMin: 0xf000,
   snat6PortMax: 0xf3ff,
   vipEcho: false,
+  routedReplies: false,
   eventRingCapacity: 1024,
   eventRingSnap: 1536,
 };

@@ -107,6 +107,8 @@ export class Datapath {
   lastCtIdx = -1;
   /** 1 when the last packet created its conntrack entry */
   lastCtNew = 0;
+  /** 1 when the last packet's TTL / hop limit was given back (nat.ts natRestoreTtl) */
+  ttlRestored = 0;
   /** backend the last packet was sent to (DNAT), 0 if none */
   lastBackendId = 0;
 

@@ -31,6 +31,8 @@ export class NatState {
   rangeMask: Int32Array;
   /** GC cursor of natGcStep (IPv4 table) */
   gcCursor = 0;
+  /** 1: replies come routed, give their TTL back (DatapathConfig.routedReplies) */
+  readonly restoreTtl: number;
 
   // ---- IPv6 (nat6 stages): addresses, networks and masks as four int32 words
   readonly snat6: SnatMap;
@@ -60,6 +62,7 @@ export class NatState {
     snat6Buffer?: ArrayBuffer,
   ) {
     this.snat = new SnatMap(cfg.snatCapacity, { shared: cfg.shared, buffer: snatBuffer });
+    this.restoreTtl = cfg.routedReplies ? 1 : 0;
     this.nodeIp = cfg.nodeIp | 0;
     this.podGateway = (cfg.podGateway || cfg.nodeIp) | 0;
     const pod = cfg.podCidr ? parseCidr(cfg.podCidr) : undefined;
