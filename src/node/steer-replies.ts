@@ -78,15 +78,18 @@ export function replyRuleset(cfg: ReplySteerConfig, frontends: readonly string[]
   const fe6 = v6 ? [cfg.serviceCidrV6!, ...frontends.filter((a) => a.includes(':'))] : [];
   const ports = list(cfg.replyPorts.map((p) => `${p.min}-${p.max}`));
   const l4 = 'meta l4proto { tcp, udp, sctp }';
-  const fwd = `iifname ${tun} fib daddr type != local`;
+  // cheapest first: nft stops a rule at its first mismatch, and the packets the agent writes
+  // most — DNATed originals, source a pod — fail the source set; only replies pay the FIB
+  const fwd = 'fib daddr type != local notrack';
+  const fromTun = `iifname ${tun}`;
   const raw = [
-    `${fwd} ip saddr ${list(fe4)} notrack`,
-    ...(fe6.length > 0 ? [`${fwd} ip6 saddr ${list(fe6)} notrack`] : []),
+    `${fromTun} ip saddr ${list(fe4)} ${fwd}`,
+    ...(fe6.length > 0 ? [`${fromTun} ip6 saddr ${list(fe6)} ${fwd}`] : []),
     ...(cfg.locals4.length > 0
-      ? [`${fwd} ip saddr ${list(cfg.locals4)} ${l4} th sport ${ports} notrack`]
+      ? [`${fromTun} ip saddr ${list(cfg.locals4)} ${l4} th sport ${ports} ${fwd}`]
       : []),
     ...(v6 && cfg.locals6.length > 0
-      ? [`${fwd} ip6 saddr ${list(cfg.locals6)} ${l4} th sport ${ports} notrack`]
+      ? [`${fromTun} ip6 saddr ${list(cfg.locals6)} ${l4} th sport ${ports} ${fwd}`]
       : []),
   ];
   const m = hex(REPLY_MARK);
