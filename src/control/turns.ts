@@ -13,3 +13,25 @@ export function nextTurn(): Promise<void> {
  * machine idle, so a step is a few ms); a checkout of no more than this runs in one go.
  */
 export const CHECKOUT_STEP = 256;
+
+/**
+ * `fn` over `items`, `step` at a time with a turn of the event loop between two steps; in one
+ * go, synchronously, when there are no more than `step` (small changes, fake-clock tests).
+ */
+export function inSteps<T>(
+  items: readonly T[],
+  step: number,
+  fn: (x: T) => void,
+): undefined | Promise<void> {
+  if (items.length <= step) {
+    for (const x of items) fn(x);
+    return undefined;
+  }
+  return (async () => {
+    for (let i = 0; i < items.length; i += step) {
+      if (i > 0) await nextTurn();
+      const end = Math.min(items.length, i + step);
+      for (let k = i; k < end; k++) fn(items[k]);
+    }
+  })();
+}
