@@ -172,7 +172,13 @@ interface LoadResult {
   p50: number;
   p99: number;
   max: number;
+  /** the load process's own event-loop delay (ms): how far behind its sockets it fell */
+  loopDelayP99: number;
+  loopDelayMax: number;
 }
+
+const clientLag = (r: LoadResult) =>
+  `client event-loop delay p99 ${r.loopDelayP99} ms, max ${r.loopDelayMax} ms`;
 
 async function runLoad(url: string, during?: () => Promise<void>): Promise<LoadResult> {
   const p = new NsProcess(ns('pod-d'), [
@@ -193,7 +199,7 @@ async function load(mode: string): Promise<void> {
   const r = await runLoad(WEB);
   const kd = mode === 'kubetun' ? `${(await tunDrops()) - drops}` : 'n/a';
   out(
-    `load [${mode}]: ${CONNS} connections x ${SECONDS} s: ${r.requests} requests, ${r.errors} errors ${JSON.stringify(r.kinds)}, p50 ${r.p50} ms, p99 ${r.p99} ms, max ${r.max} ms; retransmits ${retransmits('pod-d') - rt}; TUN kernel-side drops ${kd}; load ${loadavg()}`,
+    `load [${mode}]: ${CONNS} connections x ${SECONDS} s: ${r.requests} requests, ${r.errors} errors ${JSON.stringify(r.kinds)}, p50 ${r.p50} ms, p99 ${r.p99} ms, max ${r.max} ms; retransmits ${retransmits('pod-d') - rt}; TUN kernel-side drops ${kd}; ${clientLag(r)}; load ${loadavg()}`,
   );
 }
 
@@ -203,7 +209,7 @@ async function churn(mode: string): Promise<void> {
     cli(['lab', 'rollout', 'restart', 'deploy/api']);
   });
   out(
-    `churn [${mode}]: rollout restart of deploy/api under ${CONNS} connections x ${SECONDS} s: ${r.requests} requests, ${r.errors} failed ${JSON.stringify(r.kinds)}, p99 ${r.p99} ms`,
+    `churn [${mode}]: rollout restart of deploy/api under ${CONNS} connections x ${SECONDS} s: ${r.requests} requests, ${r.errors} failed ${JSON.stringify(r.kinds)}, p99 ${r.p99} ms; ${clientLag(r)}; load ${loadavg()}`,
   );
 }
 
