@@ -21,7 +21,7 @@
 // in the same run; kill and ctfull have no kernel counterpart in a lab (kube-proxy's rules and
 // the kernel's conntrack outlive kube-proxy; the kernel's table is the host's, shared).
 // The lab's prefix is KUBETUN_LAB_PREFIX (default ks-); it is taken down at the end.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -45,6 +45,7 @@ import {
   OFF,
 } from '../test/datapath/mixed-traffic.ts';
 import { NsProcess } from './bench-e2e/measure.ts';
+import { injectFromPod } from './soak/inject.ts';
 import { injectionClasses } from './soak/packets.ts';
 
 const { values: args } = parseArgs({
@@ -171,7 +172,13 @@ interface LoadResult {
   p50: number;
   p99: number;
   max: number;
+  /** the load process's own event-loop delay (ms): how far behind its sockets it fell */
+  loopDelayP99: number;
+  loopDelayMax: number;
 }
+
+const clientLag = (r: LoadResult) =>
+  `client event-loop delay p99 ${r.loopDelayP99} ms, max ${r.loopDelayMax} ms`;
 
 async function runLoad(url: string, during?: () => Promise<void>): Promise<LoadResult> {
   const p = new NsProcess(ns('pod-d'), [
@@ -192,7 +199,7 @@ async function load(mode: string): Promise<void> {
   const r = await runLoad(WEB);
   const kd = mode === 'kubetun' ? `${(await tunDrops()) - drops}` : 'n/a';
   out(
-    `load [${mode}]: ${CONNS} connections x ${SECONDS} s: ${r.requests} requests, ${r.errors} errors ${JSON.stringify(r.kinds)}, p50 ${r.p50} ms, p99 ${r.p99} ms, max ${r.max} ms; retransmits ${retransmits('pod-d') - rt}; TUN kernel-side drops ${kd}; load ${loadavg()}`,
+    `load [${mode}]: ${CONNS} connections x ${SECONDS} s: ${r.requests} requests, ${r.errors} errors ${JSON.stringify(r.kinds)}, p50 ${r.p50} ms, p99 ${r.p99} ms, max ${r.max} ms; retransmits ${retransmits('pod-d') - rt}; TUN kernel-side drops ${kd}; ${clientLag(r)}; load ${loadavg()}`,
   );
 }
 
@@ -202,26 +209,14 @@ async function churn(mode: string): Promise<void> {
     cli(['lab', 'rollout', 'restart', 'deploy/api']);
   });
   out(
-    `churn [${mode}]: rollout restart of deploy/api under ${CONNS} connections x ${SECONDS} s: ${r.requests} requests, ${r.errors} failed ${JSON.stringify(r.kinds)}, p99 ${r.p99} ms`,
+    `churn [${mode}]: rollout restart of deploy/api under ${CONNS} connections x ${SECONDS} s: ${r.requests} requests, ${r.errors} failed ${JSON.stringify(r.kinds)}, p99 ${r.p99} ms; ${clientLag(r)}; load ${loadavg()}`,
   );
 }
 
-/** Sends `packet` `count` times from pod-a through inject.cjs; its "sent N, errors E" line. */
-async function injectOne(packet: Uint8Array, count: number): Promise<string> {
-  const argv = [process.execPath, join(HERE, 'soak/inject.cjs'), String(count)];
-  const p = spawn('ip', ['netns', 'exec', ns('pod-a'), ...argv], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  let sent = '';
-  p.stdout.on('data', (b: Buffer) => {
-    sent += b;
-  });
-  p.stdin.end(`x ${Buffer.from(packet).toString('hex')}\n`);
-  await new Promise((r) => p.once('exit', r));
-  return sent.trim();
-}
-
-/** One class at a time, so every counter that moved is that class's (and the TUN's drops). */
+/**
+ * One class at a time, so every counter that moved is that class's (and the TUN's drops); pod-a's
+ * gateway resolved before each (scripts/soak/inject.ts: a loopback source otherwise waits for it).
+ */
 async function inject(): Promise<void> {
   try {
     createRequire(import.meta.url)('raw-socket');
@@ -234,7 +229,7 @@ async function inject(): Promise<void> {
   out(`inject: ${classes.length} classes x ${INJECT_EACH} from pod-a toward VIPs, through node1`);
   for (const c of classes) {
     const before = await counters('node1');
-    const sent = await injectOne(c.packet, INJECT_EACH);
+    const sent = await injectFromPod(ns('pod-a'), c.packet, INJECT_EACH);
     await sleep(300);
     const after = await counters('node1');
     const moved = Object.entries(after.counters)

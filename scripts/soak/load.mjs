@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // `npm run soak`'s load, run inside a pod's namespace: CONNS workers, each sending HTTP GETs on a
 // new connection one after another (Connection: close) for SECONDS seconds. Prints one JSON
-// line: requests, errors (by code), latency p50/p99/max in ms. Plain JavaScript, no
-// dependencies: it starts in milliseconds in a namespace.
+// line: requests, errors (by code), latency p50/p99/max in ms, and this process's own
+// event-loop delay (p99/max, ms): one process runs every worker, and on a loaded machine it can
+// fall seconds behind its sockets — a connection the kernel accepted at once then carries its
+// request seconds later, which a Pod that exits at the end of its preStop resets (the churn).
+// Plain JavaScript, no dependencies: it starts in milliseconds in a namespace.
 // Usage: node load.mjs URL CONNS SECONDS
 import http from 'node:http';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 
 const [url, conns = '100', seconds = '10'] = process.argv.slice(2);
 if (!url) {
@@ -47,7 +50,10 @@ async function worker() {
   }
 }
 
+const loop = monitorEventLoopDelay({ resolution: 20 });
+loop.enable();
 await Promise.all(Array.from({ length: Number(conns) }, worker));
+loop.disable();
 lat.sort((a, b) => a - b);
 const at = (q) =>
   lat.length ? Math.round(lat[Math.min(lat.length - 1, Math.floor(q * lat.length))]) : 0;
@@ -59,5 +65,7 @@ console.log(
     p50: at(0.5),
     p99: at(0.99),
     max: at(1),
+    loopDelayP99: Math.round(loop.percentile(99) / 1e6),
+    loopDelayMax: Math.round(loop.max / 1e6),
   }),
 );

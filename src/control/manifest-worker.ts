@@ -3,11 +3,20 @@
 // then the event loop runs (TUN batches go first) before the next one is asked for — and the
 // reload's outcome last. The parser, the apiserver's checks and the diff never run here.
 //
-// One worker per reload, ended once the reload is in: between reloads no second heap holds a
-// copy of the directory (issue 18: an agent at 10k Services kept ~100 MiB in an idle worker).
-// The last good state lives here instead, as each object's JSON (CompactState, a quarter of the
+// A worker is ended once its reload is in, unless the directory is small (WARM_MAX_OBJECTS):
+// then it stays for WARM_MS for the next reload, and is ended when none came. Between reloads
+// no second heap holds a copy of a large directory (issue 18: an agent at 10k Services kept
+// ~100 MiB in an idle worker); a small one is cheap to keep (~18 MiB for the lab's view), and a
+// fresh worker is not cheap to start: booting the bundle and a first, unoptimised parse are
+// ~250 ms of CPU for the lab's 37 KB view, a warm worker's reload ~50 ms. At nice 10 on a node
+// at load 8-9 a cold reload reached the maps 0.9-2.1 s after the view changed, the warm ones
+// of the same rollout 0.1-1.3 s (the runner's 1 s minimum sync period included) — the time a
+// terminating endpoint still takes new connections (the soak's churn, issue 18).
+// The last good state lives here too, as each object's JSON (CompactState, a quarter of the
 // objects' size), handed to the next worker; a worker that dies fails its reload with one error,
 // and the slices it had delivered are in that state, so the next reload starts from the truth.
+// A warm worker's own state is that same state: it computed it, and every slice of it was
+// applied here before its reload finished.
 //
 // The worker runs the bundle's entry or, from the sources, boots through tsx's CommonJS require
 // hook (workers do not inherit tsx's ESM hooks on Node 20): src/runtime.ts.
@@ -28,15 +37,30 @@ import type { WireError, WorkerData, WorkerReply, WorkerRequest } from './manife
 /** A reload's outcome once every slice has been applied (the changes went to onChunk). */
 export type WorkerOutcome = Omit<DirDelta, 'services' | 'slices' | 'json'>;
 
+/** A directory of at most this many objects keeps its worker between reloads. */
+export const WARM_MAX_OBJECTS = 2000;
+/** How long a kept worker waits for the next reload before it is ended. */
+export const WARM_MS = 10_000;
+
 export class ManifestWorker {
   private worker: Worker | undefined;
+  /** the kept worker's end, if no reload comes first */
+  private idle: ReturnType<typeof setTimeout> | undefined;
   /** the last good state: what every slice applied so far made of it */
   readonly state: CompactState = { services: new Map(), slices: new Map(), loaded: false };
+  /** worker threads started so far (logs, tests) */
+  boots = 0;
 
   constructor(
     private readonly dir: string,
     private readonly parse: ParseOptions | undefined,
+    private readonly warm = { maxObjects: WARM_MAX_OBJECTS, ms: WARM_MS },
   ) {}
+
+  /** A worker is kept, waiting for the next reload. */
+  get warmNow(): boolean {
+    return this.idle !== undefined;
+  }
 
   /**
    * One reload; onChunk gets each slice of changes, in order, between two event-loop turns.
@@ -46,16 +70,14 @@ export class ManifestWorker {
     onChunk: (services: Change<Service>[], slices: Change<EndpointSlice>[]) => void,
     strict = false,
   ): Promise<WorkerOutcome> {
-    const data: WorkerData = { dir: this.dir, parse: this.parse, state: this.state };
-    const w = bootWorker(data);
-    this.worker = w;
+    const w = this.takeWarm() ?? this.boot();
     return new Promise<WorkerOutcome>((resolve) => {
       const finish = (o: WorkerOutcome) => {
         w.off('message', onMessage);
         w.off('error', onError);
         w.off('exit', onExit);
-        if (this.worker === w) this.worker = undefined;
-        void w.terminate();
+        if (o.applied && !o.fatal && this.small()) this.keep(w);
+        else this.end(w);
         resolve(o);
       };
       const onMessage = (m: WorkerReply) => {
@@ -85,13 +107,54 @@ export class ManifestWorker {
 
   stop(): Promise<number> | undefined {
     const w = this.worker;
+    if (this.idle !== undefined) clearTimeout(this.idle);
+    this.idle = undefined;
     this.worker = undefined;
     return w?.terminate();
   }
-}
 
-function bootWorker(workerData: WorkerData): Worker {
-  return new Worker(workerSource('manifest-worker'), { eval: true, workerData });
+  private boot(): Worker {
+    const workerData: WorkerData = { dir: this.dir, parse: this.parse, state: this.state };
+    const w = new Worker(workerSource('manifest-worker'), { eval: true, workerData });
+    this.boots++;
+    this.worker = w;
+    return w;
+  }
+
+  /** The kept worker, now busy with a reload (undefined: none is kept). */
+  private takeWarm(): Worker | undefined {
+    if (this.idle === undefined || !this.worker) return undefined;
+    clearTimeout(this.idle);
+    this.idle = undefined;
+    this.worker.off('exit', this.lost);
+    return this.worker;
+  }
+
+  private small(): boolean {
+    return this.state.services.size + this.state.slices.size <= this.warm.maxObjects;
+  }
+
+  /** Keeps `w` for the next reload; ended after the warm window, forgotten if it dies. */
+  private keep(w: Worker): void {
+    w.once('exit', this.lost);
+    this.idle = setTimeout(() => this.end(w), this.warm.ms);
+    this.idle.unref();
+  }
+
+  private end(w: Worker): void {
+    if (this.idle !== undefined) clearTimeout(this.idle);
+    this.idle = undefined;
+    w.off('exit', this.lost);
+    if (this.worker === w) this.worker = undefined;
+    void w.terminate();
+  }
+
+  /** A kept worker exited on its own: the next reload boots another. */
+  private readonly lost = () => {
+    if (this.idle !== undefined) clearTimeout(this.idle);
+    this.idle = undefined;
+    this.worker = undefined;
+  };
 }
 
 /** A refusal as the worker sent it, back to the class it was (file, object, field). */

@@ -341,7 +341,7 @@ export class ProxyMetrics {
     this.lastQueuedTimestamp.set(FAMILY, nowMs / 1000);
   }
 
-  /** Change-to-programmed latency for each change the sync applied. */
+  /** Change-to-programmed latency for each change the sync applied (or a step of them). */
   observeNetworkProgramming(nowMs: number, changeTimesMs: number[]): void {
     for (const t of changeTimesMs)
       this.networkProgramming.observe(FAMILY, Math.max(0, (nowMs - t) / 1000));
@@ -361,11 +361,29 @@ export class ProxyMetrics {
   }
 }
 
+/** noLocalEndpointsOf's bits: the port counts under traffic_policy internal, external. */
+export const NO_LOCAL_INTERNAL = 1;
+export const NO_LOCAL_EXTERNAL = 2;
+
 /**
- * kube-proxy's no_local_endpoints gauge: service ports that have endpoints somewhere but none on
- * this node for a Local policy (internal: internalTrafficPolicy; external: externalTrafficPolicy
- * of an externally reachable service), i.e. traffic this node drops.
+ * One service port's share of kube-proxy's no_local_endpoints gauge: it has endpoints somewhere
+ * but none on this node for a Local policy (internal: internalTrafficPolicy; external:
+ * externalTrafficPolicy of an externally reachable service), i.e. traffic this node drops.
+ * NO_LOCAL_INTERNAL | NO_LOCAL_EXTERNAL bits, 0 for most ports.
  */
+export function noLocalEndpointsOf(p: ResolvedServicePort, nodeName: string): number {
+  // the policy first: it is cheap, and most ports have no Local policy at all (selecting the
+  // endpoints of every port after every sync held the packet loop ~30 ms at 5k, issue 18)
+  const policy = portPolicy(p, nodeName);
+  if (!policy.internalLocal && !policy.externalLocal) return 0;
+  const c = selectPortEndpoints(p, { nodeName });
+  if (!c.hasAny || c.local.length > 0) return 0;
+  return (
+    (policy.internalLocal ? NO_LOCAL_INTERNAL : 0) | (policy.externalLocal ? NO_LOCAL_EXTERNAL : 0)
+  );
+}
+
+/** The no_local_endpoints counts of these ports (noLocalEndpointsOf, summed). */
 export function countNoLocalEndpoints(
   ports: ResolvedServicePort[],
   nodeName: string,
@@ -373,17 +391,45 @@ export function countNoLocalEndpoints(
   let internal = 0;
   let external = 0;
   for (const p of ports) {
-    // the policy first: it is cheap, and most ports have no Local policy at all (selecting the
-    // endpoints of every port after every sync held the packet loop ~30 ms at 5k, issue 18)
-    const policy = portPolicy(p, nodeName);
-    if (!policy.internalLocal && !policy.externalLocal) continue;
-    const c = selectPortEndpoints(p, { nodeName });
-    if (!c.hasAny || c.local.length > 0) continue;
-    if (policy.internalLocal) internal++;
-    if (policy.externalLocal) external++;
+    const b = noLocalEndpointsOf(p, nodeName);
+    if (b & NO_LOCAL_INTERNAL) internal++;
+    if (b & NO_LOCAL_EXTERNAL) external++;
   }
   return { internal, external };
 }
+
+/**
+ * The gauge's counts kept per service port, so that a sync recounts only the ports it changed
+ * or deleted (the Proxier): counting every port after every sync held the packet loop for
+ * 50-110 ms after a 5,000-Service change at load 5-8 (test/node/stall.test.ts), and an endpoint
+ * change at 10k Services paid for all 10k.
+ */
+export class NoLocalCount {
+  private readonly bits = new Map<string, number>();
+  private internal = 0;
+  private external = 0;
+
+  /** The port's bits from now on (0: it counts nowhere, or it is gone). */
+  set(spn: string, b: number): void {
+    const old = this.bits.get(spn) ?? 0;
+    if (old === b) return;
+    this.internal += bit(b, NO_LOCAL_INTERNAL) - bit(old, NO_LOCAL_INTERNAL);
+    this.external += bit(b, NO_LOCAL_EXTERNAL) - bit(old, NO_LOCAL_EXTERNAL);
+    if (b === 0) this.bits.delete(spn);
+    else this.bits.set(spn, b);
+  }
+
+  /** Ports counted now but not in `present` are gone (after a full recount). */
+  retain(present: ReadonlySet<string>): void {
+    for (const spn of [...this.bits.keys()]) if (!present.has(spn)) this.set(spn, 0);
+  }
+
+  counts(): { internal: number; external: number } {
+    return { internal: this.internal, external: this.external };
+  }
+}
+
+const bit = (b: number, mask: number) => ((b & mask) !== 0 ? 1 : 0);
 
 export interface ServerHandle {
   readonly server: http.Server;

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startControlPlane } from '../../src/control/control-plane.ts';
+import { ManifestWorker } from '../../src/control/manifest-worker.ts';
 import { ManifestDirSource } from '../../src/control/source-dir.ts';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { ManifestError } from '../../src/manifests/errors.ts';
@@ -227,7 +228,7 @@ endpoints:
     expect(ok).toBe(true);
     expect(t.checkout().changedServicePorts).toHaveLength(n);
     // In-process the whole load is one task: no turn at all and a gap as long as the load. In
-    // the worker, the main thread only applies slices of 200 objects, a turn between each; the
+    // the worker, the main thread only applies slices of 64 objects, a turn between each; the
     // bound is a quarter of the load (seconds on a loaded machine), far from scheduling noise.
     expect(turns).toBeGreaterThanOrEqual((2 * n) / 200);
     expect(maxGap).toBeLessThan(total / 4);
@@ -271,5 +272,54 @@ describe('the strict first load (the agent start-up check)', () => {
     source = workerSource(t);
     expect(await source.start()).toBe(false);
     expect(t.checkout().changedServicePorts).toEqual(['bench/a:http']);
+  });
+});
+
+// Issue 18 (the soak's churn): a fresh worker per reload cost ~250 ms of CPU for the lab's small
+// view (booting the bundle, parsing cold), seconds at nice 10 on a loaded node, while a
+// terminating endpoint kept taking new connections. A small directory keeps its worker.
+describe('ManifestWorker: a warm worker for a small directory', () => {
+  const names = (chunks: [string, unknown][][]) => chunks.flat().map(([n]) => n);
+
+  it('reuses its worker while reloads come, with the changes of each; ends it when none came', async () => {
+    writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
+    writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11'));
+    const w = new ManifestWorker(dir, parse, { maxObjects: 10, ms: 300 });
+    try {
+      const seen: [string, unknown][][] = [];
+      const onChunk = (s: [string, unknown][]) => void seen.push(s);
+      expect((await w.reload(onChunk)).applied).toBe(true);
+      expect(names(seen)).toEqual(['bench/a', 'bench/b']);
+      expect(w.warmNow).toBe(true);
+      seen.length = 0;
+      writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11', 81));
+      await w.reload(onChunk);
+      expect(w.boots).toBe(1);
+      // the warm worker's state is the last reload's: only b changed
+      expect(names(seen)).toEqual(['bench/b']);
+      expect(seen[0][0][1]).toMatchObject({ ports: [{ port: 81 }] });
+      await new Promise((r) => setTimeout(r, 500));
+      expect(w.warmNow).toBe(false);
+      seen.length = 0;
+      await w.reload(onChunk);
+      expect(w.boots).toBe(2);
+      expect(names(seen)).toEqual([]);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('a larger directory gets a worker per reload, as before', async () => {
+    for (let i = 0; i < 6; i++)
+      writeFileSync(join(dir, `s${i}.yaml`), service(`s${i}`, `10.96.0.${i + 1}`));
+    const w = new ManifestWorker(dir, parse, { maxObjects: 5, ms: 10_000 });
+    try {
+      await w.reload(() => {});
+      expect(w.warmNow).toBe(false);
+      await w.reload(() => {});
+      expect(w.boots).toBe(2);
+    } finally {
+      await w.stop();
+    }
   });
 });
