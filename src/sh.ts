@@ -6,7 +6,8 @@
 //   sh        stdout, or throws CommandError          (a step that must succeed)
 //   shTry     { ok, out, err, status }, never throws  (teardown: "already gone" is fine)
 //   shJson    `ip -j` / `tc -j` output parsed
-//   shBatch   many `ip` or `tc` commands in one process (`-batch -`)
+//   shBatch   many `ip` or `tc` commands in one process (`-batch -`); shBatchAsync: the same
+//             without blocking the event loop
 //   shAsync   like shTry, asynchronous: many commands at once (exercise checks)
 //   inNs      argv inside a lab namespace: `ip netns exec`, or the route of a lab on other
 //             machines (NsRoute, withNsRoute)
@@ -90,14 +91,64 @@ export function shBatch(
   opts: { force?: boolean } = {},
 ): string[] {
   if (lines.length === 0) return [];
-  const argv = [...tool, ...(opts.force ? ['-force'] : []), '-batch', '-'];
+  const argv = batchArgv(tool, opts.force);
   const r = spawnSync(argv[0]!, argv.slice(1), {
     encoding: 'utf8',
-    input: `${lines.map((l) => l.join(' ')).join('\n')}\n`,
+    input: batchInput(lines),
     timeout: DEFAULT_TIMEOUT_MS,
   });
   if (r.status === 0) return [];
   const err = r.stderr || (r.error ? r.error.message : `exit ${r.status}`);
+  const failed = batchFailures(tool, lines, argv, err);
+  if (!opts.force) throw new CommandError(failed[0]!.cmd, failed[0]!.message, r.error ?? err);
+  return failed.map((f) => `${f.cmd.join(' ')}: ${f.message}`);
+}
+
+/**
+ * shBatch with force, without blocking the event loop while the tool runs (the agent's packet
+ * loop shares the thread): resolves to the failed lines, never rejects.
+ */
+export function shBatchAsync(
+  tool: readonly string[],
+  lines: readonly (readonly string[])[],
+): Promise<string[]> {
+  if (lines.length === 0) return Promise.resolve([]);
+  const argv = batchArgv(tool, true);
+  return new Promise((resolve) => {
+    const c = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'ignore', 'pipe'] });
+    let err = '';
+    c.stderr.on('data', (d) => {
+      err += d;
+    });
+    const timer = setTimeout(() => c.kill('SIGKILL'), DEFAULT_TIMEOUT_MS);
+    const done = (code: number | null, why: string) => {
+      clearTimeout(timer);
+      if (code === 0) return resolve([]);
+      const failed = batchFailures(tool, lines, argv, err || why);
+      resolve(failed.map((f) => `${f.cmd.join(' ')}: ${f.message}`));
+    };
+    c.on('error', (e) => done(-1, e.message));
+    c.on('close', (code) => done(code, `exit ${code}`));
+    c.stdin.on('error', () => {}); // the tool exited early: 'close' reports it
+    c.stdin.end(batchInput(lines));
+  });
+}
+
+function batchArgv(tool: readonly string[], force = false): string[] {
+  return [...tool, ...(force ? ['-force'] : []), '-batch', '-'];
+}
+
+function batchInput(lines: readonly (readonly string[])[]): string {
+  return `${lines.map((l) => l.join(' ')).join('\n')}\n`;
+}
+
+/** The failed lines of a batch, from the tool's stderr ("Command failed -:<line>" after each). */
+function batchFailures(
+  tool: readonly string[],
+  lines: readonly (readonly string[])[],
+  argv: readonly string[],
+  err: string,
+): { cmd: readonly string[]; message: string }[] {
   const failed: { cmd: readonly string[]; message: string }[] = [];
   let message: string[] = [];
   for (const line of err.split('\n')) {
@@ -111,8 +162,7 @@ export function shBatch(
     message = [];
   }
   if (failed.length === 0) failed.push({ cmd: argv, message: err.trim() });
-  if (!opts.force) throw new CommandError(failed[0]!.cmd, failed[0]!.message, r.error ?? err);
-  return failed.map((f) => `${f.cmd.join(' ')}: ${f.message}`);
+  return failed;
 }
 
 /** Runs argv without a shell, in parallel with others; never rejects. */

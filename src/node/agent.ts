@@ -87,10 +87,9 @@ async function startControl(
   monitor: MonitorHub,
   steer: EndpointSteer,
 ) {
-  const [{ startControlPlane }, { datapathSync, SYNC_SLICE }, { nextTurn }] = await Promise.all([
+  const [{ startControlPlane }, { datapathSync }] = await Promise.all([
     import('../control/control-plane.ts'),
     import('../control/datapath-sync.ts'),
-    import('../control/turns.ts'),
   ]);
   const sync = datapathSync(dp, loadOptions(opts, net), loader);
   let source: ControlPlaneOptions['source'];
@@ -111,14 +110,8 @@ async function startControl(
     source,
     // the endpoint steering follows first: a new endpoint's replies are steered before the
     // maps send it anything (steer-endpoints.ts)
-    program: (req) => {
-      // a full sync of many ports recounts them in steps too (the packet loop's thread)
-      if (req.full && req.tracker.resolveAll().length > SYNC_SLICE) {
-        return steer.syncSliced(req, SYNC_SLICE, nextTurn).then(() => sync.program(req));
-      }
-      steer.sync(req);
-      return sync.program(req);
-    },
+    // (its recount in steps, and tc not waited on: the packet loop's thread)
+    program: (req) => steer.sync(req).then(() => sync.program(req)),
     cleanupConntrack: sync.cleanupConntrack,
     // the TUN's kernel-side drops beside the datapath's own (tun.ts kernelStats), and the
     // event ring's figures (monitor.ts)

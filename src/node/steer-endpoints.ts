@@ -40,6 +40,7 @@
 // next to them and then removes theirs — replies are steered throughout.
 import type { Logger } from 'pino';
 import type { ProxierOptions } from '../control/proxier.ts';
+import { CHECKOUT_STEP, inSteps } from '../control/turns.ts';
 import type { ResolvedServicePort } from '../model.ts';
 import { ipv6Groups } from '../wire/addr6.ts';
 import {
@@ -48,7 +49,7 @@ import {
   ICMPV6_TIME_EXCEEDED,
 } from '../wire/icmpv6.ts';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, PROTO_BY_K8S_NAME } from '../wire/proto.ts';
-import { shBatch, shJson, shTry } from '../sh.ts';
+import { shBatch, shBatchAsync, shJson, shTry } from '../sh.ts';
 
 /**
  * The hash table's id per pref of the pair: u32 handles are shared by every pref of one qdisc
@@ -175,8 +176,11 @@ export class EndpointTable {
     if (busy.has(old)) shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(old)]);
   }
 
-  /** Adds and deletes entries (a no-op before the table is built). */
-  change(add: readonly string[], del: readonly string[]): void {
+  /**
+   * Adds and deletes entries (a no-op before the table is built), `tc -batch` in a child the
+   * event loop does not wait on: the packet loop shares the thread (issue 18's stall test).
+   */
+  async change(add: readonly string[], del: readonly string[]): Promise<void> {
     if (!this.installed || (add.length === 0 && del.length === 0)) return;
     const lines: string[] = [];
     for (const k of add) if (this.mine(k) && !this.handles.has(k)) lines.push(this.addLine(k));
@@ -188,7 +192,13 @@ export class EndpointTable {
       this.used[Number.parseInt(bkt, 16)].delete(Number.parseInt(item, 16));
       lines.push(this.filter('del', ['handle', h, 'u32']));
     }
-    if (lines.length > 0 && !this.batch(lines)) this.installed = false;
+    if (lines.length === 0) return;
+    const failed = await shBatchAsync(
+      ['tc'],
+      lines.map((l) => l.split(' ')),
+    );
+    if (failed.length > 0) this.warn(failed);
+    if (failed.length > 0) this.installed = false;
   }
 
   get size(): number {
@@ -238,11 +248,15 @@ export class EndpointTable {
       { force: true },
     );
     if (failed.length === 0) return true;
+    this.warn(failed);
+    return false;
+  }
+
+  private warn(failed: string[]): void {
     this.log.warn(
       { at: this.at.join(' '), failed },
       'endpoint steering not fully applied; rebuilt on the next full sync',
     );
-    return false;
   }
 }
 
@@ -257,40 +271,29 @@ export class EndpointSteer {
   private readonly count = new Map<string, number>();
   readonly tables: EndpointTable[] = [];
 
-  /** Follows one sync: a full one recounts everything, a partial one only what changed. */
-  sync({ full, changes, tracker }: ProgramRequest): void {
+  /**
+   * Follows one sync — a full one recounts everything, a partial one only what changed — `step`
+   * service ports at a time with a turn of the event loop between two (every port of a 10k-Service node
+   * at once, or the 5,000 a removal changes, held the packet loop: issue 18), then changes the
+   * tables without waiting on tc (EndpointTable.change).
+   */
+  async sync({ full, changes, tracker }: ProgramRequest, step = CHECKOUT_STEP): Promise<void> {
     const next = new Map<string, string[]>();
     if (full) {
-      for (const rsp of tracker.resolveAll()) next.set(rsp.servicePortName, endpointKeys(rsp));
+      const put = (rsp: ResolvedServicePort) => next.set(rsp.servicePortName, endpointKeys(rsp));
+      await inSteps(tracker.resolveAll(), step, put);
     } else {
-      for (const spn of [...changes.changedServicePorts, ...changes.deletedServicePorts]) {
+      const spns = [...changes.changedServicePorts, ...changes.deletedServicePorts];
+      await inSteps(spns, step, (spn) => {
         const rsp = tracker.resolve(spn);
         next.set(spn, rsp ? endpointKeys(rsp) : []);
-      }
+      });
     }
-    this.apply(next, full);
-  }
-
-  /**
-   * sync() of a full sync, its recount `step` service ports at a time with `turn()` awaited
-   * between two: every port of a 10k-Service node at once held the packet loop (issue 18).
-   */
-  async syncSliced(
-    { tracker }: ProgramRequest,
-    step: number,
-    turn: () => Promise<void>,
-  ): Promise<void> {
-    const next = new Map<string, string[]>();
-    const all = tracker.resolveAll();
-    for (let i = 0; i < all.length; i += step) {
-      for (const rsp of all.slice(i, i + step)) next.set(rsp.servicePortName, endpointKeys(rsp));
-      await turn();
-    }
-    this.apply(next, true);
+    await this.apply(next, full);
   }
 
   /** The counts and tables after `next` (a full one: every port absent from it is gone). */
-  private apply(next: Map<string, string[]>, full: boolean): void {
+  private async apply(next: Map<string, string[]>, full: boolean): Promise<void> {
     if (full) for (const spn of this.bySpn.keys()) if (!next.has(spn)) next.set(spn, []);
     const add: string[] = [];
     const del: string[] = [];
@@ -302,7 +305,7 @@ export class EndpointSteer {
     }
     // a key both added and deleted in this sync (moved between service ports) stays
     const gone = del.filter((k) => this.count.has(k) === false);
-    for (const t of this.tables) t.change(add, gone);
+    await Promise.all(this.tables.map((t) => t.change(add, gone)));
   }
 
   /** Every key now steered, for a (re)build. */
