@@ -68,6 +68,14 @@ export function admit(obj: unknown, ctx: AdmissionContext, file: string): Admiss
   if ('errors' in shape || 'ignored' in shape) return shape;
   const o = defaultObject(structuredClone(shape.object));
   const name = objectName(o);
+  // An IPv4-only lab keeps no IPv6 slice, as it keeps no IPv6 ClusterIP of a PreferDualStack
+  // Service (service-alloc.ts): one manifests directory serves both topologies (the VM lab's
+  // has no ipv6 block), and no data plane there could use it.
+  if (o.kind === 'EndpointSlice' && o.addressType === 'IPv6' && !ctx.allocator.serviceCidrV6) {
+    return {
+      ignored: `${file}: ${name}: addressType IPv6 on an IPv4-only lab (its topology has no ipv6 block); ignored`,
+    };
+  }
   const fail = (ps: Problem[]) => ({ errors: ps.map((p) => toError(p, file, name)) });
 
   const old = ctx.get(o.kind, o.metadata.namespace ?? '', o.metadata.name);

@@ -498,3 +498,35 @@ describe('Deployment and Pod validation', () => {
     ]);
   });
 });
+
+describe('an IPv6 EndpointSlice on an IPv4-only lab', () => {
+  const slice = {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      name: 'web-v6',
+      namespace: 'default',
+      labels: { 'kubernetes.io/service-name': 'web' },
+    },
+    addressType: 'IPv6',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: [{ addresses: ['fd00:10:244:2::3'], conditions: { ready: true } }],
+  };
+
+  test('is ignored, said in one line (as a PreferDualStack Service keeps no IPv6 ClusterIP)', () => {
+    const r = admit(slice, context(), 'web.yaml');
+    expect(r).toEqual({
+      ignored:
+        'web.yaml: EndpointSlice default/web-v6: addressType IPv6 on an IPv4-only lab (its topology has no ipv6 block); ignored',
+    });
+  });
+
+  test('is stored on a dual-stack lab', () => {
+    const ctx = context();
+    ctx.allocator = new Allocator({
+      serviceCidr: '10.96.0.0/12',
+      serviceCidrV6: 'fd00:10:96::/112',
+    });
+    expect(ok(admit(slice, ctx, 'web.yaml')).metadata.name).toBe('web-v6');
+  });
+});
