@@ -33,6 +33,7 @@ import { createDatapath } from '../src/datapath/state/datapath.ts';
 import { DpLoader } from '../src/loader/load.ts';
 import type { EndpointSlice, ResolvedServicePort, Service } from '../src/model.ts';
 import { renderIptables } from '../src/rules/iptables.ts';
+import { AGENT_NODE_OPTIONS } from '../src/runtime.ts';
 import { parseManifests } from '../src/manifests/parse.ts';
 import { parseAllDocuments } from 'yaml';
 import { makeDefaultService } from '../test/fixtures/model.ts';
@@ -306,10 +307,15 @@ async function dirBench(): Promise<void> {
       writeFileSync(join(dir, `svc-${String(f).padStart(3, '0')}.yaml`), docs.join('---\n'));
     }
     const argv = await childArgv();
-    const r = spawnSync(process.execPath, ['--expose-gc', ...argv, dir, NODE], {
-      encoding: 'utf8',
-      maxBuffer: 1 << 24,
-    });
+    // the agent's V8 options (src/runtime.ts), as the lab and the DaemonSet start it
+    const r = spawnSync(
+      process.execPath,
+      ['--expose-gc', ...AGENT_NODE_OPTIONS, ...argv, dir, NODE],
+      {
+        encoding: 'utf8',
+        maxBuffer: 1 << 24,
+      },
+    );
     const line = r.stdout.trim().split('\n').pop() ?? '';
     if (r.status !== 0 || !line.startsWith('{')) {
       const why = r.error?.message ?? `exit ${r.status}: ${r.stderr.slice(-400)}`;
