@@ -99,7 +99,7 @@ export class BackendTable {
   private readonly key6: (string | undefined)[] = [];
   private readonly free: number[] = [];
   private rows = 0;
-  /** rows made since the table was created, in order (a mark is a length) */
+  /** rows made since the last commit(), in order (a mark is a length of it) */
   private readonly made: number[] = [];
   size = 0;
 
