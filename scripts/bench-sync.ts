@@ -1,17 +1,19 @@
 // Control-plane cost at scale: 10k services with 3 endpoints each, then one EndpointSlice
 // change. Prints figures; asserts nothing.
 //
-//   npx tsx scripts/bench-sync.ts [services=10000] [changes=200] [--no-iptables]
+//   npx tsx scripts/bench-sync.ts [services=10000] [changes=200] [--no-iptables] [--from-sources]
 //
 // 1. tracker alone (update, checkout, resolve)
 // 2. kubetun: time to load the maps from scratch (DpLoader.load), one slice change through
 //    Proxier + datapathSync (a partial sync: DpLoader.update of the one service port), and the
 //    process memory holding it all (the agent's datapath at default capacities included)
-// 3. the agent's path end to end, in a process of its own: N Services and their slices as YAML
-//    in a directory → manifest worker (read, parse, validate; the agent's all-or-nothing first
-//    load) → trackers → sliced map writes, timed from the start to the first full sync (wall
-//    and the process's CPU time: on a shared machine the CPU time is the steadier figure), and
-//    that process's RSS after it
+// 3. the agent's path end to end, in a process of its own (scripts/bench-sync-child.ts): N
+//    Services and their slices as YAML in a directory → manifest worker (read, parse, validate;
+//    the agent's all-or-nothing first load) → trackers → sliced map writes, timed from the start
+//    to the first full sync (wall and the process's CPU time: on a shared machine the CPU time is
+//    the steadier figure), and that process's RSS after it. It runs what the agent runs: the
+//    esbuild bundle (build/js's manifest worker, the child's modules bundled the same way into
+//    build/bench/), unless --from-sources (through tsx, as the tests do)
 // 4. kube-proxy's iptables mode, if iptables-restore is there and we are root: the same
 //    services rendered by src/rules (renderIptables) and restored into a scratch network
 //    namespace, in full, then kube-proxy's partial restore for one changed endpoint
@@ -23,7 +25,6 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startControlPlane } from '../src/control/control-plane.ts';
 import { FakeClock } from '../src/control/clock.ts';
 import { datapathSync } from '../src/control/datapath-sync.ts';
 import { Proxier } from '../src/control/proxier.ts';
@@ -32,15 +33,18 @@ import { createDatapath } from '../src/datapath/state/datapath.ts';
 import { DpLoader } from '../src/loader/load.ts';
 import type { EndpointSlice, ResolvedServicePort, Service } from '../src/model.ts';
 import { renderIptables } from '../src/rules/iptables.ts';
+import { AGENT_NODE_OPTIONS } from '../src/runtime.ts';
 import { parseManifests } from '../src/manifests/parse.ts';
 import { parseAllDocuments } from 'yaml';
 import { makeDefaultService } from '../test/fixtures/model.ts';
 
-const DIR_CHILD = process.argv.indexOf('--dir-child');
-if (DIR_CHILD > 0) await dirChild(process.argv[DIR_CHILD + 1]!);
-const N = Number(process.argv[2] ?? 10_000);
-const CHANGES = Number(process.argv[3] ?? 200);
+const ARGS = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const N = Number(ARGS[0] ?? 10_000);
+const CHANGES = Number(ARGS[1] ?? 200);
 const IPTABLES = !process.argv.includes('--no-iptables');
+const FROM_SOURCES = process.argv.includes('--from-sources');
+/** the node the agent-like process is (a third of the endpoints are on it) */
+const NODE = 'node-0';
 const RESTORE_TIMEOUT_MS = 300_000;
 
 function ip(base: number, i: number): string {
@@ -261,38 +265,39 @@ ${eps}
 `;
 }
 
-/** The child: the agent's control plane (worker source, sliced sync) on a fresh datapath. */
-async function dirChild(dir: string): Promise<never> {
-  const dp = createDatapath({ svcCapacity: 1 << 17, beCapacity: 1 << 17 });
-  const sync = datapathSync(dp);
-  const alive = setInterval(() => {}, 1000); // the runner's timers do not hold the process
-  const t0 = performance.now();
-  const c0 = process.cpuUsage();
-  const cp = await startControlPlane({
-    source: {
-      dir,
-      pollIntervalMs: 0,
-      worker: true,
-      strictStart: true,
-      parse: { serviceCidr: '10.96.0.0/12' },
-    },
-    program: sync.program,
-    metricsBind: null,
-    healthzBind: null,
+/**
+ * The agent-like child as the agent runs: bundled (build/js must match the sources: rebuilt
+ * here when not), or through tsx. Returns node's argv for it.
+ */
+async function childArgv(): Promise<string[]> {
+  const src = fileURLToPath(new URL('./bench-sync-child.ts', import.meta.url));
+  if (FROM_SOURCES) return [...process.execArgv, src];
+  const repo = fileURLToPath(new URL('../', import.meta.url));
+  const { bundleFresh, buildBundle } = await import('./build-js.mjs');
+  if (!bundleFresh()) {
+    process.stdout.write('kubetun: build/js is older than the sources: rebuilding it\n');
+    await buildBundle();
+  }
+  const { build } = await import('esbuild');
+  const outdir = join(repo, 'build', 'bench');
+  rmSync(outdir, { recursive: true, force: true });
+  await build({
+    absWorkingDir: repo,
+    entryPoints: [{ in: src, out: 'bench-sync-child' }],
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    packages: 'external',
+    outdir,
+    outExtension: { '.js': '.mjs' },
+    logLevel: 'warning',
   });
-  await cp.firstSync;
-  const ms = performance.now() - t0;
-  const c = process.cpuUsage(c0);
-  globalThis.gc?.();
-  const rss = process.memoryUsage().rss; // as the agent holds it (a worker, if it kept one)
-  await cp.stop();
-  clearInterval(alive);
-  const cpuMs = (c.user + c.system) / 1000;
-  process.stdout.write(`${JSON.stringify({ ms, cpuMs, rss, services: dp.svc.size })}\n`);
-  process.exit(0);
+  return [join(outdir, 'bench-sync-child.mjs')];
 }
 
-function dirBench(): void {
+async function dirBench(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'kubetun-bench-sync-'));
   try {
     const per = 1000; // Services per file, as a generated directory might hold them
@@ -301,11 +306,15 @@ function dirBench(): void {
       for (let i = f * per; i < Math.min(N, (f + 1) * per); i++) docs.push(manifestYaml(i + 1));
       writeFileSync(join(dir, `svc-${String(f).padStart(3, '0')}.yaml`), docs.join('---\n'));
     }
-    const self = fileURLToPath(import.meta.url);
+    const argv = await childArgv();
+    // the agent's V8 options (src/runtime.ts), as the lab and the DaemonSet start it
     const r = spawnSync(
       process.execPath,
-      [...process.execArgv, '--expose-gc', self, '--dir-child', dir],
-      { encoding: 'utf8', maxBuffer: 1 << 24 },
+      ['--expose-gc', ...AGENT_NODE_OPTIONS, ...argv, dir, NODE],
+      {
+        encoding: 'utf8',
+        maxBuffer: 1 << 24,
+      },
     );
     const line = r.stdout.trim().split('\n').pop() ?? '';
     if (r.status !== 0 || !line.startsWith('{')) {
@@ -313,18 +322,30 @@ function dirBench(): void {
       process.stdout.write(`kubetun: directory end to end failed: ${why}\n`);
       return;
     }
-    const f = JSON.parse(line) as { ms: number; cpuMs: number; rss: number };
+    const f = JSON.parse(line) as {
+      ms: number;
+      cpuMs: number;
+      rss: number;
+      heap: number;
+      heapTotal: number;
+      steps: Record<string, number>;
+      bundled: boolean;
+    };
     figures.dirMs = f.ms;
+    const mib = (x: number) => `${(x / 1048576).toFixed(0)} MiB`;
+    const how = f.bundled ? 'the bundle, as the agent runs' : 'the sources through tsx';
+    const st = f.steps;
     process.stdout.write(
-      `kubetun: ${N} services from a directory (YAML) into the maps, end to end (worker parse, sliced sync) ` +
-        `${f.ms.toFixed(0)} ms wall, ${f.cpuMs.toFixed(0)} ms CPU (goal 1000 ms); that agent-like process's RSS ` +
-        `${(f.rss / 1048576).toFixed(0)} MiB (goal 150 MiB); load average ${loadavg()}\n`,
+      `kubetun: ${N} services from a directory (YAML) into the maps, end to end (worker parse, sliced sync; ${how}) ` +
+        `${f.ms.toFixed(0)} ms wall, ${f.cpuMs.toFixed(0)} ms CPU (goal 1000 ms) — in the trackers at ${st['manifests loaded']} ms, ` +
+        `checked out at ${st.checkedOut} ms; that agent-like process's RSS ${mib(f.rss)} (goal 150 MiB), ` +
+        `heap ${mib(f.heap)} used of ${mib(f.heapTotal)}; load average ${loadavg()}\n`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-dirBench();
+await dirBench();
 
 // ---- kube-proxy iptables mode: iptables-restore into a scratch netns ------------------------
 function iptablesBench(): void {

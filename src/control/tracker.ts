@@ -205,9 +205,12 @@ export class ChangeTracker {
   // change asks, not kept: at 10k Services the kept keys were ~8 MiB, as much as the objects.
   private readonly svcApplied = new Map<string, Service>();
   private readonly sliceApplied = new Map<string, EndpointSlice>();
-  private readonly slicesBySvc = new Map<string, Set<string>>();
+  // Per service: its slices' names (one name, the common case, or a Set) and its endpoints
+  // entries as [key, entry] pairs — not a Set and a Map per service: at 10k Services those
+  // were ~10 MiB of hash tables holding one or two entries each (issue 18).
+  private readonly slicesBySvc = new Map<string, string | Set<string>>();
   private readonly portIndex = new Map<string, PortRef>();
-  private readonly endpointsBySvc = new Map<string, Map<string, EndpointsEntry>>();
+  private readonly endpointsBySvc = new Map<string, [string, EndpointsEntry][]>();
   private readonly endpoints = new Map<string, EndpointsEntry>();
   /** resolve() results, dropped per changed service port, so resolveAll() stays cheap */
   private readonly resolved = new Map<string, ResolvedServicePort>();
@@ -419,29 +422,46 @@ export class ChangeTracker {
     if (old) {
       const svc = `${old.namespace}/${old.serviceName}`;
       affected.add(svc);
-      this.slicesBySvc.get(svc)?.delete(name);
+      this.removeSliceName(svc, name);
     }
     if (p.current) {
       const svc = `${p.current.namespace}/${p.current.serviceName}`;
       affected.add(svc);
-      const set = this.slicesBySvc.get(svc);
-      if (set) set.add(name);
-      else this.slicesBySvc.set(svc, new Set([name]));
+      this.addSliceName(svc, name);
       this.sliceApplied.set(name, p.current);
     } else {
       this.sliceApplied.delete(name);
     }
   }
 
+  private addSliceName(svc: string, name: string): void {
+    const had = this.slicesBySvc.get(svc);
+    if (had === undefined || had === name) this.slicesBySvc.set(svc, name);
+    else if (typeof had === 'string') this.slicesBySvc.set(svc, new Set([had, name]));
+    else had.add(name);
+  }
+
+  private removeSliceName(svc: string, name: string): void {
+    const had = this.slicesBySvc.get(svc);
+    if (had === name) this.slicesBySvc.delete(svc);
+    else if (typeof had !== 'string') had?.delete(name);
+  }
+
   private rebuildEndpoints(svc: string, ch: SyncChanges, changed: Set<string>): void {
-    const sliceNames = this.slicesBySvc.get(svc) ?? new Set<string>();
-    const slices = [...sliceNames].map((n) => this.sliceApplied.get(n)!);
-    const before = this.endpointsBySvc.get(svc) ?? new Map<string, EndpointsEntry>();
+    const names = this.slicesBySvc.get(svc);
+    const slices =
+      names === undefined
+        ? []
+        : typeof names === 'string'
+          ? [this.sliceApplied.get(names)!]
+          : [...names].map((n) => this.sliceApplied.get(n)!);
+    const before = this.endpointsBySvc.get(svc) ?? [];
     // both families, their entries under their own keys (endpointsKey's family)
     const after = buildEndpoints(slices, this.nodeName);
-    for (const [k, e] of buildEndpoints(slices, this.nodeName, 'IPv6')) after.set(k, e);
+    if (slices.some((s) => s.addressType === 'IPv6'))
+      for (const [k, e] of buildEndpoints(slices, this.nodeName, 'IPv6')) after.set(k, e);
     for (const [k, entry] of after) {
-      const old = before.get(k);
+      const old = before.find((b) => b[0] === k)?.[1];
       if (old && sameEndpoints(old, entry)) continue;
       changed.add(entry.servicePortName);
       staleUdpEndpoints(ch, entry.servicePortName, old, entry);
@@ -451,11 +471,12 @@ export class ChangeTracker {
       changed.add(old.servicePortName);
       staleUdpEndpoints(ch, old.servicePortName, old, undefined);
     }
-    for (const k of before.keys()) this.endpoints.delete(k);
+    for (const [k] of before) this.endpoints.delete(k);
     for (const [k, entry] of after) this.endpoints.set(k, entry);
-    if (after.size > 0) this.endpointsBySvc.set(svc, after);
+    if (after.size > 0) this.endpointsBySvc.set(svc, [...after]);
     else this.endpointsBySvc.delete(svc);
-    if (sliceNames.size === 0) this.slicesBySvc.delete(svc);
+    if (names !== undefined && typeof names !== 'string' && names.size === 0)
+      this.slicesBySvc.delete(svc);
   }
 
   /** The applied state of one service port, ready for the map loader; undefined if none. */

@@ -80,17 +80,49 @@ function forTopology(ep: EndpointFacts, mode: TopologyMode, node: TopologyNode):
 
 const servingTerminating = (ep: EndpointFacts) => ep.serving && ep.terminating;
 
-function clusterSet<T extends EndpointFacts>(eps: readonly T[], node: TopologyNode) {
-  const mode = topologyMode(eps, node);
-  const ready = eps.filter((ep) => ep.ready && forTopology(ep, mode, node));
-  return { cluster: ready.length > 0 ? ready : eps.filter(servingTerminating), mode };
+// The sets below are plain loops, not filter() with closures and object spreads: the loader
+// selects every service port of a full load (10k at the agent's start, and again for the
+// metrics after each sync), where the spread copies were most of its planning (issue 18).
+
+function clusterSet<T extends EndpointFacts>(
+  eps: readonly T[],
+  mode: TopologyMode,
+  node: TopologyNode,
+): T[] {
+  const ready: T[] = [];
+  for (const ep of eps) if (ep.ready && forTopology(ep, mode, node)) ready.push(ep);
+  if (ready.length > 0) return ready;
+  const draining: T[] = [];
+  for (const ep of eps) if (servingTerminating(ep)) draining.push(ep);
+  return draining;
 }
 
-function localSet<T extends EndpointFacts>(eps: readonly T[]) {
-  const ready = eps.filter((ep) => ep.local && ep.ready);
+/** This node's Ready endpoints, else its serving+terminating ones (then `terminating`). */
+function localSet<T extends EndpointFacts>(
+  eps: readonly T[],
+): { local: T[]; terminating: boolean } {
+  const ready: T[] = [];
+  for (const ep of eps) if (ep.local && ep.ready) ready.push(ep);
   if (ready.length > 0) return { local: ready, terminating: false };
-  const local = eps.filter((ep) => ep.local && !ep.ready && servingTerminating(ep));
+  const local: T[] = [];
+  for (const ep of eps) if (ep.local && !ep.ready && servingTerminating(ep)) local.push(ep);
   return { local, terminating: local.length > 0 };
+}
+
+function someReady(eps: readonly EndpointFacts[]): boolean {
+  for (const ep of eps) if (ep.ready) return true;
+  return false;
+}
+
+function categorized<T>(
+  cluster: T[],
+  local: T[],
+  reachable: T[],
+  hasAny: boolean,
+  clusterTerminating: boolean,
+  localTerminating: boolean,
+): Categorized<T> {
+  return { cluster, local, reachable, hasAny, clusterTerminating, localTerminating };
 }
 
 export function categorizeEndpoints<T extends EndpointFacts>(
@@ -102,19 +134,27 @@ export function categorizeEndpoints<T extends EndpointFacts>(
   let mode: TopologyMode = '';
   let hasAny = false;
   if (policy.usesCluster) {
-    ({ cluster, mode } = clusterSet(eps, node));
+    mode = topologyMode(eps, node);
+    cluster = clusterSet(eps, mode, node);
     hasAny = cluster.length > 0;
   }
-  const clusterTerminating = cluster.length > 0 && !cluster.some((ep) => ep.ready);
-  const none = { local: [] as T[], localTerminating: false, clusterTerminating };
-  if (!policy.usesLocal) return { cluster, reachable: cluster, hasAny, ...none };
-  if (eps.some((ep) => ep.ready || servingTerminating(ep))) hasAny = true;
+  const clusterTerminating = cluster.length > 0 && !someReady(cluster);
+  if (!policy.usesLocal)
+    return categorized(cluster, [], cluster, hasAny, clusterTerminating, false);
+  for (const ep of eps) if (ep.ready || servingTerminating(ep)) hasAny = true;
   const { local, terminating } = localSet(eps);
-  const base = { cluster, local, hasAny, clusterTerminating, localTerminating: terminating };
-  if (!policy.usesCluster) return { ...base, reachable: local };
-  if (mode === '' && !terminating) return { ...base, reachable: cluster };
-  const inEither = new Set<T>([...cluster, ...local]);
-  return { ...base, reachable: eps.filter((ep) => inEither.has(ep)) };
+  const reachable = !policy.usesCluster
+    ? local
+    : mode === '' && !terminating
+      ? cluster
+      : inEither(eps, cluster, local);
+  return categorized(cluster, local, reachable, hasAny, clusterTerminating, terminating);
+}
+
+/** The endpoints in `a` or `b`, in the order of `eps`. */
+function inEither<T>(eps: readonly T[], a: readonly T[], b: readonly T[]): T[] {
+  const set = new Set<T>([...a, ...b]);
+  return eps.filter((ep) => set.has(ep));
 }
 
 /**
@@ -153,8 +193,9 @@ export function portPolicy(rsp: ResolvedServicePort, nodeName: string | undefine
     (svc.type === 'ClusterIP' && svc.externalIPs.length > 0);
   const internalLocal = svc.internalTrafficPolicy === 'Local' && nodeName !== undefined;
   const etpLocal = svcExternal && svc.externalTrafficPolicy === 'Local';
-  const facts = policyFacts(internalLocal, etpLocal, reachableFromOutside);
-  return { ...facts, internalLocal, externalLocal: etpLocal && reachableFromOutside };
+  const { usesCluster, usesLocal } = policyFacts(internalLocal, etpLocal, reachableFromOutside);
+  const externalLocal = etpLocal && reachableFromOutside;
+  return { usesCluster, usesLocal, internalLocal, externalLocal };
 }
 
 /** What a node needs to select one model service port's endpoints. */
@@ -176,13 +217,50 @@ export function selectPortEndpoints(
   node: NodeSelection,
 ): Categorized<ResolvedEndpoint> {
   const svc = rsp.service;
+  const eps = rsp.endpoints;
   const policy = portPolicy(rsp, node.nodeName);
-  const facts = endpointFacts(rsp.endpoints, node.nodeName, svc.trafficDistribution === 'PreferClose');
-  const withFacts = rsp.endpoints.map((ep) => ({ ep, ...facts(ep) }));
-  const topo = { ...node, preferSameNode: node.preferSameNode ?? true };
+  const synth = synthZones(eps, svc.trafficDistribution === 'PreferClose');
+  const withFacts: WithFacts[] = [];
+  for (const ep of eps) withFacts.push(new WithFacts(ep, node.nodeName, synth));
+  const topo: TopologyNode = {
+    nodeName: node.nodeName,
+    nodeZone: node.nodeZone,
+    preferSameNode: node.preferSameNode ?? true,
+  };
   const c = categorizeEndpoints(withFacts, policy, topo);
-  const unwrap = (l: typeof withFacts) => l.map((x) => x.ep);
-  return { ...c, cluster: unwrap(c.cluster), local: unwrap(c.local), reachable: unwrap(c.reachable) };
+  const cluster = unwrap(c.cluster);
+  const local = unwrap(c.local);
+  const reachable =
+    c.reachable === c.cluster ? cluster : c.reachable === c.local ? local : unwrap(c.reachable);
+  return categorized(cluster, local, reachable, c.hasAny, c.clusterTerminating, c.localTerminating);
+}
+
+/** A model endpoint and its facts (endpointFacts's), one object of one shape per endpoint. */
+class WithFacts implements EndpointFacts {
+  readonly ready: boolean;
+  readonly serving: boolean;
+  readonly terminating: boolean;
+  readonly local: boolean;
+  readonly zoneHints: readonly string[];
+  readonly nodeHints: readonly string[];
+  constructor(
+    readonly ep: ResolvedEndpoint,
+    nodeName: string | undefined,
+    synth: boolean,
+  ) {
+    this.ready = ep.ready;
+    this.serving = ep.serving;
+    this.terminating = ep.terminating;
+    this.local = nodeName !== undefined && ep.nodeName === nodeName;
+    this.zoneHints = zoneHints(ep, synth);
+    this.nodeHints = ep.hintsForNodes ?? NO_HINTS;
+  }
+}
+
+function unwrap(l: readonly WithFacts[]): ResolvedEndpoint[] {
+  const out: ResolvedEndpoint[] = [];
+  for (const x of l) out.push(x.ep);
+  return out;
 }
 
 /**
@@ -195,17 +273,28 @@ export function endpointFacts(
   nodeName: string | undefined,
   preferClose: boolean,
 ): (ep: ResolvedEndpoint) => EndpointFacts {
-  const explicit = eps.some((e) => e.ready && (e.hintsForZones?.length ?? 0) > 0);
-  const synth = preferClose && !explicit;
+  const synth = synthZones(eps, preferClose);
   return (ep) => ({
     ready: ep.ready,
     serving: ep.serving,
     terminating: ep.terminating,
     local: nodeName !== undefined && ep.nodeName === nodeName,
-    zoneHints: ep.hintsForZones?.length ? ep.hintsForZones : synth && ep.zone ? [ep.zone] : [],
-    nodeHints: ep.hintsForNodes ?? [],
+    zoneHints: zoneHints(ep, synth),
+    nodeHints: ep.hintsForNodes ?? NO_HINTS,
   });
 }
+
+/** Whether the endpoints' own zones stand in for zone hints (endpointFacts). */
+function synthZones(eps: readonly ResolvedEndpoint[], preferClose: boolean): boolean {
+  return preferClose && !eps.some((e) => e.ready && (e.hintsForZones?.length ?? 0) > 0);
+}
+
+function zoneHints(ep: ResolvedEndpoint, synth: boolean): readonly string[] {
+  return ep.hintsForZones?.length ? ep.hintsForZones : synth && ep.zone ? [ep.zone] : NO_HINTS;
+}
+
+/** No hints: one shared empty list, not one per endpoint (never written to). */
+const NO_HINTS: readonly string[] = Object.freeze([]);
 
 /**
  * The health-check node port's count for externalTrafficPolicy: Local (kube-proxy's

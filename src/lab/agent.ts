@@ -53,7 +53,8 @@ export function restartAgent(
       s,
       startAgent(t, n, labTarget(n), ctlSocketFor(n), agentExtra(s, node), undefined, s.source),
     );
-    say(`kubetun on ${node}: ${a.argv.slice(2).join(' ')}`);
+    const cli = a.argv.findIndex((x) => x.endsWith('kubetun.mjs')); // after node and its options
+    say(`kubetun on ${node}: ${a.argv.slice(cli + 1).join(' ')}`);
     await waitAgent(a);
     say(`kubetun on ${node} answers on ${a.ctlSocket}`);
     return keep;

@@ -20,7 +20,7 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { REPO_ROOT } from '../runtime.ts';
+import { AGENT_NODE_OPTIONS, REPO_ROOT } from '../runtime.ts';
 import { DEFAULT_RESTART_GRACE_MS, statePathFor } from '../node/failure.ts';
 import { runArgv } from '../node/options.ts';
 import { renderStaticView } from './control-plane.ts';
@@ -84,7 +84,7 @@ export function kubetunArgv(
     tun: NODE_TUN,
     ctlSocket,
   });
-  return [node, join(REPO, 'bin/kubetun.mjs'), 'run', ...flags];
+  return [node, ...AGENT_NODE_OPTIONS, join(REPO, 'bin/kubetun.mjs'), 'run', ...flags];
 }
 
 export function ctlSocketFor(n: LabNode): string {

@@ -23,6 +23,10 @@
 // given keeps its owner for as long as the owner exists (kept per Datapath between loads), so
 // conntrack entries holding ids stay meaningful across syncs; a restarted agent computes the
 // same ids for the same services (collisions aside, resolved in sorted order on a full load).
+// The backends live in a BackendTable (backend-table.ts: a row per backend in typed arrays, its
+// id and reference count; a unit's plan lists rows), reverse-NAT ids in an IdTable (ids.ts).
+// Ids given by an update that is then refused are taken back (test/datapath/load-golden.test.ts
+// holds the maps' bytes: every write in the same order as before these tables).
 //
 // Both families: a service port is planned once per family it has a ClusterIP of — its IPv4
 // ClusterIP with its IPv4 EndpointSlices' endpoints (`endpoints`) into the IPv4 maps, its IPv6
@@ -44,12 +48,14 @@ import {
 import { SCHED_ANNOTATION, SCHED_RANDOM, schedulerFromName } from '../sched/kinds.ts';
 import { maglevBackendName6 } from '../sched/maglev.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../wire/addr.ts';
-import { canonIpv6, ipv6ToWords } from '../wire/addr6.ts';
+import { canonIpv6, ipv6ToWords, wordsToIpv6 } from '../wire/addr6.ts';
 import { protoName } from '../wire/proto.ts';
 import { DP_PROTO_NUM } from './protocols.ts';
 import type { Datapath } from '../datapath/state/datapath.ts';
 import { selectPortEndpoints } from '../endpoints/select.ts';
+import { BackendTable } from './backend-table.ts';
 import { FAMILIES, isIpv6Unit, portOfUnit, unitOf } from './family.ts';
+import { fnv1a, IdTable } from './ids.ts';
 import { checkExternal, type ExtFrontend, ExternalWriter } from './nodeport.ts';
 
 /** Service annotation: per-endpoint weights, "ip-or-pod=weight,..." (0..65535, default 1). */
@@ -76,20 +82,6 @@ export interface DpLoadStats {
   written: number;
 }
 
-interface PlanBackend {
-  key: string;
-  id: number;
-  /** a u32 (IPv4) or four int32 words (IPv6): the maps of `v6` take it */
-  addr: MapAddr;
-  /** the address as text (messages, Maglev names) */
-  text: string;
-  v6: boolean;
-  port: number;
-  proto: number;
-  state: number;
-  flags: number;
-}
-
 /** A ClusterIP a port plan's frontends use (its wildcard master marks it as a VIP). */
 interface PlanVip {
   key: string;
@@ -100,7 +92,6 @@ interface PlanVip {
 interface PlanFrontend {
   key: string;
   vip: MapAddr;
-  vipText: string;
   v6: boolean;
   port: number;
   proto: number;
@@ -109,16 +100,19 @@ interface PlanFrontend {
   flags: number;
   sched: number;
   affinityTimeout: number;
-  /** slot order */
-  backends: PlanBackend[];
+  /** backend rows (LoadState.backends) in slot order */
+  rows: number[];
   weights: number[];
 }
 
-/** What one service port programs. */
+/** What one unit (a service port's half of one family: family.ts) programs. */
 interface PortPlan {
+  v6: boolean;
   frontends: PlanFrontend[];
-  /** distinct backends of the port */
-  backends: PlanBackend[];
+  /** the unit's distinct backend rows, in the order first listed, and what the map gets */
+  rows: number[];
+  states: number[];
+  flags: number[];
   /** ids of kube-proxy's local endpoints (externalTrafficPolicy Local's scoped key) */
   local: number[];
   /** internalTrafficPolicy Local: ids of kube-proxy's cluster set, for external traffic */
@@ -126,33 +120,49 @@ interface PortPlan {
   vips: PlanVip[];
 }
 
+/** The maps of one family. */
+interface FamilyMaps {
+  svc: Datapath['svc'];
+  be: Datapath['be'];
+  revnat: Datapath['revnat'];
+}
+
 /** What the previous loads wrote, per Datapath. */
 interface LoadState {
   ports: Map<string, PortPlan>;
+  /** IPv6 units in `ports` (none: a port's IPv6 half is not even named) */
+  v6Units: number;
   /** frontend key -> owning service port name */
   feOwner: Map<string, string>;
-  beRefs: Map<string, number>;
   vipRefs: Map<string, number>;
-  backendIds: IdTable;
+  /** every backend a unit uses, its id and reference count */
+  backends: BackendTable;
   revNatIds: IdTable;
   /** affinity timeout per revNat (0 = none), for the affinity GC */
   affTimeout: Uint32Array;
   /** frontend of each revNat id in use */
   feByRevNat: Map<number, PlanFrontend>;
+  /** the plan being made (BackendTable.seen: a row listed once per plan) */
+  serial: number;
+  maps4: FamilyMaps;
+  maps6: FamilyMaps;
 }
 
 function newLoadState(dp: Datapath): LoadState {
   return {
     ports: new Map(),
+    v6Units: 0,
     feOwner: new Map(),
-    beRefs: new Map(),
     vipRefs: new Map(),
     // ids below 2^31: a backend id travels the per-packet path (slot -> conntrack -> trace),
     // where an id >= 2^31 would be a heap number across every call V8 did not inline
-    backendIds: new IdTable(0x7fffffff),
+    backends: new BackendTable(0x7fffffff),
     revNatIds: new IdTable(Math.min(dp.revnat.capacity, 0xffff)),
     affTimeout: new Uint32Array(0x10000),
     feByRevNat: new Map(),
+    serial: 0,
+    maps4: { svc: dp.svc, be: dp.be, revnat: dp.revnat },
+    maps6: { svc: dp.svc6, be: dp.be6, revnat: dp.revnat6 },
   };
 }
 
@@ -216,35 +226,50 @@ function updateServices(
   deleted: readonly string[],
   opts: DpLoadOptions,
 ): DpLoadStats {
-  const txn = { be: new IdTxn(st.backendIds), rn: new IdTxn(st.revNatIds) };
+  const marks = { be: st.backends.mark(), rn: st.revNatIds.mark() };
+  let plans: Map<string, PortPlan | null>;
+  try {
+    plans = planUpdate(st, changed, deleted, opts);
+    checkExternal(changed); // nodeport.ts: external addresses checked before any write
+    checkConflicts(st, plans);
+    checkCapacity(dp, st, plans);
+  } catch (err) {
+    // refused: the ids this update gave are taken back, the maps were not touched
+    st.backends.rollback(marks.be);
+    st.revNatIds.rollback(marks.rn);
+    throw err;
+  }
+  st.backends.commit();
+  st.revNatIds.commit();
+  const stats = applyLoad(dp, st, plans);
+  // NodePort, externalIPs, LoadBalancer (nodeport.ts)
+  ext.update(changed, deleted, (unit) => st.ports.get(unit) ?? NO_BACKENDS);
+  return stats;
+}
+
+const NO_BACKENDS = { local: [] };
+
+/** Every unit the update touches: its new plan, or null (deleted, or nothing to write). */
+function planUpdate(
+  st: LoadState,
+  changed: readonly ResolvedServicePort[],
+  deleted: readonly string[],
+  opts: DpLoadOptions,
+): Map<string, PortPlan | null> {
   const plans = new Map<string, PortPlan | null>();
   for (const spn of deleted) for (const f of FAMILIES) plans.set(unitOf(spn, f), null);
   // In write order, so that ids picked after a hash collision do not depend on input order.
   for (const rsp of inWriteOrder(changed)) {
     for (const f of FAMILIES) {
-      const unit = unitOf(rsp.servicePortName, f);
-      const plan = planServicePort(rsp, opts, txn, f);
+      const plan = planServicePort(rsp, opts, st, f);
       // a half with nothing to write and nothing written before changes nothing: left out
-      // (the IPv6 half of every single-stack port), so no step below visits it
+      // (the IPv6 half of every single-stack port, not even named while no unit is IPv6)
+      if (plan === null && f === 'IPv6' && st.v6Units === 0) continue;
+      const unit = unitOf(rsp.servicePortName, f);
       if (plan !== null || st.ports.has(unit)) plans.set(unit, plan);
     }
   }
-  checkExternal(changed); // nodeport.ts: external addresses checked before any write
-  checkConflicts(st, plans);
-  checkCapacity(dp, st, plans);
-  txn.be.commit();
-  txn.rn.commit();
-  const stats = applyLoad(dp, st, plans);
-  // NodePort, externalIPs, LoadBalancer (nodeport.ts)
-  ext.update(changed, deleted, (unit) => st.ports.get(unit) ?? { local: [] });
-  return stats;
-}
-
-/** The maps of one family. */
-function mapsOf(dp: Datapath, v6: boolean) {
-  return v6
-    ? { svc: dp.svc6, be: dp.be6, revnat: dp.revnat6, aff: dp.aff6 }
-    : { svc: dp.svc, be: dp.be, revnat: dp.revnat, aff: dp.aff };
+  return plans;
 }
 
 // ---- plan ------------------------------------------------------------------------------------
@@ -255,7 +280,7 @@ function checkConflicts(st: LoadState, plans: Map<string, PortPlan | null>): voi
     for (const f of plan?.frontends ?? []) {
       const other = seen.get(f.key) ?? st.feOwner.get(f.key);
       if (other !== undefined && other !== spn && (seen.has(f.key) || !plans.has(other))) {
-        const at = f.v6 ? `[${f.vipText}]` : f.vipText;
+        const at = f.v6 ? `[${wordsToIpv6(f.vip as Int32Array)}]` : u32ToIpv4(f.vip as number);
         throw new Error(
           `Service port ${portOfUnit(spn)}: ${at}:${f.port}/${protoName(f.proto)} is also ${portOfUnit(other)}`,
         );
@@ -266,28 +291,32 @@ function checkConflicts(st: LoadState, plans: Map<string, PortPlan | null>): voi
 }
 
 function checkCapacity(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): void {
-  for (const v6 of [false, true]) {
-    const { svc, be } = mapsOf(dp, v6);
-    let needed = svc.size;
-    let bes = be.size;
-    const newVips = new Set<string>();
-    for (const [unit, plan] of plans) {
-      if (isIpv6Unit(unit) !== v6) continue;
-      const old = st.ports.get(unit);
-      for (const f of old?.frontends ?? []) needed -= 1 + f.backends.length;
-      for (const f of plan?.frontends ?? []) needed += 1 + f.backends.length;
-      for (const v of plan?.vips ?? []) if (!st.vipRefs.has(v.key)) newVips.add(v.key);
-      for (const b of plan?.backends ?? []) if (!st.beRefs.has(b.key)) bes++;
-    }
-    needed += newVips.size;
-    const fam = v6 ? 'IPv6 ' : '';
-    if (needed > svc.capacity) {
+  // [IPv4, IPv6]: service map entries and backends after the update, VIPs not yet known
+  const needed = [dp.svc.size, dp.svc6.size];
+  const bes = [dp.be.size, dp.be6.size];
+  const newVips = [new Set<string>(), new Set<string>()];
+  const refs = st.backends.refs;
+  for (const [unit, plan] of plans) {
+    const old = st.ports.get(unit);
+    const k = ((plan ?? old)?.v6 ?? isIpv6Unit(unit)) ? 1 : 0;
+    for (const f of old?.frontends ?? []) needed[k] -= 1 + f.rows.length;
+    if (plan === null) continue;
+    for (const f of plan.frontends) needed[k] += 1 + f.rows.length;
+    for (const v of plan.vips) if (!st.vipRefs.has(v.key)) newVips[k].add(v.key);
+    // a row no unit uses yet is a new backend (counted per unit that lists it, as ever)
+    for (const r of plan.rows) if (refs[r] === 0) bes[k]++;
+  }
+  for (const k of [0, 1]) {
+    const fam = k === 1 ? 'IPv6 ' : '';
+    const { svc, be } = k === 1 ? st.maps6 : st.maps4;
+    const n = needed[k] + newVips[k].size;
+    if (n > svc.capacity) {
       throw new Error(
-        `dpLoadServices: ${needed} ${fam}service map entries needed, capacity ${svc.capacity}`,
+        `dpLoadServices: ${n} ${fam}service map entries needed, capacity ${svc.capacity}`,
       );
     }
-    if (bes > be.capacity) {
-      throw new Error(`dpLoadServices: ${bes} ${fam}backends, capacity ${be.capacity}`);
+    if (bes[k] > be.capacity) {
+      throw new Error(`dpLoadServices: ${bes[k]} ${fam}backends, capacity ${be.capacity}`);
     }
   }
 }
@@ -295,7 +324,7 @@ function checkCapacity(dp: Datapath, st: LoadState, plans: Map<string, PortPlan 
 function planServicePort(
   rsp: ResolvedServicePort,
   opts: DpLoadOptions,
-  txn: { be: IdTxn; rn: IdTxn },
+  st: LoadState,
   family: IPFamily,
 ): PortPlan | null {
   const svc = rsp.service;
@@ -305,12 +334,13 @@ function planServicePort(
   if (!hasFamily(svc.clusterIPs, family)) return null;
   // the message's "where", built only when one is thrown
   const where = () => describe(rsp);
+  const v6 = family === 'IPv6';
   const vips: PlanVip[] = [];
   for (let k = 0; k < svc.clusterIPs.length; k++) {
     const ip = svc.clusterIPs[k];
     if (familyOfIP(ip) === family) vips.push(planVip(ip, family, where, k));
   }
-  const plan: PortPlan = { frontends: [], backends: [], local: [], vips };
+  const plan: PortPlan = { v6, frontends: [], rows: [], states: [], flags: [], local: [], vips };
   const proto = DP_PROTO_NUM[rsp.port.protocol];
   if (proto === undefined) return plan; // not a protocol the datapath serves; the VIP is still known
   if (!isPort(rsp.port.port)) {
@@ -322,62 +352,65 @@ function planServicePort(
   // kube-proxy's endpoint selection over this family's endpoints (its proxier of this family)
   const famRsp = family === 'IPv4' ? rsp : { ...rsp, endpoints: rsp.endpoints6 ?? [] };
   const sel = selectPortEndpoints(famRsp, opts);
-  const byKey = new Map<string, PlanBackend>();
-  // The slots of `list` into bes/ws (same index); weight 0 skipped under `random`, where it
-  // only means "no new flows".
+  const tbl = st.backends;
+  const serial = ++st.serial;
+  // The rows of `list` into rows/ws (same index); weight 0 skipped under `random`, where it
+  // only means "no new flows". A row's first listing in the plan gives the map its state.
   const slots = (
     list: readonly ResolvedEndpoint[],
     terminating: boolean,
-    bes: PlanBackend[],
-    ws: number[],
+    rows: number[],
+    ws: number[] | null,
   ) => {
     for (const ep of list) {
       const w = weightOf(ep);
       if (sched === SCHED_RANDOM && w === 0) continue;
-      const be = planBackend(ep, proto, terminating, opts, txn.be, where, family);
-      if (!be) continue;
-      const known = byKey.get(be.key) ?? be;
-      byKey.set(be.key, known);
-      bes.push(known);
-      ws.push(w);
+      const row = planBackend(ep, proto, tbl, where, family);
+      if (row < 0) continue;
+      if (tbl.seen[row] !== serial) {
+        tbl.seen[row] = serial;
+        plan.rows.push(row);
+        plan.states.push(terminating || (!ep.ready && ep.terminating) ? BE_TERMINATING : BE_ACTIVE);
+        plan.flags.push(
+          opts.nodeName !== undefined && ep.nodeName === opts.nodeName ? BE_F_LOCAL : 0,
+        );
+      }
+      rows.push(row);
+      ws?.push(w);
     }
   };
   // The ClusterIP frontend's slots: internalTrafficPolicy Local sends to this node's endpoints.
-  const backends: PlanBackend[] = [];
+  const rows: number[] = [];
   const weights: number[] = [];
-  if (itp) slots(sel.local, sel.localTerminating, backends, weights);
-  else slots(sel.cluster, sel.clusterTerminating, backends, weights);
+  if (itp) slots(sel.local, sel.localTerminating, rows, weights);
+  else slots(sel.cluster, sel.clusterTerminating, rows, weights);
   // externalTrafficPolicy Local: external clients go to kube-proxy's local set (nodeport.ts).
-  const local: PlanBackend[] = [];
-  slots(sel.local, sel.localTerminating, local, []);
-  plan.local = local.map((b) => b.id);
+  const local: number[] = [];
+  slots(sel.local, sel.localTerminating, local, null);
+  plan.local = local.map((r) => tbl.id[r]);
   // External traffic ignores internalTrafficPolicy: with Local, the NodePort, externalIPs and
   // LoadBalancer frontends get the cluster set, not the ClusterIP's local slots (picked at
   // random there, so weight 0 means no new flows as in `random`).
   if (itp) {
-    const all: PlanBackend[] = [];
+    const all: number[] = [];
     const ws: number[] = [];
     slots(sel.cluster, sel.clusterTerminating, all, ws);
-    plan.cluster = all.filter((_, k) => ws[k] > 0).map((b) => b.id);
+    plan.cluster = all.filter((_, k) => ws[k] > 0).map((r) => tbl.id[r]);
   }
-  plan.backends = [...byKey.values()];
   // kube-proxy: internalTrafficPolicy Local drops when endpoints exist only elsewhere, but a
   // service with no endpoint anywhere is rejected like any other.
   let flags = itp && sel.hasAny ? SVC_F_ITP_LOCAL : 0;
   if (svc.sessionAffinity === 'ClientIP') flags |= SVC_F_AFFINITY;
   const affinityTimeout = flags & SVC_F_AFFINITY ? svc.affinityTimeoutSeconds : 0;
-  const v6 = family === 'IPv6';
   for (const v of vips) {
     const key = `${v.key}:${rsp.port.port}:${proto}`;
     if (plan.frontends.some((f) => f.key === key)) continue; // the same clusterIP twice
     const rnKey = `${rsp.servicePortName}:${proto}:${v.key}`;
-    const revNat = txn.rn.assign(rnKey, fnv1a(rnKey));
-    const vipText = v6 ? v.key.slice(1, -1) : u32ToIpv4(v.addr as number);
+    const revNat = st.revNatIds.assign(rnKey, fnv1a(rnKey));
     const port = rsp.port.port;
     plan.frontends.push({
       key,
       vip: v.addr,
-      vipText,
       v6,
       port,
       proto,
@@ -386,7 +419,7 @@ function planServicePort(
       flags,
       sched,
       affinityTimeout,
-      backends,
+      rows,
       weights,
     });
   }
@@ -446,16 +479,15 @@ export function serviceWeights(
 /** Every endpoint's weight without the annotation (one function, not one per service port). */
 const weightOne = () => 1;
 
+/** The backend row of `ep` (made, with its id, when new), or -1 for the other family. */
 function planBackend(
   ep: ResolvedEndpoint,
   proto: number,
-  terminating: boolean,
-  opts: DpLoadOptions,
-  ids: IdTxn,
+  tbl: BackendTable,
   where: Where,
   family: IPFamily,
-): PlanBackend | undefined {
-  if (familyOfIP(ep.ip) !== family) return undefined; // an address of the other family
+): number {
+  if (familyOfIP(ep.ip) !== family) return -1; // an address of the other family
   const v6 = family === 'IPv6';
   let addr: MapAddr;
   try {
@@ -466,23 +498,19 @@ function planBackend(
   if (!isPort(ep.port)) fail(where, `endpoint ${ep.ip} port`, portWhy(ep.port));
   // IPv4: ipv4ToU32 accepts only the text u32ToIpv4 prints (no leading zeros), so the
   // endpoint's own text is the canonical one (test/wire/addr.test.ts holds the parser to it)
-  const text = v6 ? (canonIpv6(ep.ip) ?? ep.ip) : ep.ip;
-  const key = v6 ? `[${text}]:${ep.port}:${proto}` : `${text}:${ep.port}:${proto}`;
-  const flags = opts.nodeName !== undefined && ep.nodeName === opts.nodeName ? BE_F_LOCAL : 0;
-  const state = terminating || (!ep.ready && ep.terminating) ? BE_TERMINATING : BE_ACTIVE;
-  const id = ids.assign(key, fnv1a(key));
-  return { key, id, addr, text, v6, port: ep.port, proto, state, flags };
+  if (!v6) return tbl.row4(addr as number, ep.ip, ep.port, proto);
+  return tbl.row6(addr as Int32Array, canonIpv6(ep.ip) ?? ep.ip, ep.port, proto);
 }
 
 // ---- apply -----------------------------------------------------------------------------------
 
 function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): DpLoadStats {
-  const gone = removeGoneFrontends(dp, st, plans);
+  const gone = removeGoneFrontends(st, plans);
   const written = writePlans(dp, st, plans);
-  updateRefs(dp, st, plans);
+  updateRefs(st, plans);
   for (const f of gone) {
     if (st.revNatIds.ids.get(f.rnKey) !== f.revNat) continue; // already released
-    mapsOf(dp, f.v6).revnat.delete(f.revNat);
+    (f.v6 ? st.maps6 : st.maps4).revnat.delete(f.revNat);
     dp.sched.delete(f.revNat);
     st.affTimeout[f.revNat] = 0;
     st.feByRevNat.delete(f.revNat);
@@ -493,7 +521,7 @@ function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | nu
   if (written > 0) for (const [u, p] of plans) if (p !== null) ports.add(portOfUnit(u));
   return {
     frontends: st.feOwner.size,
-    backends: st.beRefs.size,
+    backends: st.backends.size,
     vips: st.vipRefs.size,
     removed: gone.length,
     written: ports.size,
@@ -501,20 +529,16 @@ function applyLoad(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | nu
 }
 
 /** Step 1, frontends that disappeared: master first, so a reader never sees slots it cannot use. */
-function removeGoneFrontends(
-  dp: Datapath,
-  st: LoadState,
-  plans: Map<string, PortPlan | null>,
-): PlanFrontend[] {
+function removeGoneFrontends(st: LoadState, plans: Map<string, PortPlan | null>): PlanFrontend[] {
   const gone: PlanFrontend[] = [];
   for (const [spn, plan] of plans) {
     const old = st.ports.get(spn);
     if (old === undefined) continue; // nothing written before (a first load: every unit)
     for (const f of old.frontends) {
       if (plan?.frontends.some((p) => p.key === f.key)) continue;
-      const svc = mapsOf(dp, f.v6).svc;
+      const svc = (f.v6 ? st.maps6 : st.maps4).svc;
       svc.delete(f.vip, f.port, f.proto, 0);
-      for (let s = 1; s <= f.backends.length; s++) svc.delete(f.vip, f.port, f.proto, s);
+      for (let s = 1; s <= f.rows.length; s++) svc.delete(f.vip, f.port, f.proto, s);
       st.feOwner.delete(f.key);
       gone.push(f);
     }
@@ -527,12 +551,17 @@ function removeGoneFrontends(
  * slots, master and stale slots. Returns the number of service ports written.
  */
 function writePlans(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): number {
+  const tbl = st.backends;
   for (const plan of plans.values()) {
-    for (const be of plan?.backends ?? []) {
-      const m = mapsOf(dp, be.v6).be;
-      if (!m.upsert(be.id, be.addr, be.port, be.proto, be.state, be.flags)) mapFull('backend');
+    if (plan === null) continue;
+    const { be, revnat } = plan.v6 ? st.maps6 : st.maps4;
+    for (let k = 0; k < plan.rows.length; k++) {
+      const r = plan.rows[k];
+      const addr = plan.v6 ? tbl.addr6[r]! : tbl.addr4[r] >>> 0;
+      if (!be.upsert(tbl.id[r], addr, tbl.port[r], tbl.proto[r], plan.states[k], plan.flags[k]))
+        mapFull('backend');
     }
-    for (const f of plan?.frontends ?? []) mapsOf(dp, f.v6).revnat.upsert(f.revNat, f.vip, f.port);
+    for (const f of plan.frontends) revnat.upsert(f.revNat, f.vip, f.port);
   }
   let written = 0;
   for (const [spn, plan] of plans) {
@@ -541,7 +570,7 @@ function writePlans(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | n
     for (const f of plan.frontends) {
       // a unit's frontends have distinct keys, and a few of them: a search, not a Map per unit
       const was = old?.find((o) => o.key === f.key);
-      applyFrontend(dp, st, f, was?.backends.length ?? 0);
+      applyFrontend(dp, st, f, was?.rows.length ?? 0);
       st.feOwner.set(f.key, spn);
       st.feByRevNat.set(f.revNat, f);
     }
@@ -551,27 +580,34 @@ function writePlans(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | n
 }
 
 /** Steps 4-5: reference counts of wildcards and backends; what nobody uses any more goes. */
-function updateRefs(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | null>): void {
+function updateRefs(st: LoadState, plans: Map<string, PortPlan | null>): void {
+  const refs = st.backends.refs;
   const deadVips = new Map<string, PlanVip>();
-  const deadBes = new Map<string, PlanBackend>();
+  // rows whose count reached 0, in that order; a row used again leaves (a Map: one that
+  // reaches 0 a second time goes to the end, and the order of the deletions places entries)
+  const dead = new Map<number, true>();
   for (const [spn, plan] of plans) {
     const old = st.ports.get(spn);
     for (const v of old?.vips ?? []) if (decRef(st.vipRefs, v.key)) deadVips.set(v.key, v);
-    for (const b of old?.backends ?? []) if (decRef(st.beRefs, b.key)) deadBes.set(b.key, b);
+    for (const r of old?.rows ?? []) if (--refs[r] === 0) dead.set(r, true);
     for (const v of plan?.vips ?? []) {
       if (incRef(st.vipRefs, v.key) === 1) deadVips.delete(v.key);
-      const svc = mapsOf(dp, v.v6).svc;
+      const { svc } = v.v6 ? st.maps6 : st.maps4;
       if (!svc.upsertMaster(v.addr, 0, 0, 0, 0, SVC_F_WILDCARD, SCHED_RANDOM, 0))
         mapFull('service');
     }
-    for (const b of plan?.backends ?? []) if (incRef(st.beRefs, b.key) === 1) deadBes.delete(b.key);
-    if (plan) st.ports.set(spn, plan);
-    else st.ports.delete(spn);
+    for (const r of plan?.rows ?? []) if (++refs[r] === 1) dead.delete(r);
+    if (old?.v6) st.v6Units--;
+    if (plan) {
+      st.ports.set(spn, plan);
+      if (plan.v6) st.v6Units++;
+    } else st.ports.delete(spn);
   }
-  for (const v of deadVips.values()) mapsOf(dp, v.v6).svc.delete(v.addr, 0, 0, 0);
-  for (const [key, b] of deadBes) {
-    mapsOf(dp, b.v6).be.delete(b.id);
-    st.backendIds.release(key, b.id);
+  for (const v of deadVips.values()) (v.v6 ? st.maps6 : st.maps4).svc.delete(v.addr, 0, 0, 0);
+  const tbl = st.backends;
+  for (const r of dead.keys()) {
+    (tbl.isV6(r) ? st.maps6 : st.maps4).be.delete(tbl.id[r]);
+    tbl.remove(r);
   }
 }
 
@@ -580,10 +616,11 @@ function updateRefs(dp: Datapath, st: LoadState, plans: Map<string, PortPlan | n
  * (kube-proxy: the SEP chain and its `recent` list go with the endpoint).
  */
 function forgetStaleAffinity(dp: Datapath, st: LoadState): void {
+  const ids = st.backends.id;
   const keep = (rn: number, id: number) => {
     const f = st.feByRevNat.get(rn);
     if (!f || f.affinityTimeout === 0) return false;
-    const k = f.backends.findIndex((b) => b.id === id);
+    const k = f.rows.findIndex((r) => ids[r] === id);
     return k >= 0 && f.weights[k] > 0;
   };
   dp.aff.retain(keep);
@@ -591,10 +628,11 @@ function forgetStaleAffinity(dp: Datapath, st: LoadState): void {
 }
 
 function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend, oldCount: number): void {
-  const svc = mapsOf(dp, f.v6).svc;
-  const n = f.backends.length;
+  const { svc } = f.v6 ? st.maps6 : st.maps4;
+  const ids = st.backends.id;
+  const n = f.rows.length;
   for (let s = 1; s <= n; s++) {
-    if (!svc.upsertSlot(f.vip, f.port, f.proto, s, f.backends[s - 1].id)) mapFull('service');
+    if (!svc.upsertSlot(f.vip, f.port, f.proto, s, ids[f.rows[s - 1]])) mapFull('service');
   }
   // The scheduler table before the master: a reader that sees the new count also finds the
   // candidates it may pick. `random` needs none (it draws a slot): no per-service typed arrays,
@@ -604,7 +642,7 @@ function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend, oldCount: n
     dp.sched.set(
       f.revNat,
       f.sched,
-      f.backends.map((b, k) => schedBackend(b, f.weights[k])),
+      f.rows.map((r, k) => schedBackend(st.backends, r, f.weights[k])),
     );
   st.affTimeout[f.revNat] = f.affinityTimeout;
   const ok = svc.upsertMaster(
@@ -622,10 +660,13 @@ function applyFrontend(dp: Datapath, st: LoadState, f: PlanFrontend, oldCount: n
 }
 
 /** A backend as the scheduler table takes it (an IPv6 one named for Maglev by its text). */
-function schedBackend(b: PlanBackend, weight: number) {
-  const name = b.v6 ? maglevBackendName6(b.text, b.port, b.proto) : undefined;
-  const addr = b.v6 ? undefined : (b.addr as number);
-  return { id: b.id, weight, name, addr, port: b.port, proto: b.proto };
+function schedBackend(tbl: BackendTable, r: number, weight: number) {
+  const v6 = tbl.isV6(r);
+  const port = tbl.port[r];
+  const proto = tbl.proto[r];
+  const name = v6 ? maglevBackendName6(tbl.text6[r]!, port, proto) : undefined;
+  const addr = v6 ? undefined : tbl.addr4[r] >>> 0;
+  return { id: tbl.id[r], weight, name, addr, port, proto };
 }
 
 function incRef<K>(m: Map<K, number>, k: K): number {
@@ -647,57 +688,6 @@ function decRef<K>(m: Map<K, number>, k: K): boolean {
 
 function mapFull(which: string): never {
   throw new Error(`dpLoadServices: ${which} map full while applying (state partially applied)`);
-}
-
-// ---- ids -------------------------------------------------------------------------------------
-
-/** Hash-derived ids in 1..max with linear probing; an id keeps its owner while it exists. */
-class IdTable {
-  readonly ids = new Map<string, number>();
-  readonly owner = new Map<number, string>();
-  constructor(readonly max: number) {}
-
-  release(key: string, id: number): void {
-    if (this.ids.get(key) !== id) return;
-    this.ids.delete(key);
-    this.owner.delete(id);
-  }
-}
-
-/** Ids picked while planning, committed to the table only once the plan is valid. */
-class IdTxn {
-  private readonly ids = new Map<string, number>();
-  private readonly owner = new Map<number, string>();
-  constructor(private readonly t: IdTable) {}
-
-  assign(key: string, hash: number): number {
-    const have = this.t.ids.get(key) ?? this.ids.get(key);
-    if (have !== undefined) return have;
-    const max = this.t.max;
-    let id = (hash % max) + 1;
-    for (let tries = 0; this.t.owner.has(id) || this.owner.has(id); tries++) {
-      if (tries >= max)
-        throw new Error(`dpLoadServices: no free id for ${key} (all ${max} in use)`);
-      id = id === max ? 1 : id + 1;
-    }
-    this.ids.set(key, id);
-    this.owner.set(id, key);
-    return id;
-  }
-
-  commit(): void {
-    for (const [k, id] of this.ids) {
-      this.t.ids.set(k, id);
-      this.t.owner.set(id, k);
-    }
-  }
-}
-
-/** FNV-1a, 32 bits, over the UTF-16 code units (keys here are ASCII). */
-export function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-  return h >>> 0;
 }
 
 // ---- helpers ---------------------------------------------------------------------------------

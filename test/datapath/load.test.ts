@@ -205,6 +205,18 @@ describe('dpLoadServices', () => {
     expect(loaderOf(small).update([b], []).frontends).toBe(2);
   });
 
+  it('forgets the backends a refused update planned (their ids are free again)', () => {
+    const a = servicePort(service('a', '10.96.0.10'), 80, 'TCP', [endpoint('10.244.1.5:8080')]);
+    const clash = servicePort(service('clash', '10.96.0.10'), 80, 'TCP', [
+      endpoint('10.244.9.9:8080'),
+    ]);
+    loaderOf(dp).update([a], []);
+    expect(() => loaderOf(dp).update([clash], [])).toThrow(/10\.96\.0\.10:80\/TCP/);
+    const b = servicePort(service('b', '10.96.0.11'), 80, 'TCP', []);
+    expect(loaderOf(dp).update([b], []).backends).toBe(1); // a's alone
+    expect(dp.be.size).toBe(1);
+  });
+
   it('refuses a load that cannot fit the service map before writing anything', () => {
     const small = createDatapath({ svcCapacity: 4 });
     expect(() =>

@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ChangeTracker } from '../../src/control/tracker.ts';
 import { KubernetesSource } from '../../src/control/source-k8s.ts';
+import { AGENT_NODE_OPTIONS } from '../../src/runtime.ts';
 import { agentCapabilities, dropPrivilegesArgv } from '../../src/lab/daemonset.ts';
 import { AGENT_CAPABILITIES } from '../../src/node/capabilities.ts';
 import { API_HOST_PLACEHOLDER, readNodeFacts } from '../../src/node/cluster-config.ts';
@@ -124,7 +125,13 @@ describe('deploy/ manifests', () => {
   it('the container args are flags `kubetun run` has, and --config points at the ConfigMap', () => {
     const ds = typed('DaemonSet') as V1DaemonSet;
     const c = ds.spec!.template.spec!.containers[0];
-    expect(c.command).toEqual(['node', '/opt/kubetun/bin/kubetun.mjs', 'run']);
+    // the agent's V8 options, as the lab starts it (src/runtime.ts AGENT_NODE_OPTIONS)
+    expect(c.command).toEqual([
+      'node',
+      ...AGENT_NODE_OPTIONS,
+      '/opt/kubetun/bin/kubetun.mjs',
+      'run',
+    ]);
     const help = spawnSync(process.execPath, [KUBETUN, 'run', '--help'], { encoding: 'utf8' });
     for (const a of c.args ?? []) {
       const flag = a.split('=')[0];

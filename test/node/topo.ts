@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { ctlRequest } from '../../src/node/ctl.ts';
+import { AGENT_NODE_OPTIONS } from '../../src/runtime.ts';
 
 export const NODE_IP = '10.250.0.2';
 export const GW = '10.244.1.1';
@@ -206,7 +207,9 @@ export class Topo {
    * agent after it (setpriv, unshare), run inside the namespace.
    */
   agentArgv(extra: string[] = [], wrap: string[] = []): string[] {
-    const args = ['netns', 'exec', this.ns('node'), ...wrap, process.execPath, '--import', 'tsx'];
+    // node's options as the agent is started with them (src/runtime.ts), then tsx's loader
+    const node = [process.execPath, ...AGENT_NODE_OPTIONS, '--import', 'tsx'];
+    const args = ['netns', 'exec', this.ns('node'), ...wrap, ...node];
     const flags = ['--manifests', this.manifests, '--node-name', 'node1', '--node-ip', NODE_IP];
     flags.push(
       '--pod-cidr',
