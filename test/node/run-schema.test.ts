@@ -4,6 +4,7 @@
 // nothing else here: the round trip argv → commander → config covers it.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { AGENT_NODE_OPTIONS } from '../../src/runtime.ts';
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { RUN_FLAGS_DOC, runFlagsMarkdown } from '../../scripts/gen-run-flags-doc.ts';
@@ -184,12 +185,15 @@ describe('kubetun run option schema', () => {
     const t = loadTopology(fileURLToPath(new URL('../../lab/topology.yaml', import.meta.url)));
     const n = t.nodes[1]!;
     const argv = kubetunArgv(t, n, 'eth1', '/run/x/n.sock', '/usr/bin/node', '/view');
-    expect(argv.slice(0, 3)).toEqual([
+    // node, the agent's V8 options (src/runtime.ts AGENT_NODE_OPTIONS), the CLI, `run`
+    const head = 1 + AGENT_NODE_OPTIONS.length + 2;
+    expect(argv.slice(0, head)).toEqual([
       '/usr/bin/node',
+      ...AGENT_NODE_OPTIONS,
       expect.stringMatching(/kubetun\.mjs$/),
       'run',
     ]);
-    const c = resolveRunConfig(parsed(argv.slice(3)), ctx);
+    const c = resolveRunConfig(parsed(argv.slice(head)), ctx);
     expect(c).toMatchObject({
       manifests: '/view',
       nodeName: n.name,
