@@ -176,7 +176,11 @@ describe('Proxier: no_local_endpoints, recounted per changed service port', () =
     p.onServicesSynced();
     p.onEndpointSlicesSynced();
     clock.advance(0);
-    await new Promise((r) => setTimeout(r, 50)); // the full sync's count runs in steps
+    // the full sync's count runs in steps, a turn of the event loop between two: until it is
+    // done (a fixed 50 ms was not always enough on a loaded machine)
+    for (let i = 0; i < 200 && (await gauge(metrics, 'internal')) !== 300; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     expect(await gauge(metrics, 'internal')).toBe(300);
     const all = vi.spyOn(p.tracker, 'resolveAll');
     const one = vi.spyOn(p.tracker, 'resolve');

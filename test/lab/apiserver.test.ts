@@ -3,6 +3,7 @@
 // event per real change), and the agent's argv is the DaemonSet's container command line.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { AGENT_NODE_OPTIONS } from '../../src/runtime.ts';
 import { API_DIR, desiredObjects, SA_DIR, SA_MOUNT, syncServer } from '../../src/lab/apiserver.ts';
 import {
   agentCapabilities,
@@ -60,6 +61,7 @@ describe('agent as the DaemonSet starts it', () => {
     expect(argv.slice(sh + 3, sh + 4 + priv.length)).toEqual(['sh', ...priv]);
     expect(argv.slice(sh + 4 + priv.length)).toEqual([
       '/usr/bin/node',
+      ...AGENT_NODE_OPTIONS, // the DaemonSet's command has them: deploy/daemonset.yaml
       join(ROOT, 'bin/kubetun.mjs'),
       'run',
       `--config=${API_DIR}/config.conf`,

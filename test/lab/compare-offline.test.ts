@@ -102,6 +102,17 @@ describe('compare: an endpoint closing in one packet or two', () => {
     expect(a[0]!.packets).toHaveLength(8);
   });
 
+  it('counts the same ACK captured just after the FIN as the FIN alone too (two CPUs)', () => {
+    const c = '10.244.2.3';
+    const v = '10.96.0.10';
+    const fin = tcp(c, v, 40001, 80, 'F.', 1011, 5021);
+    const ack = tcp(c, v, 40001, 80, '.', 1011, 5021); // left before the FIN, seen after it
+    const split = [...close(false).slice(0, 5), fin, ack, ...close(false).slice(6)];
+    const a = normaliseRun([{ name: 'veth', packets: split }]);
+    const b = normaliseRun([{ name: 'veth', packets: close(false) }]);
+    expect(diffRuns(a, b).every((d) => d.same)).toBe(true);
+  });
+
   it('keeps a pure ACK that a FIN with other numbers follows, and every other packet', () => {
     const pkts = close(true);
     pkts[7] = { ...pkts[7]!, ack: 1011 }; // the server's FIN no longer acks the client's FIN

@@ -13,7 +13,7 @@ export const NORMALISATIONS: readonly string[] = [
   'TCP sequence and acknowledgement numbers are relative to each direction’s ISN (its first packet at that capture point)',
   'TCP timestamp values are dropped (the option’s presence and position are kept)',
   'TCP window values are dropped (the kernels’ socket buffers, not the data plane, choose them)',
-  'a pure ACK directly followed, in the same direction, by a FIN with the same sequence and acknowledgement numbers counts as that FIN: an endpoint acknowledges a FIN and sends its own in one packet or two depending on whether its application closed before its delayed ACK left (timing, not the data plane)',
+  'a pure ACK directly followed (or, captured out of order, directly preceded), in the same direction, by a FIN with the same sequence and acknowledgement numbers counts as that FIN: an endpoint acknowledges a FIN and sends its own in one packet or two depending on whether its application closed before its delayed ACK left (timing, not the data plane)',
 ];
 
 /** One packet after normalisation: the text compared, and the parts a ladder diagram draws. */
@@ -187,14 +187,21 @@ export function normaliseRun(
 
 /**
  * Drops a pure ACK whose next packet in the same direction is a FIN with the same seq and ack
- * (NORMALISATIONS: the endpoint's split or combined close).
+ * (NORMALISATIONS: the endpoint's split or combined close) — or whose previous one is: the two
+ * leave the endpoint back to back, and on a machine of more than one CPU a capture point can
+ * see them in either order (each veth hop queues to the backlog of the CPU that sent it).
  */
 export function foldAckBeforeFin(pkts: readonly Pkt[]): Pkt[] {
   const dir = (p: Pkt) => `${p.src}:${p.sport}>${p.dst}:${p.dport}`;
+  const sameFin = (p: Pkt, q: Pkt | undefined) =>
+    q?.flags?.includes('F') === true && q.seq === p.seq && q.ack === p.ack;
   return pkts.filter((p, i) => {
     if (p.proto !== 'tcp' || p.flags !== '.' || p.len !== 0) return true;
-    const next = pkts.slice(i + 1).find((q) => q.proto === 'tcp' && dir(q) === dir(p));
-    return !(next?.flags?.includes('F') && next.seq === p.seq && next.ack === p.ack);
+    const mine = (q: Pkt) => q.proto === 'tcp' && dir(q) === dir(p);
+    const next = pkts.slice(i + 1).find(mine);
+    let prev: Pkt | undefined;
+    for (let k = i - 1; k >= 0 && !prev; k--) if (mine(pkts[k]!)) prev = pkts[k];
+    return !(sameFin(p, next) || sameFin(p, prev));
   });
 }
 
