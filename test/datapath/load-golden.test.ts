@@ -36,6 +36,7 @@ import type {
 import { servicePortName } from '../../src/model.ts';
 import { SCHED_ANNOTATION } from '../../src/sched/kinds.ts';
 import { makeDefaultService } from '../fixtures/model.ts';
+import { mulberry32 as rng } from '../wire/helpers.ts';
 
 const CFG = {
   seed: 0x5eed,
@@ -65,18 +66,6 @@ function datapath(): Datapath {
 }
 
 const NODE = 'node-1';
-
-/** mulberry32: the set is the same on every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const SCHEDS = ['rr', 'wrr', 'lc', 'sh', 'maglev', 'random'];
 

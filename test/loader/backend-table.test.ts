@@ -6,17 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { BackendTable } from '../../src/loader/backend-table.ts';
 import { fnv1a } from '../../src/loader/ids.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 as rng } from '../wire/helpers.ts';
 
 describe('BackendTable', () => {
   it('finds, adds and removes IPv4 backends as a Map of their key texts does (seeded, 20k steps)', () => {

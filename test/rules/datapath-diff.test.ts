@@ -18,18 +18,7 @@ import { renderIptables } from '../../src/rules/iptables.ts';
 import { u32ToIpv4 } from '../../src/wire/addr.ts';
 import { ep, makeService, makeSlice, port, resolve, slicePort, testNodeName } from './builders.ts';
 import { tracePacket } from './ipt-dump.ts';
-
-/** Small seeded PRNG (mulberry32) so a failure names a reproducible case. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 as rng } from '../wire/helpers.ts';
 
 const CONDITIONS = [
   { ready: true, serving: true, terminating: false },
