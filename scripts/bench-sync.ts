@@ -273,7 +273,7 @@ async function childArgv(): Promise<string[]> {
   const src = fileURLToPath(new URL('./bench-sync-child.ts', import.meta.url));
   if (FROM_SOURCES) return [...process.execArgv, src];
   const repo = fileURLToPath(new URL('../', import.meta.url));
-  const { bundleFresh, buildBundle } = await import('./build-js.mjs');
+  const { bundleFresh, buildBundle, ESBUILD_NODE } = await import('./build-js.mjs');
   if (!bundleFresh()) {
     process.stdout.write('kubetun: build/js is older than the sources: rebuilding it\n');
     await buildBundle();
@@ -284,14 +284,8 @@ async function childArgv(): Promise<string[]> {
   await build({
     absWorkingDir: repo,
     entryPoints: [{ in: src, out: 'bench-sync-child' }],
-    bundle: true,
-    splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    packages: 'external',
+    ...ESBUILD_NODE,
     outdir,
-    outExtension: { '.js': '.mjs' },
     logLevel: 'warning',
   });
   return [join(outdir, 'bench-sync-child.mjs')];

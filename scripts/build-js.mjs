@@ -29,6 +29,20 @@ const REPO = join(dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = join(REPO, 'build', 'js');
 const STAMP = join(OUT, 'inputs.json');
 
+/**
+ * esbuild's options for code node runs as the agent does: ES modules split into shared chunks,
+ * npm dependencies left in node_modules (bench-sync.ts bundles its child with them too).
+ */
+export const ESBUILD_NODE = {
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  packages: 'external',
+  outExtension: { '.js': '.mjs' },
+};
+
 /** True when build/js holds a bundle built from the sources as they are now. */
 export function bundleFresh(repo = REPO) {
   let inputs;
@@ -59,14 +73,8 @@ export async function buildBundle() {
   const result = await build({
     absWorkingDir: REPO,
     entryPoints: Object.entries(BUNDLE_ENTRIES).map(([out, src]) => ({ in: src, out })),
-    bundle: true,
-    splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    packages: 'external',
+    ...ESBUILD_NODE,
     outdir: tmp,
-    outExtension: { '.js': '.mjs' },
     chunkNames: 'chunk-[hash]',
     sourcemap: 'linked',
     metafile: true,
