@@ -7,8 +7,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CLOCK_SCRIPT, measureClockOffset } from '../../src/lab/compare/clock.ts';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { CLOCK_SCRIPT, measureClockOffset, nowUs } from '../../src/lab/compare/clock.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 import { vmRefusal } from '../../src/lab/compare/vm-lab.ts';
 import { parsePlace, placeName } from '../../src/lab/vms.ts';
@@ -84,6 +84,22 @@ describe('the clock of another machine', () => {
     expect(Math.abs(same.offsetUs)).toBeLessThanOrEqual(same.rttUs / 2 + 5000);
     const off = await measureClockOffset(['sh', '-c', ahead], 'clock ahead');
     expect(Math.abs(off.offsetUs - 5_000_000)).toBeLessThanOrEqual(off.rttUs / 2 + 5000);
+  });
+
+  it('is this machine`s wall clock, µs — after the wall clock is stepped too', () => {
+    // tcpdump stamps packets with the kernel's wall clock; the attempts' windows with nowUs
+    expect(Math.abs(nowUs() / 1000 - Date.now())).toBeLessThanOrEqual(6);
+    const real = Date.now;
+    const step = 700; // ms: a time sync, a machine restored from a snapshot
+    const now = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      expect(Math.abs(nowUs() / 1000 - (real() + step))).toBeLessThanOrEqual(6);
+      const [a, b] = [nowUs(), nowUs()];
+      expect(b).toBeGreaterThanOrEqual(a);
+    } finally {
+      now.mockRestore();
+    }
+    expect(Math.abs(nowUs() / 1000 - Date.now())).toBeLessThanOrEqual(6);
   });
 
   it('fails naming the machine when no clock answers', async () => {

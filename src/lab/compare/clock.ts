@@ -12,10 +12,27 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { LabError } from '../error.ts';
 
-/** Wall-clock µs (the capture clock), finer than Date.now()'s milliseconds. */
+/** how far (ms) the two clocks may part before the anchor is taken again (reading jitter) */
+const STEP_MS = 5;
+/** the wall clock at performance.now()'s zero, ms: moved when the wall clock is stepped */
+let wallAtZero = performance.timeOrigin;
+
+/**
+ * Wall-clock µs (the capture clock: tcpdump's timestamps are the kernel's wall clock), finer
+ * than Date.now()'s milliseconds: the monotonic clock from a wall-clock anchor. The anchor is
+ * taken again whenever the two part by more than Date.now()'s millisecond — the wall clock was
+ * stepped since the process started (a machine restored from a snapshot, a time sync), and a
+ * process that kept its start's anchor would time its attempts hundreds of ms away from the
+ * packets they sent (a comparison that picks packets by time window then finds none).
+ */
 export function nowUs(): number {
-  return Math.floor((performance.timeOrigin + performance.now()) * 1000);
+  const mono = performance.now();
+  const wall = Date.now();
+  const est = wallAtZero + mono;
+  if (est < wall - STEP_MS || est > wall + 1 + STEP_MS) wallAtZero = wall - mono;
+  return Math.floor((wallAtZero + mono) * 1000);
 }
+
 
 export interface ClockOffset {
   /** the far clock minus this one, µs */
