@@ -547,7 +547,7 @@ export class NodeAgent {
       // the dead run's endpoint tables steer until ours, built beside them, replace them; its
       // reply ruleset until ours replaces it in one transaction (a no-op unless it changed)
       steer.rebuild();
-      agent.steering.replies.install();
+      agent.steering.adopt();
       await agent.syncExternal();
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));
       agent.startTimers(loader);

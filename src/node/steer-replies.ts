@@ -135,7 +135,8 @@ export class ReplySteer {
     private readonly cfg: ReplySteerConfig,
     private readonly undo: UndoSink,
     private readonly log: Logger,
-    private readonly applied: string[],
+    /** notes each command run (Steering's log of its install) */
+    private readonly record: (line: string) => void,
   ) {}
 
   install(): void {
@@ -156,7 +157,7 @@ export class ReplySteer {
       // a restart finds the dead run's rule: the kernel refuses a second one as EEXIST
       const r = shTry(ruleArgv(f, 'add'));
       if (!r.ok && !/File exists/.test(r.err)) sh(ruleArgv(f, 'add'));
-      this.applied.push(ruleArgv(f, 'add').join(' '));
+      this.record(ruleArgv(f, 'add').join(' '));
     }
   }
 
@@ -170,13 +171,13 @@ export class ReplySteer {
   private apply(): void {
     const text = replyRuleset(this.cfg, this.frontends);
     sh(['nft', '-f', '-'], { input: text });
-    this.applied.push(`nft -f - (table inet ${NFT_TABLE}: ${this.frontends.length} external)`);
+    this.record(`nft -f - (table inet ${NFT_TABLE}: ${this.frontends.length} external)`);
     this.log.debug({ frontends: this.frontends.length }, 'reply steering ruleset applied');
   }
 
   private exec(argv: string[]): void {
     sh(argv);
-    this.applied.push(argv.join(' '));
+    this.record(argv.join(' '));
   }
 }
 

@@ -352,8 +352,12 @@ export interface SysctlChange {
 export class Steering {
   readonly hooked = new Set<string>();
   readonly sysctls: SysctlChange[] = [];
-  /** the commands run, for the "steering installed" log line */
+  /**
+   * the commands install() ran, for the "steering installed" log line; later ones (a new pod's
+   * hook, external IPs) are not kept: a long-lived agent's list would grow with every change
+   */
   readonly applied: string[] = [];
+  private installed = false;
   /** replies of translated flows, by their source endpoint (steer-endpoints.ts) */
   readonly endpoints: EndpointSteer;
   /** replies of translated flows to anyone but the node itself (steer-replies.ts) */
@@ -390,7 +394,7 @@ export class Steering {
     if (cfg.snatPorts6) ports.push(cfg.snatPorts6);
     const replyCfg = { tun, serviceCidr: cfg.serviceCidr, serviceCidrV6: cfg.serviceCidrV6 };
     const locals = { locals4: cfg.locals4, locals6: cfg.locals6, replyPorts: ports };
-    this.replies = new ReplySteer({ ...replyCfg, ...locals }, undo, log, this.applied);
+    this.replies = new ReplySteer({ ...replyCfg, ...locals }, undo, log, (l) => this.record(l));
   }
 
   /** `match <family> dst <addr>` of each of the node's own addresses of the family. */
@@ -435,6 +439,20 @@ export class Steering {
     for (const t of this.endpoints.tables) for (const u of t.undoSteps()) this.undo.add(u);
     this.endpoints.rebuild();
     this.replies.install();
+    this.installed = true;
+  }
+
+  /**
+   * A restart's takeover: the dead run's filters are adopted as they are, its reply ruleset
+   * replaced by ours in one transaction (a no-op unless it changed).
+   */
+  adopt(): void {
+    this.replies.install();
+    this.installed = true;
+  }
+
+  private record(line: string): void {
+    if (!this.installed) this.applied.push(line);
   }
 
   /**
@@ -526,7 +544,7 @@ export class Steering {
     this.undo.add(this.sysctl.writeArgv(key, prev));
     this.sysctl.write(key, value);
     this.sysctls.push({ key, prev, value });
-    this.applied.push(`sysctl ${key}=${value} (was ${prev || '""'})`);
+    this.record(`sysctl ${key}=${value} (was ${prev || '""'})`);
   }
 
   /**
@@ -589,13 +607,13 @@ export class Steering {
       ...action,
     ]);
     shBatch(['tc'], adds);
-    for (const a of adds) this.applied.push(`tc ${a.join(' ')}`);
+    for (const a of adds) this.record(`tc ${a.join(' ')}`);
     this.log.debug({ at: at.join(' '), pref, filters: adds.length }, 'tc redirects installed');
   }
 
   private exec(argv: string[]): void {
     sh(argv);
-    this.applied.push(argv.join(' '));
+    this.record(argv.join(' '));
   }
 
   private setSysctls(): void {
@@ -628,7 +646,7 @@ export class Steering {
       if (prev === value) continue;
       if (restore) this.undo.add(this.sysctl.writeArgv(key, prev));
       this.sysctl.write(key, value);
-      this.applied.push(`sysctl ${key}=${value} (was ${prev})`);
+      this.record(`sysctl ${key}=${value} (was ${prev})`);
     }
   }
 }
