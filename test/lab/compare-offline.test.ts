@@ -9,7 +9,7 @@ import { diffPoint, diffRuns, formatPointDiff } from '../../src/lab/compare/diff
 import { renderHtml } from '../../src/lab/compare/html.ts';
 import { normaliseRun } from '../../src/lab/compare/normalise.ts';
 import { decodeIpv4, type Pkt } from '../../src/lab/compare/packets.ts';
-import { judge, retransmission, type ScenarioRun } from '../../src/lab/compare/run.ts';
+import { judge, pickPackets, retransmission, type ScenarioRun } from '../../src/lab/compare/run.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 import { renderStaticViewSync } from '../../src/lab/control-plane.ts';
 import { DEFAULT_TOPOLOGY } from '../../src/lab/lab.ts';
@@ -78,6 +78,63 @@ describe('compare: a retransmission makes a scenario run again', () => {
       { name: 'b', packets: one },
     ]);
     expect(retransmission({ points: run })).toBeUndefined();
+  });
+});
+
+describe('compare: a masqueraded attempt`s packets, picked by time', () => {
+  // nodeport masquerades: at the backend and the uplinks the client port is gone, so packets
+  // are the attempt's by when their flow's SYN came. The client's capture holds the attempt's
+  // own SYN: the window starts there, on the capture's clock, whatever this process's clock
+  // said (CI: a kubetun leg found no packet of nodeport and hairpin at any point).
+  const s = SCENARIOS.find((x) => x.name === 'nodeport')!;
+  const T = 1_800_000_000_000_000; // the capture clock, µs
+  const at = (tUs: number, p: Pkt): Pkt => ({ ...p, tUs });
+  const client = {
+    name: 'client eth0 (client)',
+    ns: 'c',
+    ifname: 'eth0',
+    at: { kind: 'client' as const, name: 'client' },
+  };
+  const backend = {
+    name: 'pod-d veth',
+    ns: 'n2',
+    ifname: 'veth-d',
+    pod: 'pod-d',
+    at: { kind: 'pod' as const, name: 'pod-d' },
+  };
+  const captured = [
+    {
+      point: client,
+      packets: [
+        at(T, tcp('172.30.0.100', '172.30.0.11', 40001, 30080, 'S', 1, 0)),
+        at(T + 900, tcp('172.30.0.11', '172.30.0.100', 30080, 40001, 'S.', 5, 2)),
+      ],
+    },
+    {
+      point: backend,
+      packets: [
+        // an earlier run's flow, before the attempt
+        at(T - 3_000_000, tcp('172.30.0.11', '10.244.2.3', 61000, 8080, 'S', 9, 0)),
+        at(T + 400, tcp('172.30.0.11', '10.244.2.3', 61001, 8080, 'S', 1, 0)),
+        at(T + 500, tcp('10.244.2.3', '172.30.0.11', 8080, 61001, 'S.', 5, 2)),
+      ],
+    },
+  ];
+  const counts = (startUs: number) =>
+    pickPackets(
+      s,
+      captured,
+      [{ ok: true, clientPort: 40001, output: '', startUs, endUs: startUs + 30_000 }],
+      [0],
+    ).map((p) => p.packets.length);
+
+  it('keeps them when this clock agrees with the capture`s', () => {
+    expect(counts(T - 2_000)).toEqual([2, 2]);
+  });
+
+  it('keeps them when this clock is off by a step (700 ms either way)', () => {
+    expect(counts(T - 700_000)).toEqual([2, 2]);
+    expect(counts(T + 700_000)).toEqual([2, 2]);
   });
 });
 

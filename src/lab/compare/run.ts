@@ -291,18 +291,31 @@ async function timed(run: () => Attempt | Promise<Attempt>): Promise<Attempt> {
  * attempt never learned its port — by time window. A TCP flow counts as the attempt's when its
  * SYN falls in the window, so a previous try's closing packets never leak into the next one's.
  */
-function pickPackets(
+export function pickPackets(
   s: Scenario,
   captured: { point: CapturePoint; packets: Pkt[] }[],
   attempts: Attempt[],
   kept: number[],
 ): { name: string; packets: Pkt[]; pod?: string }[] {
   const ports = new Set(kept.map((i) => attempts[i]!.clientPort).filter((p) => p !== undefined));
+  // The client's capture point (the first) holds each attempt's own SYN, by its client port:
+  // where it does, the window is on the capture's clock from that SYN, as long as the attempt
+  // took (+200 ms) — this machine's wall clock is not needed, nor how it relates to the
+  // capture's; else from the spawn (the previous try's SYN is always before it) to 200 ms after
+  // the exit, on this machine's clock.
+  const atClient = captured[0]?.packets ?? [];
+  const synOf = (a: Attempt) =>
+    a.clientPort === undefined
+      ? undefined
+      : atClient.find((p) => p.flags === 'S' && p.sport === a.clientPort);
   const windows = kept
     .map((i) => attempts[i]!)
     .filter((a) => (s.masquerades || a.clientPort === undefined) && a.startUs !== undefined)
-    // From the spawn (the previous try's SYN is always before it) to 200 ms after the exit.
-    .map((a) => [a.startUs!, a.endUs! + 200_000] as const);
+    .map((a) => {
+      const syn = synOf(a);
+      const from = syn ? syn.tUs : a.startUs!;
+      return [from, from + (a.endUs! - a.startUs!) + 200_000] as const;
+    });
   const inWindow = (p: Pkt) => windows.some(([from, to]) => p.tUs >= from && p.tUs <= to);
   const byPort = (p: Pkt) =>
     ports.has(p.sport!) ||
