@@ -20,7 +20,7 @@ let wallAtZero = performance.timeOrigin;
 /**
  * Wall-clock µs (the capture clock: tcpdump's timestamps are the kernel's wall clock), finer
  * than Date.now()'s milliseconds: the monotonic clock from a wall-clock anchor. The anchor is
- * taken again whenever the two part by more than Date.now()'s millisecond — the wall clock was
+ * taken again whenever the two part by more than STEP_MS — the wall clock was
  * stepped since the process started (a machine restored from a snapshot, a time sync), and a
  * process that kept its start's anchor would time its attempts hundreds of ms away from the
  * packets they sent (a comparison that picks packets by time window then finds none).
@@ -32,7 +32,6 @@ export function nowUs(): number {
   if (est < wall - STEP_MS || est > wall + 1 + STEP_MS) wallAtZero = wall - mono;
   return Math.floor((wallAtZero + mono) * 1000);
 }
-
 
 export interface ClockOffset {
   /** the far clock minus this one, µs */
