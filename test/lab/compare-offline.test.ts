@@ -9,7 +9,15 @@ import { diffPoint, diffRuns, formatPointDiff } from '../../src/lab/compare/diff
 import { renderHtml } from '../../src/lab/compare/html.ts';
 import { normaliseRun } from '../../src/lab/compare/normalise.ts';
 import { decodeIpv4, type Pkt } from '../../src/lab/compare/packets.ts';
-import { judge, pickPackets, retransmission, type ScenarioRun } from '../../src/lab/compare/run.ts';
+import {
+  type CompareReport,
+  judge,
+  leftOut,
+  pickPackets,
+  retransmission,
+  type ScenarioRun,
+} from '../../src/lab/compare/run.ts';
+import { formatReport } from '../../src/lab/compare/report.ts';
 import { SCENARIOS } from '../../src/lab/compare/scenarios.ts';
 import { renderStaticViewSync } from '../../src/lab/control-plane.ts';
 import { DEFAULT_TOPOLOGY } from '../../src/lab/lab.ts';
@@ -135,6 +143,44 @@ describe('compare: a masqueraded attempt`s packets, picked by time', () => {
   it('keeps them when this clock is off by a step (700 ms either way)', () => {
     expect(counts(T - 700_000)).toEqual([2, 2]);
     expect(counts(T + 700_000)).toEqual([2, 2]);
+  });
+
+  it('names the points whose packets were all left out, and the report says so', () => {
+    // a failed connect has no client port: its window is this machine's clock alone
+    const failed = { ok: false, output: '', startUs: T + 5_000_000, endUs: T + 5_030_000 };
+    const picked = pickPackets(s, captured, [failed], [0]);
+    const out = leftOut(captured, picked);
+    expect(out).toEqual([
+      { point: 'client eth0 (client)', captured: 2 },
+      { point: 'pod-d veth', captured: 3 },
+    ]);
+    const run = (mode: 'iptables' | 'kubetun', points: ScenarioRun['points']): ScenarioRun => ({
+      mode,
+      attempts: [failed],
+      kept: [0],
+      points,
+      leftOut: mode === 'kubetun' ? out : [],
+    });
+    const full = normaliseRun(
+      pickPackets(
+        s,
+        captured,
+        [{ ok: true, clientPort: 40001, output: '', startUs: T, endUs: T + 30_000 }],
+        [0],
+      ),
+    );
+    const r = judge(s, 'iptables', run('iptables', full), run('kubetun', normaliseRun(picked)));
+    expect(r.verdict).toBe('different');
+    const text = formatReport({
+      kernel: 'iptables',
+      results: [r],
+      differences: 1,
+      normalisations: [],
+    } as unknown as CompareReport);
+    expect(text).toContain(
+      "kubetun: captured but none the kept attempt's (packets): client eth0 (client) 2, pod-d veth 3",
+    );
+    expect(text).not.toContain('iptables: captured but none');
   });
 });
 

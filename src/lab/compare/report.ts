@@ -37,6 +37,14 @@ function formatScenario(s: ScenarioResult, kernel: string): string[] {
     const last = run.attempts[run.kept[0] ?? 0]?.output.split('\n')[0] ?? '';
     out.push(`  ${run.mode}${chosen}${tries}: ${last}`);
   }
+  if (s.verdict === 'different') {
+    // an empty side with a full capture: the attempt's packets were not told apart (run.ts)
+    for (const run of s.runs) {
+      if (!run.leftOut?.length) continue;
+      const where = run.leftOut.map((l) => `${l.point} ${l.captured}`).join(', ');
+      out.push(`  ${run.mode}: captured but none the kept attempt's (packets): ${where}`);
+    }
+  }
   if (s.expected) out.push(`  deliberate: ${s.expected}`);
   if (s.note && s.verdict !== 'same') out.push(`  note: ${s.note}`);
   for (const p of s.points)

@@ -39,6 +39,11 @@ export interface ScenarioRun {
   points: { name: string; packets: NPkt[] }[];
   /** where it captured, for the report's drawing */
   captures?: CaptureMark[];
+  /**
+   * capture points that took packets of which none was the kept attempts' (pickPackets), with
+   * how many: a report that shows "(no packet)" there says why (leftOut())
+   */
+  leftOut?: { point: string; captured: number }[];
 }
 
 export interface ScenarioResult {
@@ -257,7 +262,20 @@ async function runScenario(
     backend,
     points: normaliseRun(mapped),
     captures: points.map((p) => ({ at: p.at, label: p.name })),
+    leftOut: leftOut(captured, picked),
   };
+}
+
+/** The points whose capture held packets but none the kept attempts' (picked: in order). */
+export function leftOut(
+  captured: readonly { point: CapturePoint; packets: readonly Pkt[] }[],
+  picked: readonly { packets: readonly Pkt[] }[],
+): { point: string; captured: number }[] {
+  return captured.flatMap((c, i) =>
+    c.packets.length > 0 && picked[i]?.packets.length === 0
+      ? [{ point: c.point.name, captured: c.packets.length }]
+      : [],
+  );
 }
 
 /**
