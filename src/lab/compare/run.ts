@@ -309,6 +309,13 @@ async function timed(run: () => Attempt | Promise<Attempt>): Promise<Attempt> {
  * attempt never learned its port — by time window. A TCP flow counts as the attempt's when its
  * SYN falls in the window, so a previous try's closing packets never leak into the next one's.
  */
+/**
+ * How far before an attempt's SYN at the client its window opens: more than the clocks' error
+ * between machines (the VM lab's offsets hold within half a round trip, ~1 ms), less than the
+ * time between the previous try's SYN and this one's (a whole curl run, tens of ms at least).
+ */
+const SYN_SLACK_US = 5_000;
+
 export function pickPackets(
   s: Scenario,
   captured: { point: CapturePoint; packets: Pkt[] }[],
@@ -317,10 +324,11 @@ export function pickPackets(
 ): { name: string; packets: Pkt[]; pod?: string }[] {
   const ports = new Set(kept.map((i) => attempts[i]!.clientPort).filter((p) => p !== undefined));
   // The client's capture point (the first) holds each attempt's own SYN, by its client port:
-  // where it does, the window is on the capture's clock from that SYN, as long as the attempt
-  // took (+200 ms) — this machine's wall clock is not needed, nor how it relates to the
-  // capture's; else from the spawn (the previous try's SYN is always before it) to 200 ms after
-  // the exit, on this machine's clock.
+  // where it does, the window is on the capture's clock from SYN_SLACK_US before that SYN (a
+  // VM's packets are moved onto this clock within half a round trip: the node's copy of the
+  // SYN may land a little before the client's) as long as the attempt took (+200 ms) — this
+  // machine's wall clock is not needed; else from the spawn (the previous try's SYN is always
+  // before it) to 200 ms after the exit, on this machine's clock.
   const atClient = captured[0]?.packets ?? [];
   const synOf = (a: Attempt) =>
     a.clientPort === undefined
@@ -331,7 +339,7 @@ export function pickPackets(
     .filter((a) => (s.masquerades || a.clientPort === undefined) && a.startUs !== undefined)
     .map((a) => {
       const syn = synOf(a);
-      const from = syn ? syn.tUs : a.startUs!;
+      const from = syn ? syn.tUs - SYN_SLACK_US : a.startUs!;
       return [from, from + (a.endUs! - a.startUs!) + 200_000] as const;
     });
   const inWindow = (p: Pkt) => windows.some(([from, to]) => p.tUs >= from && p.tUs <= to);
