@@ -305,17 +305,17 @@ async function timed(run: () => Attempt | Promise<Attempt>): Promise<Attempt> {
 }
 
 /**
- * Keeps the kept attempts' packets: by client port, or — when the data plane masquerades or the
- * attempt never learned its port — by time window. A TCP flow counts as the attempt's when its
- * SYN falls in the window, so a previous try's closing packets never leak into the next one's.
- */
-/**
  * How far before an attempt's SYN at the client its window opens: more than the clocks' error
  * between machines (the VM lab's offsets hold within half a round trip, ~1 ms), less than the
  * time between the previous try's SYN and this one's (a whole curl run, tens of ms at least).
  */
 const SYN_SLACK_US = 5_000;
 
+/**
+ * Keeps the kept attempts' packets: by client port, or — when the data plane masquerades or the
+ * attempt never learned its port — by time window. A TCP flow counts as the attempt's when its
+ * SYN falls in the window, so a previous try's closing packets never leak into the next one's.
+ */
 export function pickPackets(
   s: Scenario,
   captured: { point: CapturePoint; packets: Pkt[] }[],
