@@ -15,6 +15,12 @@
 // manifest worker hands its changes to the main thread as that JSON (JsonChange). An object's
 // JSON parses back to an equal object: the model is plain data (strings, numbers, booleans,
 // arrays, objects; no undefined, NaN or -0 — test/control/source-dir-worker.test.ts).
+//
+// The strict first load from an empty state can stream (reload's `stream`): each file's objects
+// go out as JSON changes once the file parsed, while the next one is read, so their owner feeds
+// its trackers in parallel with the parse (issue 18: the agent's 10k-Service start). Nothing of
+// it is in force before the reload says `applied`: a refusal later in the directory ends the
+// reload with `fatal`, and the owner of a strict start gives up (the agent does not start).
 import { ManifestFileError } from '../manifests/errors.ts';
 import { loadManifests, loadManifestsPartial } from '../manifests/load.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
@@ -67,8 +73,12 @@ export class DirState {
     this.state = state ?? { services: new Map(), slices: new Map(), loaded: false };
   }
 
-  /** `strict`: all or nothing (loadManifests), the first refusal fatal — the agent's start. */
-  reload(strict = false): DirDelta {
+  /**
+   * `strict`: all or nothing (loadManifests), the first refusal fatal — the agent's start.
+   * `stream`: a strict load from an empty state hands each file's objects to it as they parse
+   * (see the header) and the delta then lists none of them; any other load ignores it.
+   */
+  reload(strict = false, stream?: Stream): DirDelta {
     const st = this.state;
     const delta: DirDelta = {
       services: [],
@@ -80,6 +90,8 @@ export class DirState {
       counts: { services: st.services.size, slices: st.slices.size },
       json: { services: [], slices: [] },
     };
+    if (stream && strict && !this.load && st.services.size + st.slices.size === 0)
+      return this.streamFirst(delta, stream);
     let state: ClusterState;
     try {
       if (this.load) state = this.load(this.dir);
@@ -107,6 +119,46 @@ export class DirState {
     delta.counts = { services: st.services.size, slices: st.slices.size };
     return delta;
   }
+
+  /** The strict load from an empty state, each file's objects streamed as it parses. */
+  private streamFirst(delta: DirDelta, stream: Stream): DirDelta {
+    const services = new Map<string, string>();
+    const slices = new Map<string, string>();
+    try {
+      loadManifests(this.dir, this.parse, (one) =>
+        stream(asJson(one.services, services), asJson(one.slices, slices)),
+      );
+    } catch (err) {
+      delta.errors = [err instanceof Error ? err : new Error(String(err))];
+      delta.fatal = true;
+      return delta;
+    }
+    const st = this.state;
+    st.loaded = true;
+    st.services = services;
+    st.slices = slices;
+    delta.applied = true;
+    delta.counts = { services: services.size, slices: slices.size };
+    return delta;
+  }
+}
+
+/** A streamed file's part of a strict load: its Services' and slices' changes, as JSON. */
+export type Stream = (services: JsonChange[], slices: JsonChange[]) => void;
+
+/** New objects as changes, each also set in `state` (no name repeats: the load checks that). */
+function asJson<T extends { namespace: string; name: string }>(
+  objs: T[],
+  state: Map<string, string>,
+): JsonChange[] {
+  const out: JsonChange[] = [];
+  for (const o of objs) {
+    const name = namespacedName(o);
+    const json = JSON.stringify(o);
+    state.set(name, json);
+    out.push([name, json]);
+  }
+  return out;
 }
 
 /**

@@ -1,10 +1,12 @@
 // The manifest worker's thread (started by manifest-worker.ts for one reload): reads, parses,
 // validates and diffs the manifests directory (DirState, seeded with the last good state the
-// main thread keeps) off the packet thread, then hands the changes over in slices, one per
-// request, so the main thread decodes and applies at most CHUNK objects between two TUN
-// batches; a slice is its objects' JSON (dir-state.ts JsonChange), which the main thread keeps
-// as its state and parses into the objects it applies. The thread is then ended: its
-// heap (the parsed files, their garbage) is not kept between reloads.
+// main thread keeps) off the packet thread, and posts the changes in slices of CHUNK objects
+// as they are ready — the strict first load each file's as it parses (DirState's stream), any
+// other once the diff is made — then the outcome. The main thread queues them and decodes and
+// applies one slice per turn of its event loop, at most CHUNK objects between two TUN batches
+// (manifest-worker.ts); a slice is its objects' JSON (dir-state.ts JsonChange), which the main
+// thread keeps as its state and parses into the objects it applies. The thread is then ended:
+// its heap (the parsed files, their garbage) is not kept between reloads.
 // No import.meta here: this file is loaded through tsx's CommonJS hook.
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
@@ -26,7 +28,7 @@ import {
  */
 const CHUNK = 64;
 
-export type WorkerRequest = { type: 'load'; strict: boolean } | { type: 'next' };
+export type WorkerRequest = { type: 'load'; strict: boolean };
 export type WireError =
   | { kind: 'other'; message: string }
   | {
@@ -74,29 +76,31 @@ if (port) {
   yieldToPacketLoop();
   const { dir, parse, state } = workerData as WorkerData;
   const dirState = new DirState(dir, parse, undefined, state);
-  let queue: WorkerReply[] = [];
+  const post = (m: WorkerReply) => port.postMessage(m);
   port.on('message', (m: WorkerRequest) => {
-    if (m.type === 'load') queue = slices(dirState.reload(m.strict));
-    const next = queue.shift();
-    if (next) port.postMessage(next);
+    const d = dirState.reload(m.strict, (svcs, sl) => chunks(svcs, sl, post));
+    chunks(
+      deletionsFirst(d.services, d.json.services),
+      deletionsFirst(d.slices, d.json.slices),
+      post,
+    );
+    const { services: _s, slices: _l, errors, json: _j, ...rest } = d;
+    post({ type: 'done', ...rest, errors: errors.map(wireError) });
   });
 }
 
-/** Deletions first (a ClusterIP given up by one object may be taken by another in a later slice). */
-function slices(d: DirDelta): WorkerReply[] {
-  const out: WorkerReply[] = [];
-  const svcs = deletionsFirst(d.services, d.json.services);
-  const sl = deletionsFirst(d.slices, d.json.slices);
+/** Services, then slices, CHUNK objects a slice. */
+function chunks(svcs: JsonChange[], sl: JsonChange[], post: (m: WorkerReply) => void): void {
   for (let i = 0; i < svcs.length; i += CHUNK)
-    out.push({ type: 'chunk', services: svcs.slice(i, i + CHUNK), slices: [] });
+    post({ type: 'chunk', services: svcs.slice(i, i + CHUNK), slices: [] });
   for (let i = 0; i < sl.length; i += CHUNK)
-    out.push({ type: 'chunk', services: [], slices: sl.slice(i, i + CHUNK) });
-  const { services: _s, slices: _l, errors, json: _j, ...rest } = d;
-  out.push({ type: 'done', ...rest, errors: errors.map(wireError) });
-  return out;
+    post({ type: 'chunk', services: [], slices: sl.slice(i, i + CHUNK) });
 }
 
-/** Each change as its name and JSON, deletions first. */
+/**
+ * Each change as its name and JSON, deletions first (a ClusterIP given up by one object may be
+ * taken by another in a later slice).
+ */
 function deletionsFirst<T>(changes: Change<T>[], json: (string | null)[]): JsonChange[] {
   const gone: JsonChange[] = [];
   const kept: JsonChange[] = [];

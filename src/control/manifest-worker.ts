@@ -1,7 +1,11 @@
 // The main thread's half of the manifest worker (manifest-worker-main.ts runs the other half):
-// ManifestDirSource hands it a reload, gets the changes back in slices — each slice applied,
-// then the event loop runs (TUN batches go first) before the next one is asked for — and the
-// reload's outcome last. The parser, the apiserver's checks and the diff never run here.
+// ManifestDirSource hands it a reload, gets the changes back in slices — the worker posts them
+// as they are ready, they wait in a queue here, and one is applied per turn of the event loop
+// (TUN batches go between two) — and the reload's outcome last. The parser, the apiserver's
+// checks and the diff never run here. A strict first load's slices come while the worker still
+// parses (dir-state.ts: streamed), so on two cores the trackers fill in parallel with the parse;
+// they are not the state in force until the outcome says `applied` (a refused strict start
+// leaves them there, and its owner — the agent's start — gives up).
 //
 // A worker is ended once its reload is in, unless the directory is small (WARM_MAX_OBJECTS):
 // then it stays for WARM_MS for the next reload, and is ended when none came. Between reloads
@@ -72,7 +76,13 @@ export class ManifestWorker {
   ): Promise<WorkerOutcome> {
     const w = this.takeWarm() ?? this.boot();
     return new Promise<WorkerOutcome>((resolve) => {
+      // the worker's replies not applied yet, in order; one applied per turn (`pump`)
+      const queue: WorkerReply[] = [];
+      let pumping = false;
+      let settled = false;
       const finish = (o: WorkerOutcome) => {
+        settled = true;
+        queue.length = 0;
         w.off('message', onMessage);
         w.off('error', onError);
         w.off('exit', onExit);
@@ -80,7 +90,12 @@ export class ManifestWorker {
         else this.end(w);
         resolve(o);
       };
-      const onMessage = (m: WorkerReply) => {
+      const pump = () => {
+        const m = queue.shift();
+        if (settled || m === undefined) {
+          pumping = false;
+          return;
+        }
         if (m.type === 'done') {
           if (m.applied) this.state.loaded = true;
           finish({ ...m, errors: m.errors.map(fromWire) });
@@ -89,7 +104,13 @@ export class ManifestWorker {
         applyToState(this.state.services, m.services);
         applyToState(this.state.slices, m.slices);
         onChunk(parseChanges<Service>(m.services), parseChanges<EndpointSlice>(m.slices));
-        setImmediate(() => w.postMessage({ type: 'next' } satisfies WorkerRequest));
+        setImmediate(pump);
+      };
+      const onMessage = (m: WorkerReply) => {
+        queue.push(m);
+        if (pumping) return;
+        pumping = true;
+        setImmediate(pump);
       };
       const failed = (why: string) => {
         const e = new Error(`manifest worker ${why}; the last good state stays`);

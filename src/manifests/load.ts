@@ -22,14 +22,21 @@ const MANIFEST_FILE = /\.(ya?ml|json)$/i;
  * file parsed and checked as parseManifests does, then the checks across files). A valid
  * directory is checked once, as a whole; the files are checked one by one only to pick the
  * refusal to throw (a conflict inside an earlier file comes before a later file's error).
+ * `onFile` sees each file's objects once the file parsed, before the next is read and before
+ * the checks across files: what it is handed is not loaded until this returns.
  */
-export function loadManifests(pathOrDir: string, opts: ParseOptions = {}): ClusterState {
+export function loadManifests(
+  pathOrDir: string,
+  opts: ParseOptions = {},
+  onFile?: (one: ClusterState) => void,
+): ClusterState {
   const state: ClusterState = { services: [], slices: [] };
   const files: ClusterState[] = [];
   try {
     for (const file of manifestFiles(pathOrDir)) {
       const one = parseObjects(readText(file), file, opts);
       files.push(one);
+      onFile?.(one);
       state.services.push(...one.services);
       state.slices.push(...one.slices);
     }

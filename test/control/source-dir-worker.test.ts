@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startControlPlane } from '../../src/control/control-plane.ts';
+import { DirState } from '../../src/control/dir-state.ts';
 import { ManifestWorker } from '../../src/control/manifest-worker.ts';
 import { ManifestDirSource } from '../../src/control/source-dir.ts';
 import { ChangeTracker } from '../../src/control/tracker.ts';
@@ -263,6 +264,59 @@ describe('the strict first load (the agent start-up check)', () => {
       field: 'spec.ports[0].port',
     });
     expect(programmed).toEqual([]); // all or nothing: not even a.yaml
+  });
+
+  // Issue 18 (10k Services end to end): the strict first load streams each file's objects as
+  // it parses, so the trackers fill while the worker still reads the next file; none of it is
+  // in force until the outcome says applied.
+  it('streams each file as it parses: a later refusal comes after the earlier files, not applied', async () => {
+    writeFileSync(
+      join(dir, 'a.yaml'),
+      [service('a', '10.96.0.10'), slice('a-1', 'a', '10.244.1.5')].join('---\n'),
+    );
+    writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11', 70000));
+    const w = new ManifestWorker(dir, parse);
+    try {
+      const seen: string[] = [];
+      const onChunk = (s: [string, unknown][], l: [string, unknown][]) =>
+        void seen.push(...s.map(([n]) => `svc ${n}`), ...l.map(([n]) => `slice ${n}`));
+      const o = await w.reload(onChunk, true);
+      expect(seen).toEqual(['svc bench/a', 'slice bench/a-1']);
+      expect(o).toMatchObject({ applied: false, fatal: true });
+      expect(o.errors[0]).toMatchObject({ object: 'Service bench/b', field: 'spec.ports[0].port' });
+      expect(w.state.loaded).toBe(false);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('DirState streams a strict load from an empty state file by file, and only that load', () => {
+    writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
+    writeFileSync(
+      join(dir, 'b.yaml'),
+      [service('b', '10.96.0.11'), slice('b-1', 'b', '10.244.1.6')].join('---\n'),
+    );
+    const st = new DirState(dir, parse);
+    const calls: string[][] = [];
+    const stream = (s: [string, string | null][], l: [string, string | null][]) =>
+      void calls.push([...s, ...l].map(([n]) => n));
+    const d = st.reload(true, stream);
+    expect(calls).toEqual([['bench/a'], ['bench/b', 'bench/b-1']]);
+    expect(d).toMatchObject({
+      applied: true,
+      services: [],
+      slices: [],
+      counts: { services: 2, slices: 1 },
+    });
+    expect(JSON.parse(st.state.services.get('bench/b') ?? '')).toMatchObject({
+      clusterIPs: ['10.96.0.11'],
+    });
+    // with a state to diff against, the changes come as a delta, never streamed
+    writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10', 81));
+    calls.length = 0;
+    const d2 = st.reload(true, stream);
+    expect(calls).toEqual([]);
+    expect(d2.services.map(([n]) => n)).toEqual(['bench/a']);
   });
 
   it('a tolerant source refuses the same object alone and applies the rest', async () => {
