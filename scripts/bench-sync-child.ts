@@ -1,8 +1,7 @@
 // bench-sync's agent-like process (scripts/bench-sync.ts, "the agent's path"): the control plane
 // as `kubetun run --manifests DIR` starts it (src/node/agent.ts startControl: the manifest worker,
 // the all-or-nothing first load, the trackers, the sliced sync into a fresh datapath, this
-// node's name), timed from the start to the first full sync; its memory right after, and once
-// it has settled (settle()). Prints one JSON line.
+// node's name), timed from the start to the first full sync. Prints one JSON line.
 //
 // bench-sync runs it bundled by esbuild into build/bench/ (two levels below the repository, as
 // build/js: src/runtime.ts then starts the manifest worker from build/js, the bundle the agent
@@ -47,34 +46,12 @@ const cp = await startControlPlane({
 await cp.firstSync;
 const ms = performance.now() - t0;
 const c = process.cpuUsage(c0);
-// as the agent holds it right after the load: no forced GC, which would also put off V8's
-// memory reducer (settle() waited 6 s and more for it in vain after one)
-const mem = process.memoryUsage();
-const settled = await settle();
+globalThis.gc?.();
+const mem = process.memoryUsage(); // as the agent holds it
 await cp.stop();
 clearInterval(alive);
 const cpuMs = (c.user + c.system) / 1000;
 process.stdout.write(
-  `${JSON.stringify({ ms, cpuMs, rss: mem.rss, heap: mem.heapUsed, heapTotal: mem.heapTotal, settled, steps, bundled: BUNDLED, services: dp.svc.size })}\n`,
+  `${JSON.stringify({ ms, cpuMs, rss: mem.rss, heap: mem.heapUsed, heapTotal: mem.heapTotal, steps, bundled: BUNDLED, services: dp.svc.size })}\n`,
 );
-
-/**
- * The RSS the agent keeps once the load is behind it: V8 gives back the heap the load grew
- * (its memory reducer, a few seconds after allocation slows) on its own, no forced GC. Sampled
- * every SETTLE_MS until two samples agree within 1 MiB after at least 5 (the reducer's first pass
- * came 4-8 s after the load here), or 30 s.
- */
-async function settle(): Promise<{ rss: number; heapTotal: number; afterMs: number }> {
-  const SETTLE_MS = 2000;
-  const t = performance.now();
-  let last = 0;
-  for (let k = 1; ; k++) {
-    await new Promise((r) => setTimeout(r, SETTLE_MS));
-    const m = process.memoryUsage();
-    const afterMs = Math.round(performance.now() - t);
-    if ((k >= 5 && Math.abs(m.rss - last) < 1 << 20) || afterMs > 30_000)
-      return { rss: m.rss, heapTotal: m.heapTotal, afterMs };
-    last = m.rss;
-  }
-}
 process.exit(0);

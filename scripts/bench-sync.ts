@@ -11,8 +11,7 @@
 //    Services and their slices as YAML in a directory → manifest worker (read, parse, validate;
 //    the agent's all-or-nothing first load) → trackers → sliced map writes, timed from the start
 //    to the first full sync (wall and the process's CPU time: on a shared machine the CPU time is
-//    the steadier figure), and that process's RSS right after it and once V8 has given back
-//    what the load grew (no forced GC: as the agent runs). It runs what the agent runs: the
+//    the steadier figure), and that process's RSS after it. It runs what the agent runs: the
 //    esbuild bundle (build/js's manifest worker, the child's modules bundled the same way into
 //    build/bench/), unless --from-sources (through tsx, as the tests do)
 // 4. kube-proxy's iptables mode, if iptables-restore is there and we are root: the same
@@ -305,7 +304,7 @@ async function dirBench(): Promise<void> {
     // the agent's V8 options (src/runtime.ts), as the lab and the DaemonSet start it
     const r = spawnSync(
       process.execPath,
-      [...AGENT_NODE_OPTIONS, ...argv, dir, NODE],
+      ['--expose-gc', ...AGENT_NODE_OPTIONS, ...argv, dir, NODE],
       {
         encoding: 'utf8',
         maxBuffer: 1 << 24,
@@ -323,7 +322,6 @@ async function dirBench(): Promise<void> {
       rss: number;
       heap: number;
       heapTotal: number;
-      settled: { rss: number; heapTotal: number; afterMs: number };
       steps: Record<string, number>;
       bundled: boolean;
     };
@@ -334,10 +332,8 @@ async function dirBench(): Promise<void> {
     process.stdout.write(
       `kubetun: ${N} services from a directory (YAML) into the maps, end to end (worker parse, sliced sync; ${how}) ` +
         `${f.ms.toFixed(0)} ms wall, ${f.cpuMs.toFixed(0)} ms CPU (goal 1000 ms) — in the trackers at ${st['manifests loaded']} ms, ` +
-        `checked out at ${st.checkedOut} ms; that agent-like process's RSS ${mib(f.rss)} right after ` +
-        `(heap ${mib(f.heap)} used of ${mib(f.heapTotal)}), ${mib(f.settled.rss)} settled ` +
-        `${(f.settled.afterMs / 1000).toFixed(0)} s later (heap ${mib(f.settled.heapTotal)}; goal 150 MiB); ` +
-        `load average ${loadavg()}\n`,
+        `checked out at ${st.checkedOut} ms; that agent-like process's RSS ${mib(f.rss)} (goal 150 MiB), ` +
+        `heap ${mib(f.heap)} used of ${mib(f.heapTotal)}; load average ${loadavg()}\n`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
