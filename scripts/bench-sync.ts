@@ -20,7 +20,7 @@
 //    (--noflush; KUBE-SERVICES and the other shared chains rewritten, only the changed service's
 //    SVC/SEP chains written), with the ratios to kubetun's figures.
 
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -335,11 +335,114 @@ async function dirBench(): Promise<void> {
         `checked out at ${st.checkedOut} ms; that agent-like process's RSS ${mib(f.rss)} (goal 150 MiB), ` +
         `heap ${mib(f.heap)} used of ${mib(f.heapTotal)}; load average ${loadavg()}\n`,
     );
+    await agentBench(dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 await dirBench();
+
+/**
+ * The agent itself on the same directory (root): `kubetun run` as the lab starts it (its V8
+ * options, bin/kubetun.mjs) in a scratch network namespace with a veth for an uplink, no pod
+ * attached. Prints when it was ready to forward and when steering was in (its own log), and its
+ * RSS sampled for AGENT_SAMPLE_S seconds after that: what `ps` shows of an agent at N Services
+ * — the agent-like process above leaves out the packet loop, the steering and the watchdog.
+ * Ended by its PID (SIGTERM: it removes its steering), the namespace deleted.
+ */
+async function agentBench(dir: string): Promise<void> {
+  if (process.getuid?.() !== 0) {
+    process.stdout.write('kubetun agent: skipped (needs root: a scratch netns)\n');
+    return;
+  }
+  const AGENT_SAMPLE_S = 20;
+  const ns = `kl-bench-agent-${process.pid}`;
+  const repo = fileURLToPath(new URL('../', import.meta.url));
+  const sh = (...argv: string[]) => spawnSync('ip', ['netns', 'exec', ns, ...argv]);
+  spawnSync('ip', ['netns', 'add', ns]);
+  let child: ReturnType<typeof spawn> | undefined;
+  try {
+    sh('ip', 'link', 'set', 'lo', 'up');
+    sh('ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0p');
+    sh('ip', 'addr', 'add', '192.168.77.2/24', 'dev', 'eth0');
+    sh('ip', 'link', 'set', 'eth0', 'up');
+    sh('ip', 'link', 'set', 'eth0p', 'up');
+    sh('ip', 'route', 'add', 'default', 'via', '192.168.77.1', 'dev', 'eth0');
+    const argv = [
+      ...AGENT_NODE_OPTIONS,
+      join(repo, 'bin/kubetun.mjs'),
+      'run',
+      ...['--manifests', dir, '--node-name', NODE, '--node-ip', '192.168.77.2'],
+      ...['--pod-cidr', '10.244.0.0/24', '--service-cidr', '10.96.0.0/12'],
+      ...['--metrics-bind-address', '0', '--healthz-bind-address', '0'],
+    ];
+    const t0 = performance.now();
+    const c = spawn('ip', ['netns', 'exec', ns, process.execPath, ...argv], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child = c;
+    const seen: Record<string, number> = {};
+    let ready: { readyToForwardMs?: number } = {};
+    let err = '';
+    c.stderr.on('data', (b: Buffer) => {
+      err = (err + b.toString()).slice(-400);
+    });
+    let buf = '';
+    c.stdout.on('data', (b: Buffer) => {
+      buf += b.toString();
+      for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        try {
+          const o = JSON.parse(line) as { msg?: string; readyToForwardMs?: number };
+          if (o.msg && seen[o.msg] === undefined) seen[o.msg] = performance.now() - t0;
+          if (o.msg === 'kubetun node agent ready') ready = o;
+        } catch {
+          // not a log line
+        }
+      }
+    });
+    const deadline = performance.now() + 120_000;
+    while (seen['kubetun node agent ready'] === undefined && c.exitCode === null) {
+      if (performance.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    if (seen['kubetun node agent ready'] === undefined) {
+      process.stdout.write(`kubetun agent: not ready (exit ${c.exitCode}): ${err.trim()}\n`);
+      return;
+    }
+    // `ip netns exec` execs the agent: the child's pid is the agent's
+    const rss: number[] = [];
+    for (let k = 0; k < AGENT_SAMPLE_S / 2; k++) {
+      await new Promise((r) => setTimeout(r, 2000));
+      rss.push(rssOf(c.pid!));
+    }
+    const mib = (x: number) => `${(x / 1048576).toFixed(0)}`;
+    process.stdout.write(
+      `kubetun agent (kubetun run, ${N} services, scratch netns): manifests loaded at ${seen['manifests loaded']?.toFixed(0)} ms, ` +
+        `first sync at ${seen.synced?.toFixed(0)} ms, ready to forward ${ready.readyToForwardMs?.toFixed(0)} ms after its start, ` +
+        `steering installed at ${seen['steering installed']?.toFixed(0)} ms (from the spawn); ` +
+        `RSS every 2 s for ${AGENT_SAMPLE_S} s after: ${rss.map(mib).join(' ')} MiB (goal 150 MiB); load average ${loadavg()}\n`,
+    );
+  } finally {
+    if (child && child.exitCode === null) {
+      const exited = new Promise((r) => child?.once('exit', r));
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+    }
+    spawnSync('ip', ['netns', 'del', ns]);
+  }
+}
+
+/** A process's resident set, bytes (/proc/PID/status VmRSS); 0 when it is gone. */
+function rssOf(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
 
 // ---- kube-proxy iptables mode: iptables-restore into a scratch netns ------------------------
 function iptablesBench(): void {
