@@ -9,12 +9,14 @@
 //   shBatch   many `ip` or `tc` commands in one process (`-batch -`); shBatchAsync: the same
 //             without blocking the event loop
 //   shAsync   like shTry, asynchronous: many commands at once (exercise checks)
+//   shHasOutput  whether a command prints anything, without reading the rest (asynchronous)
 //   inNs      argv inside a lab namespace: `ip netns exec`, or the route of a lab on other
 //             machines (NsRoute, withNsRoute)
 //
 // Synchronous by default on purpose: lab up and the agent's start are sequences where each step
 // needs the one before. zx is not used here: see docs/architecture.md ("Shell commands").
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import type { Writable } from 'node:stream';
 import { KubetunError } from './errors.ts';
 
 /** A command that failed: not the user's typo (exit 1). Names the command and its stderr. */
@@ -85,9 +87,15 @@ export function shJson<T>(argv: readonly string[]): T[] {
  * force it runs them all and returns the failed ones, each as `<command>: <the tool's message>`
  * (iproute2 ends each message with "Command failed -:<line>").
  */
+/**
+ * One command of a batch: its words, or the line already joined (a build of tens of thousands
+ * of lines makes each one a string, not an array of its words).
+ */
+export type BatchLine = readonly string[] | string;
+
 export function shBatch(
   tool: readonly string[],
-  lines: readonly (readonly string[])[],
+  lines: readonly BatchLine[],
   opts: { force?: boolean } = {},
 ): string[] {
   if (lines.length === 0) return [];
@@ -106,11 +114,12 @@ export function shBatch(
 
 /**
  * shBatch with force, without blocking the event loop while the tool runs (the agent's packet
- * loop shares the thread): resolves to the failed lines, never rejects.
+ * loop shares the thread): resolves to the failed lines, never rejects. The input goes in
+ * BATCH_WRITE_STEP lines at a time, a turn of the event loop between two (writeInSteps).
  */
 export function shBatchAsync(
   tool: readonly string[],
-  lines: readonly (readonly string[])[],
+  lines: readonly BatchLine[],
 ): Promise<string[]> {
   if (lines.length === 0) return Promise.resolve([]);
   const argv = batchArgv(tool, true);
@@ -130,22 +139,47 @@ export function shBatchAsync(
     c.on('error', (e) => done(-1, e.message));
     c.on('close', (code) => done(code, `exit ${code}`));
     c.stdin.on('error', () => {}); // the tool exited early: 'close' reports it
-    c.stdin.end(batchInput(lines));
+    void writeInSteps(c.stdin, lines);
   });
+}
+
+/**
+ * Lines a batch writes at once: the 90k lines of an endpoint table joined in one go held the
+ * agent's thread ~200 ms (issue 18); 1,024 are ~200 KB, a few ms.
+ */
+const BATCH_WRITE_STEP = 1024;
+
+/** `lines` into a child's stdin a step at a time: a turn between two, or the pipe's drain. */
+async function writeInSteps(stdin: Writable, lines: readonly BatchLine[]): Promise<void> {
+  for (let i = 0; i < lines.length; i += BATCH_WRITE_STEP) {
+    if (stdin.destroyed) return;
+    const room = stdin.write(batchInput(lines.slice(i, i + BATCH_WRITE_STEP)));
+    await new Promise<void>((resolve) => {
+      if (room) return setImmediate(resolve);
+      const go = () => {
+        stdin.off('drain', go);
+        stdin.off('close', go);
+        resolve();
+      };
+      stdin.on('drain', go);
+      stdin.on('close', go);
+    });
+  }
+  if (!stdin.destroyed) stdin.end();
 }
 
 function batchArgv(tool: readonly string[], force = false): string[] {
   return [...tool, ...(force ? ['-force'] : []), '-batch', '-'];
 }
 
-function batchInput(lines: readonly (readonly string[])[]): string {
-  return `${lines.map((l) => l.join(' ')).join('\n')}\n`;
+function batchInput(lines: readonly BatchLine[]): string {
+  return `${lines.map((l) => (typeof l === 'string' ? l : l.join(' '))).join('\n')}\n`;
 }
 
 /** The failed lines of a batch, from the tool's stderr ("Command failed -:<line>" after each). */
 function batchFailures(
   tool: readonly string[],
-  lines: readonly (readonly string[])[],
+  lines: readonly BatchLine[],
   argv: readonly string[],
   err: string,
 ): { cmd: readonly string[]; message: string }[] {
@@ -157,7 +191,8 @@ function batchFailures(
       if (line.trim()) message.push(line.trim());
       continue;
     }
-    const words = lines[Number(m[1]) - 1];
+    const at = lines[Number(m[1]) - 1];
+    const words = typeof at === 'string' ? at.split(' ') : at;
     failed.push({ cmd: words ? [...tool, ...words] : argv, message: message.join('; ') });
     message = [];
   }
@@ -185,6 +220,31 @@ export function shAsync(argv: readonly string[], timeoutMs = 15_000): Promise<Sh
     c.on('close', (code) => {
       clearTimeout(timer);
       resolve({ ok: code === 0, status: code ?? -1, out, err });
+    });
+  });
+}
+
+/**
+ * Whether argv prints anything on stdout: read up to the first bytes, then it is ended (`tc
+ * filter show ... pref P` of an endpoint table of 90k entries prints ~20 MB nobody needs).
+ * Never rejects: a command that cannot run printed nothing.
+ */
+export function shHasOutput(
+  argv: readonly string[],
+  timeoutMs = DEFAULT_TIMEOUT_MS,
+): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'ignore'] });
+    let any = false;
+    const timer = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
+    c.stdout.once('data', () => {
+      any = true;
+      c.kill('SIGKILL');
+    });
+    c.on('error', () => resolve(false));
+    c.on('close', () => {
+      clearTimeout(timer);
+      resolve(any);
     });
   });
 }

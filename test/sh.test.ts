@@ -4,7 +4,7 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAB_PREFIX } from '../src/lab/prefix.ts';
-import { CommandError, sh, shBatch } from '../src/sh.ts';
+import { CommandError, sh, shBatch, shBatchAsync } from '../src/sh.ts';
 
 const NS = `${LAB_PREFIX}sh-${process.pid}`;
 const IP = ['ip', '-n', NS];
@@ -70,6 +70,26 @@ describe('shBatch', () => {
     expect(failed[0]).toMatch(/^ip -n \S+ route del 10\.8\.0\.0\/24: \S/);
     expect(failed[1]).toMatch(/^ip -n \S+ route del 10\.9\.0\.0\/24: \S/);
     expect(routes()).toEqual([]);
+  });
+});
+
+describe('shBatchAsync', () => {
+  it('a large batch of word lists and joined lines: every line runs, a failure is named by its own line', async () => {
+    // 3,000 lines, written 1,024 at a time: the failure is in the third write
+    const lines: (string | string[])[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const net = `10.${100 + (i >> 8)}.${i & 255}.0/30`;
+      lines.push(i % 2 ? `route add ${net} dev d0` : ['route', 'add', net, 'dev', 'd0']);
+    }
+    lines[2500] = 'route del 10.200.0.0/24'; // fails: not there
+    try {
+      const failed = await shBatchAsync(IP, lines);
+      expect(failed).toHaveLength(1);
+      expect(failed[0]).toMatch(/^ip -n \S+ route del 10\.200\.0\.0\/24: \S/);
+      expect(routes()).toHaveLength(2999);
+    } finally {
+      shBatch(IP, [['route', 'flush', 'dev', 'd0']]);
+    }
   });
 });
 

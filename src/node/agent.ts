@@ -466,7 +466,7 @@ export class NodeAgent {
       throw err;
     }
     try {
-      agent.steering.install(
+      await agent.steering.install(
         opts.podIfaces ?? discoverPodIfaces(net.local, net.podCidr, agent.exclude()),
       );
       await agent.syncExternal();
@@ -546,7 +546,7 @@ export class NodeAgent {
       log.info({ swept: agent.sweep }, 'entries of Services and endpoints gone while no agent ran');
       // the dead run's endpoint tables steer until ours, built beside them, replace them; its
       // reply ruleset until ours replaces it in one transaction (a no-op unless it changed)
-      steer.rebuild();
+      await steer.rebuild();
       agent.steering.adopt();
       await agent.syncExternal();
       agent.ctl = await CtlServer.listen(opts.ctlSocket, (req) => agent.answer(req));

@@ -37,7 +37,10 @@
 //
 // A table is built whole in one of two prefs and the other is deleted after (rebuild): a
 // taking-over agent, which does not know the handles of the dead run's entries, builds its own
-// next to them and then removes theirs — replies are steered throughout.
+// next to them and then removes theirs — replies are steered throughout. The build never holds
+// the event loop: its lines are made a step at a time and every tc runs in a child nobody waits
+// on (at 10k Services a table is 90k entries: the synchronous build held the agent's thread ~7 s
+// at its start, and at a takeover while it was already forwarding — issue 18).
 import type { Logger } from 'pino';
 import type { ProxierOptions } from '../control/proxier.ts';
 import { CHECKOUT_STEP, inSteps } from '../control/turns.ts';
@@ -49,7 +52,7 @@ import {
   ICMPV6_TIME_EXCEEDED,
 } from '../wire/icmpv6.ts';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, PROTO_BY_K8S_NAME } from '../wire/proto.ts';
-import { shBatch, shBatchAsync, shJson, shTry } from '../sh.ts';
+import { shBatchAsync, shHasOutput } from '../sh.ts';
 
 /**
  * The hash table's id per pref of the pair: u32 handles are shared by every pref of one qdisc
@@ -60,6 +63,8 @@ const HT_IDS = ['71', '72'];
 /** the IPv6 tables' ids (same block, other prefs: ids of their own) */
 const HT_IDS6 = ['73', '74'];
 const BUCKETS = 256;
+/** Keys a rebuild turns into lines between two turns of the event loop (turns.ts). */
+const REBUILD_STEP = 1024;
 const MAX_ITEM = 0xfff;
 /** ICMP errors about a translated flow: destination unreachable, time exceeded */
 export const ICMP_ERRORS = [3, 11];
@@ -152,18 +157,24 @@ export class EndpointTable {
     return this.prefs.map((p) => ['tc', 'filter', 'del', ...this.at, 'pref', String(p)]);
   }
 
-  /** Builds the table with `keys` in the pref not in use, then deletes the other one. */
-  rebuild(keys: Iterable<string>): void {
-    const shown = shJson<{ pref?: number }>(['tc', '-j', 'filter', 'show', ...this.at]);
-    const busy = new Set(shown.map((f) => f.pref));
+  /**
+   * Builds the table with `keys` in the pref not in use, then deletes the other one, without
+   * holding the event loop (see the header). Until it is in, change() does nothing: the owner
+   * applies what changed meanwhile (EndpointSteer.rebuild).
+   */
+  async rebuild(keys: readonly string[], step = REBUILD_STEP): Promise<void> {
+    this.installed = false;
     const [a, b] = this.prefs;
-    const next = busy.has(a) && !busy.has(b) ? b : a;
-    const old = next === a ? b : a;
+    const show = (p: number) =>
+      shHasOutput(['tc', 'filter', 'show', ...this.at, 'pref', String(p)]);
+    const [busyA, busyB] = await Promise.all([show(a), show(b)]);
+    const next = busyA && !busyB ? b : a;
+    const busyOld = next === a ? busyB : busyA;
     this.handles.clear();
     for (const u of this.used) u.clear();
     this.pref = next;
     this.ht = this.ids[next === a ? 0 : 1];
-    shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(next)]);
+    await this.delPref(next);
     const hashkey = ['hashkey', 'mask', '0x000000ff', 'at', this.family === 6 ? '20' : '12'];
     const lines = [
       this.filter('add', ['handle', `${this.ht}:`, 'u32', 'divisor', String(BUCKETS)]),
@@ -171,9 +182,16 @@ export class EndpointTable {
         this.filter('add', ['u32', ...g, ...hashkey, 'link', `${this.ht}:`]),
       ),
     ];
-    for (const k of keys) if (this.mine(k)) lines.push(this.addLine(k));
-    this.installed = this.batch(lines);
-    if (busy.has(old)) shTry(['tc', 'filter', 'del', ...this.at, 'pref', String(old)]);
+    await inSteps(keys, step, (k) => {
+      if (this.mine(k)) lines.push(this.addLine(k));
+    });
+    this.installed = await this.batch(lines);
+    if (busyOld) await this.delPref(next === a ? b : a);
+  }
+
+  /** Every filter of one pref of this place deleted (none there: nothing to do). */
+  private async delPref(pref: number): Promise<void> {
+    await shBatchAsync(['tc'], [['filter', 'del', ...this.at, 'pref', String(pref)]]);
   }
 
   /**
@@ -193,10 +211,7 @@ export class EndpointTable {
       lines.push(this.filter('del', ['handle', h, 'u32']));
     }
     if (lines.length === 0) return;
-    const failed = await shBatchAsync(
-      ['tc'],
-      lines.map((l) => l.split(' ')),
-    );
+    const failed = await shBatchAsync(['tc'], lines);
     if (failed.length > 0) this.warn(failed);
     if (failed.length > 0) this.installed = false;
   }
@@ -205,6 +220,7 @@ export class EndpointTable {
     return this.handles.size;
   }
 
+  /** One entry's line, made as one string: a table's build makes tens of thousands. */
   private addLine(key: string): string {
     const bkt = keyBucket(key);
     const used = this.used[bkt];
@@ -214,39 +230,20 @@ export class EndpointTable {
     const b = bkt.toString(16);
     const h = `${this.ht}:${b}:${item.toString(16)}`;
     this.handles.set(key, h);
-    const action = ['action', 'mirred', 'egress', 'redirect', 'dev', this.tun];
-    return this.filter('add', [
-      'handle',
-      h,
-      'u32',
-      'ht',
-      `${this.ht}:${b}:`,
-      ...keyMatch(key),
-      ...action,
-    ]);
+    const match = keyMatch(key).join(' ');
+    return `${this.filter('add')} handle ${h} u32 ht ${this.ht}:${b}: ${match} action mirred egress redirect dev ${this.tun}`;
   }
 
-  private filter(verb: string, rest: string[]): string {
+  /** `filter <verb> <at> pref <pref> protocol ip|ipv6`, and `rest` after it. */
+  private filter(verb: string, rest: readonly string[] = []): string {
     const protocol = this.family === 6 ? 'ipv6' : 'ip';
-    return [
-      'filter',
-      verb,
-      ...this.at,
-      'pref',
-      String(this.pref),
-      'protocol',
-      protocol,
-      ...rest,
-    ].join(' ');
+    const head = `filter ${verb} ${this.at.join(' ')} pref ${this.pref} protocol ${protocol}`;
+    return rest.length === 0 ? head : `${head} ${rest.join(' ')}`;
   }
 
   /** Runs tc lines in one process; false (logged, each failed line) when any failed. */
-  private batch(lines: string[]): boolean {
-    const failed = shBatch(
-      ['tc'],
-      lines.map((l) => l.split(' ')),
-      { force: true },
-    );
+  private async batch(lines: string[]): Promise<boolean> {
+    const failed = await shBatchAsync(['tc'], lines);
     if (failed.length === 0) return true;
     this.warn(failed);
     return false;
@@ -269,6 +266,8 @@ type ProgramRequest = Parameters<ProxierOptions['program']>[0];
 export class EndpointSteer {
   private readonly bySpn = new Map<string, string[]>();
   private readonly count = new Map<string, number>();
+  /** syncs applied so far (a rebuild catches up only when one came while it built) */
+  private applied = 0;
   readonly tables: EndpointTable[] = [];
 
   /**
@@ -303,6 +302,7 @@ export class EndpointSteer {
       if (keys.length > 0) this.bySpn.set(spn, keys);
       else this.bySpn.delete(spn);
     }
+    this.applied++;
     // a key both added and deleted in this sync (moved between service ports) stays
     const gone = del.filter((k) => this.count.has(k) === false);
     await Promise.all(this.tables.map((t) => t.change(add, gone)));
@@ -313,10 +313,19 @@ export class EndpointSteer {
     return [...this.count.keys()];
   }
 
-  /** Builds (or rebuilds beside the old one) every table with the current keys. */
-  rebuild(): void {
+  /**
+   * Builds (or rebuilds beside the old one) every table with the current keys, off the event
+   * loop (EndpointTable.rebuild); then what the syncs changed meanwhile.
+   */
+  async rebuild(): Promise<void> {
     const keys = this.keys();
-    for (const t of this.tables) t.rebuild(keys);
+    const applied = this.applied;
+    await Promise.all(this.tables.map((t) => t.rebuild(keys)));
+    if (this.applied === applied) return; // no sync meanwhile: nothing to catch up on
+    const was = new Set(keys);
+    const add = this.keys().filter((k) => !was.has(k));
+    const gone = keys.filter((k) => !this.count.has(k));
+    await Promise.all(this.tables.map((t) => t.change(add, gone)));
   }
 
   private bump(k: string, d: number): number {

@@ -15,11 +15,16 @@
 //                                                although the route back to A is A's veth
 //   sysctl net.ipv4.conf.<tun>.accept_local=1    node -> VIP: the written-back packet's source
 //                                                is the node's own address
-//   ip route replace <service-cidr> dev <tun> src <node-ip>      traffic the node itself sends
-//                                                to VIPs
 //   tc qdisc add dev lo egress_block 7700 clsact        the pods' shared block exists from now
 //                                                on; lo's egress meets its NodePort filter, so
 //                                                the node reaching its own IP:NodePort is served
+//   tc qdisc add dev <uplink> clsact
+//   the endpoint tables (block pref 7700|7710, uplink pref 7701|7711, below)   before anything
+//                                                reaches the TUN: the first translated flow's
+//                                                replies to the node are steered; built off the
+//                                                event loop (tens of thousands of entries)
+//   ip route replace <service-cidr> dev <tun> src <node-ip>      traffic the node itself sends
+//                                                to VIPs
 //   tc qdisc add dev <pod-veth> ingress_block 7700 clsact   every pod veth shares the block's
 //                                                filters (one set, however many pods); a veth
 //                                                with a clsact of someone else's is left alone
@@ -410,15 +415,20 @@ export class Steering {
     return [...this.localGuards(family), ...pods];
   }
 
-  install(podIfaces: readonly string[]): void {
+  async install(podIfaces: readonly string[]): Promise<void> {
     this.setSysctls();
     const { serviceCidr, tun, nodeIp } = this.cfg;
-    this.undo.add(['ip', 'route', 'del', serviceCidr, 'dev', tun]);
-    this.exec(['ip', 'route', 'replace', serviceCidr, 'dev', tun, 'src', nodeIp]);
     // lo's egress first: the block exists from then on, pods or not (node -> own NodePort)
     this.bindBlock('lo', 'egress_block');
+    this.ensureClsact(this.cfg.uplink);
+    // The endpoint tables before anything reaches the TUN, so the first translated flow's
+    // replies to the node are steered; built off the event loop (steer-endpoints.ts).
+    for (const t of this.endpoints.tables) for (const u of t.undoSteps()) this.undo.add(u);
+    await this.endpoints.rebuild();
+    this.undo.add(['ip', 'route', 'del', serviceCidr, 'dev', tun]);
+    this.exec(['ip', 'route', 'replace', serviceCidr, 'dev', tun, 'src', nodeIp]);
     for (const dev of podIfaces) this.hookPod(dev);
-    this.installNat(); // creates the uplink's clsact
+    this.installNat();
     // VIPs forwarded for pods and outside clients: before routing, so one TTL is spent, as the
     // kernel's own DNAT path spends (see the header, pref 7705)
     const vip = [['match', 'ip', 'dst', serviceCidr]];
@@ -436,8 +446,6 @@ export class Steering {
     this.hook(BLOCK_AT, TC_PREF_FRAG, guarded(this.podGuards('ip')));
     this.hook(['dev', this.cfg.uplink, 'ingress'], TC_PREF_FRAG, guarded(this.localGuards('ip')));
     this.installV6();
-    for (const t of this.endpoints.tables) for (const u of t.undoSteps()) this.undo.add(u);
-    this.endpoints.rebuild();
     this.replies.install();
     this.installed = true;
   }
@@ -559,6 +567,17 @@ export class Steering {
     return ok;
   }
 
+  /** A clsact qdisc on `dev` (ours, added, when it has none), asked of the kernel once. */
+  private ensureClsact(dev: string): void {
+    if (this.clsact.has(dev)) return;
+    const qdiscs = shJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
+    if (!qdiscs.some((q) => q.kind === 'clsact')) {
+      this.undo.add(['tc', 'qdisc', 'del', 'dev', dev, 'clsact']);
+      this.exec(['tc', 'qdisc', 'add', 'dev', dev, 'clsact']);
+    }
+    this.clsact.add(dev);
+  }
+
   /** `tc qdisc add dev <dev> <kind> 7700 clsact`, replacing an empty clsact of someone else. */
   private bindBlock(dev: string, kind: 'ingress_block' | 'egress_block'): boolean {
     type Q = { kind: string; ingress_block?: number; egress_block?: number };
@@ -584,15 +603,7 @@ export class Steering {
 
   /** One filter per match list, all at `pref` of `at` (replacing what was there), one batch. */
   private hook(at: TcAt, pref: number, matches: string[][], protocol = 'ip'): void {
-    if (at[0] === 'dev' && !this.clsact.has(at[1])) {
-      const dev = at[1];
-      const qdiscs = shJson<{ kind: string }>(['tc', '-j', 'qdisc', 'show', 'dev', dev]);
-      if (!qdiscs.some((q) => q.kind === 'clsact')) {
-        this.undo.add(['tc', 'qdisc', 'del', 'dev', dev, 'clsact']);
-        this.exec(['tc', 'qdisc', 'add', 'dev', dev, 'clsact']);
-      }
-      this.clsact.add(dev);
-    }
+    if (at[0] === 'dev') this.ensureClsact(at[1]);
     const del = ['tc', 'filter', 'del', ...at, 'pref', String(pref)];
     shTry(del); // a stale filter of a crashed run
     this.undo.add(del);

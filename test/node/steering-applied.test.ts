@@ -28,6 +28,7 @@ vi.mock('../../src/sh.ts', () => ({
     ran.push(...lines);
     return Promise.resolve([]);
   },
+  shHasOutput: () => Promise.resolve(false),
 }));
 
 const { EndpointSteer } = await import('../../src/node/steer-endpoints.ts');
@@ -53,7 +54,7 @@ function sysctls(tun: string): string {
 }
 
 describe('Steering.applied', () => {
-  it('holds what install() ran, and stays that size through later pod and external-IP changes', () => {
+  it('holds what install() ran, and stays that size through later pod and external-IP changes', async () => {
     const log = pino({ level: 'silent' });
     const steering = new Steering(
       {
@@ -72,7 +73,7 @@ describe('Steering.applied', () => {
       log,
       new EndpointSteer(),
     );
-    steering.install(['veth-a', 'veth-b']);
+    await steering.install(['veth-a', 'veth-b']);
     const installed = steering.applied.length;
     expect(installed).toBeGreaterThan(10);
     expect(steering.applied.some((l) => l.includes('nft -f -'))).toBe(true);
