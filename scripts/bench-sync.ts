@@ -13,7 +13,9 @@
 //    to the first full sync (wall and the process's CPU time: on a shared machine the CPU time is
 //    the steadier figure), and that process's RSS after it. It runs what the agent runs: the
 //    esbuild bundle (build/js's manifest worker, the child's modules bundled the same way into
-//    build/bench/), unless --from-sources (through tsx, as the tests do)
+//    build/bench/), unless --from-sources (through tsx, as the tests do). Then, as root, the
+//    agent itself on the same directory (agentBench: `kubetun run` in a scratch netns): when it
+//    was ready and had its steering in, and its RSS over 20 s — what that process leaves out
 // 4. kube-proxy's iptables mode, if iptables-restore is there and we are root: the same
 //    services rendered by src/rules (renderIptables) and restored into a scratch network
 //    namespace, in full, then kube-proxy's partial restore for one changed endpoint
