@@ -86,6 +86,7 @@ async function startControl(
   log: Logger,
   monitor: MonitorHub,
   steer: EndpointSteer,
+  afterFirstFull?: (ports: ResolvedServicePort[]) => Promise<void>,
 ) {
   const [{ startControlPlane }, { datapathSync }] = await Promise.all([
     import('../control/control-plane.ts'),
@@ -111,7 +112,18 @@ async function startControl(
     // the endpoint steering follows first: a new endpoint's replies are steered before the
     // maps send it anything (steer-endpoints.ts)
     // (its recount in steps, and tc not waited on: the packet loop's thread)
-    program: (req) => steer.sync(req).then(() => sync.program(req)),
+    // (afterFirstFull, a takeover's sweep, inside the first full sync that succeeds: the runner
+    // starts no other sync, so no write lands in the maps while the sweep compares them)
+    program: async (req) => {
+      await steer.sync(req);
+      const ok = await sync.program(req);
+      const after = afterFirstFull;
+      if (after && req.full && ok !== false) {
+        afterFirstFull = undefined;
+        await after(req.tracker.resolveAll());
+      }
+      return ok;
+    },
     cleanupConntrack: sync.cleanupConntrack,
     // the TUN's kernel-side drops beside the datapath's own (tun.ts kernelStats), and the
     // event ring's figures (monitor.ts)
@@ -528,7 +540,21 @@ export class NodeAgent {
     try {
       const loader = new DpLoader(dp);
       const steer = agent.steering.endpoints;
-      const { cp, synced } = await startControl(
+      // what went away while no agent ran, swept in steps inside the first good full sync
+      // (without one nothing is known gone)
+      const sweep = async (ports: ResolvedServicePort[]) => {
+        try {
+          agent.sweep = await sweepStale(dp, ports, loadOptions(opts, opts.net));
+          log.info(
+            { swept: agent.sweep },
+            'entries of Services and endpoints gone while no agent ran',
+          );
+        } catch (err) {
+          // the ports were just written: a refusal here is a bug, not a reason to fail the sync
+          log.warn({ err: (err as Error).message }, 'takeover sweep failed; stale entries stay');
+        }
+      };
+      const { cp } = await startControl(
         opts,
         opts.net,
         dp,
@@ -536,14 +562,12 @@ export class NodeAgent {
         log,
         agent.monitor,
         steer,
+        sweep,
       );
       agent.cp = cp;
       void cp.firstSync.then(() => {
         agent.synced = true;
       });
-      // what went away while no agent ran; without a good first sync nothing is known gone
-      if (synced) agent.sweep = sweepStale(dp, agent.ports(), loadOptions(opts, opts.net));
-      log.info({ swept: agent.sweep }, 'entries of Services and endpoints gone while no agent ran');
       // the dead run's endpoint tables steer until ours, built beside them, replace them; its
       // reply ruleset until ours replaces it in one transaction (a no-op unless it changed)
       await steer.rebuild();

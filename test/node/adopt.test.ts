@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Datapath } from '../../src/datapath/state/datapath.ts';
+import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import type { ResolvedServicePort } from '../../src/model.ts';
 import { schedulersFromMaps, sweepStale } from '../../src/node/adopt.ts';
 import { attachPinned, createPinned } from '../../src/node/pin.ts';
@@ -49,11 +49,15 @@ const syn = (vip: string, n: number) =>
   buildTcp({ src: `10.244.0.${1 + n}`, dst: vip, sport: 30000 + n, dport: 80, flags: SYN });
 
 /** A datapath on a new pinned file loaded with `ports`, and a second one attached to the file. */
-function restart(name: string, ports: ResolvedServicePort[]): { a: Datapath; b: Datapath } {
+function restart(
+  name: string,
+  ports: ResolvedServicePort[],
+  cfg = small,
+): { a: Datapath; b: Datapath } {
   const path = join(dir, `${name}.maps`);
-  const a = createPinned(path, small).dp;
+  const a = createPinned(path, cfg).dp;
   loaderOf(a).load(ports);
-  return { a, b: attachPinned(path, small).dp };
+  return { a, b: attachPinned(path, cfg).dp };
 }
 
 describe('adopting pinned maps after a restart', () => {
@@ -99,7 +103,7 @@ describe('adopting pinned maps after a restart', () => {
     expect(counts(b)).toEqual(counts(a));
   });
 
-  it('sweeps what went away while no agent ran; what stayed is untouched', () => {
+  it('sweeps what went away while no agent ran; what stayed is untouched', async () => {
     const kept = port('kept', '10.96.0.30', 'random');
     const gone = port('gone', '10.96.0.31', 'rr');
     const dns = port('dns', '10.96.0.32', 'random', EPS.slice(0, 2), 'UDP');
@@ -129,7 +133,7 @@ describe('adopting pinned maps after a restart', () => {
     const live = loaderOf(b);
     live.load(now); // the new run's first sync: writes what exists, deletes nothing it never wrote
     expect(b.svc.lookup(ip('10.96.0.31'), 80, 6, 0)).toBeGreaterThanOrEqual(0); // the leak
-    const r = sweepStale(b, now, {});
+    const r = await sweepStale(b, now, {});
     expect(b.svc.lookup(ip('10.96.0.31'), 80, 6, 0)).toBe(-1);
     expect(b.svc.lookup(ip('10.96.0.31'), 0, 0, 0)).toBe(-1); // its wildcard master too
     expect(b.svc.lookup(ip('10.96.0.32'), 80, 17, 2)).toBe(-1); // dns's second slot
@@ -150,6 +154,45 @@ describe('adopting pinned maps after a restart', () => {
       run(b, buildUdp({ src: '10.244.0.8', dst: '10.96.0.32', sport: 7001, dport: 80 }), NOW)
         .reason,
     ).toBe('TX_DNAT_NEW');
-    expect(sweepStale(b, now, {})).toEqual({ services: 0, backends: 0, revNats: 0, flows: 0 });
+    expect(await sweepStale(b, now, {})).toEqual({
+      services: 0,
+      backends: 0,
+      revNats: 0,
+      flows: 0,
+    });
+  });
+
+  it('sweeps in steps: the event loop turns between them, and the result is what a fresh load makes', async () => {
+    // 300 Services of one endpoint each; 100 went away while no agent ran
+    const all = Array.from({ length: 300 }, (_, i) => {
+      const at = `${1 + (i >> 8)}.${i & 255}`;
+      return port(`s${String(i).padStart(3, '0')}`, `10.96.${at}`, 'random', [`10.244.${at}:8080`]);
+    });
+    const cfg = { ...small, svcCapacity: 4096, beCapacity: 1024 };
+    const { b } = restart('steps', all, cfg);
+    const kept = all.slice(0, 200);
+    loaderOf(b).load(kept);
+    let turns = 0;
+    let sweeping = true;
+    const tick = () => {
+      turns++;
+      if (sweeping) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const r = await sweepStale(b, kept, {});
+    sweeping = false;
+    // 200 ports are 4 reference slices of SYNC_SLICE (64): a turn between two at least
+    expect(turns).toBeGreaterThanOrEqual(3);
+    expect(r.revNats).toBe(100);
+    expect(r.backends).toBe(100);
+    const fresh = createDatapath(cfg);
+    loaderOf(fresh).load(kept);
+    expect([b.svc.size, b.be.size, b.revnat.size]).toEqual([
+      fresh.svc.size,
+      fresh.be.size,
+      fresh.revnat.size,
+    ]);
+    expect(run(b, syn('10.96.1.199', 1), NOW).reason).toBe('TX_DNAT_NEW');
+    expect(run(b, syn('10.96.1.200', 2), NOW).reason).not.toBe('TX_DNAT_NEW');
   });
 });

@@ -5,7 +5,7 @@
 // persistent TUN, and the SAME TCP connection finishes with the right bytes (sha256).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -100,6 +100,7 @@ const status = async () =>
     readyToForwardMs: number;
     tookOverPid: number;
     watchdogPid: number;
+    swept?: { services: number; backends: number; revNats: number; flows: number };
   };
 
 /** How many agent logs Topo.startAgent has written (agent-0.log, agent-1.log, ...). */
@@ -171,14 +172,22 @@ describe('kubetun run: kill -9 and restart mid-download', () => {
     ]);
   }, 150_000);
 
-  it('SIGUSR2 stops for a restart: the steering stays and the next agent takes over', async () => {
+  it('SIGUSR2 stops for a restart: the steering stays, the next agent takes over and sweeps what went', async () => {
     const { pid } = await status();
     const code = new Promise<number | null>((r) => agent.once('exit', (c) => r(c)));
     agent.kill('SIGUSR2');
     expect(await code).toBe(0);
     expect(t.must('node', ['ip', 'route', 'show', '10.96.0.0/16'])).toContain('kt0');
+    // deleted while no agent ran: the takeover's first sync never wrote it, its sweep deletes it
+    rmSync(join(t.manifests, 'dl.yaml'));
     agent = await t.startAgent(['--restart-grace', String(GRACE_MS)]);
-    expect((await status()).tookOverPid).toBe(pid);
+    const s = await status();
+    expect(s.tookOverPid).toBe(pid);
+    expect(s.swept?.revNats).toBeGreaterThanOrEqual(1);
+    expect(s.swept?.backends).toBe(2);
+    const gone = t.curl('client', `http://${DL_VIP}/`, 2); // a leftover would stream its body
+    expect(gone.status).not.toBe(0);
+    expect(gone.out).toBe('');
     expect(t.curl('client', `http://${VIP}/`, 10).out).toMatch(/^be[12]$/);
   }, 60_000);
 
