@@ -264,7 +264,12 @@ export abstract class Conversations {
   protected abstract other(conv: number): number;
 }
 
-/** The IPv4 stream. */
+/**
+ * The IPv4 stream. Its addresses are int32, as the datapath's own (src/datapath/README.md,
+ * "Allocation"): as u32 values >= 2^31 (HIGH_ADDRS) were boxed wherever they crossed a call V8
+ * did not inline, and the generator, not the program, allocated up to ~3 B per packet — enough
+ * young GCs on a busy machine to fail the no-allocation test. put32 writes either form.
+ */
 export class MixedTraffic extends Conversations {
   private readonly scratch = new Uint8Array(128);
   // the current conversation: the client's tuple, and the translated one after packet 0
@@ -282,9 +287,9 @@ export class MixedTraffic extends Conversations {
 
   constructor(addrs: ExtAddrs) {
     super();
-    this.node = ip(addrs.node);
-    this.extNet = ip(addrs.extNet);
-    this.lb = ip(addrs.lb);
+    this.node = ip(addrs.node) | 0;
+    this.extNet = ip(addrs.extNet) | 0;
+    this.lb = ip(addrs.lb) | 0;
   }
 
   after(verdict: number): void {
@@ -294,8 +299,8 @@ export class MixedTraffic extends Conversations {
       return;
     }
     const b = this.buf;
-    this.tsrc = get32(b, OFF + 12);
-    this.tdst = get32(b, OFF + 16);
+    this.tsrc = get32(b, OFF + 12) | 0;
+    this.tdst = get32(b, OFF + 16) | 0;
     this.tsport = get16(b, OFF + 20);
     this.tdport = get16(b, OFF + 22);
   }
@@ -306,11 +311,11 @@ export class MixedTraffic extends Conversations {
     this.csport = 1024 + ((conv * 7) % 60000);
     this.cdport = 80;
     if (kind < 3) {
-      this.csrc = (POD_CLIENTS + host) >>> 0;
+      this.csrc = (POD_CLIENTS + host) | 0;
       this.cdst = kind === 0 ? VIP_WEB : kind === 1 ? VIP_STICKY : VIP_LC;
     } else {
       // external clients: half inside the LB's source range (172.30.0.0/17), half outside
-      this.csrc = (this.extNet + (conv % 2) * 0x8000 + host) >>> 0;
+      this.csrc = (this.extNet + (conv % 2) * 0x8000 + host) | 0;
       this.cdst = kind === 3 ? this.node : this.lb;
       if (kind === 3) this.cdport = 30080;
     }
@@ -334,7 +339,7 @@ export class MixedTraffic extends Conversations {
 
   protected other(conv: number): number {
     const b = this.buf;
-    const src = (POD_CLIENTS + 2 + (conv % 200)) >>> 0;
+    const src = (POD_CLIENTS + 2 + (conv % 200)) | 0;
     const sport = 1024 + (conv % 50000);
     switch (Math.floor(conv / 8) % 9) {
       case 0:
@@ -354,7 +359,7 @@ export class MixedTraffic extends Conversations {
         return writeUdp(b, OFF, src, VIP_DNS, sport, 53, conv & 0xffff, 0x2000);
       case 6:
         // the later fragment of case 5's datagram (8 conversations on: same id, same source)
-        return writeUdp(b, OFF, (src - 8) >>> 0, VIP_DNS, 0, 0, (conv - 8) & 0xffff, 3);
+        return writeUdp(b, OFF, (src - 8) | 0, VIP_DNS, 0, 0, (conv - 8) & 0xffff, 3);
       case 7:
         return writeTcp(b, OFF, src, NOT_A_SERVICE, sport, 80, SYN);
       default:

@@ -264,8 +264,10 @@ function writeIp6(
   b[off + 6] = nh;
   b[off + 7] = 64;
   for (let k = 0; k < 4; k++) {
-    put32(b, off + 8 + 4 * k, a[s + k] >>> 0);
-    put32(b, off + 24 + 4 * k, a[d + k] >>> 0);
+    // int32 words as they are: put32 writes either form, and a u32 >= 2^31 would be boxed
+    // crossing a call V8 did not inline (an allocation the no-allocation test counts)
+    put32(b, off + 8 + 4 * k, a[s + k]);
+    put32(b, off + 24 + 4 * k, a[d + k]);
   }
 }
 
@@ -317,7 +319,7 @@ export function writeUdp6(
     b[l4] = UDP;
     b[l4 + 1] = 0;
     put16(b, l4 + 2, (fragOff << 3) | (fragOff === 0 ? 1 : 0));
-    put32(b, l4 + 4, id >>> 0);
+    put32(b, l4 + 4, id | 0);
     l4 += 8;
   }
   for (let i = 0; i < 24; i++) b[l4 + i] = i;
