@@ -7,6 +7,7 @@ import { ChangeTracker } from '../../src/control/tracker.ts';
 import { createDatapath, type Datapath } from '../../src/datapath/state/datapath.ts';
 import { SCHED_RR } from '../../src/sched/kinds.ts';
 import { ipv4ToU32 } from '../../src/wire/addr.ts';
+import { whileTurning } from '../fixtures/turns.ts';
 import { ep, port, slice, svc } from './fixtures.ts';
 
 function vip(k: number): string {
@@ -79,16 +80,16 @@ describe('datapathSync', () => {
     cluster(t, 250);
     // A stand-in for the packet loop: what it would see of the maps at each turn.
     const seen: number[] = [];
-    let on = true;
-    const tick = () => {
-      seen.push(dp.svc.size);
-      if (on) setImmediate(tick);
-    };
-    setImmediate(tick);
-    const r = sync.program({ full: true, changes: t.checkout(), tracker: t });
+    let r: ReturnType<typeof sync.program>;
+    const { value } = await whileTurning(
+      () => {
+        r = sync.program({ full: true, changes: t.checkout(), tracker: t });
+        return r;
+      },
+      () => seen.push(dp.svc.size),
+    );
     expect(r).toBeInstanceOf(Promise);
-    expect(await r).toBe(true);
-    on = false;
+    expect(value).toBe(true);
     // 250 ports in slices of 64: the loop ran between them and saw the maps fill part by part
     const between = new Set(seen.filter((n) => n > 0 && n < dp.svc.size));
     expect(between.size).toBeGreaterThanOrEqual(3);

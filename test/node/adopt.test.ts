@@ -10,6 +10,7 @@ import { createDatapath, type Datapath } from '../../src/datapath/state/datapath
 import type { ResolvedServicePort } from '../../src/model.ts';
 import { schedulersFromMaps, sweepStale } from '../../src/node/adopt.ts';
 import { attachPinned, createPinned } from '../../src/node/pin.ts';
+import { whileTurning } from '../fixtures/turns.ts';
 import {
   buildTcp,
   buildUdp,
@@ -172,15 +173,7 @@ describe('adopting pinned maps after a restart', () => {
     const { b } = restart('steps', all, cfg);
     const kept = all.slice(0, 200);
     loaderOf(b).load(kept);
-    let turns = 0;
-    let sweeping = true;
-    const tick = () => {
-      turns++;
-      if (sweeping) setImmediate(tick);
-    };
-    setImmediate(tick);
-    const r = await sweepStale(b, kept, {});
-    sweeping = false;
+    const { value: r, turns } = await whileTurning(() => sweepStale(b, kept, {}));
     // 200 ports are 4 reference slices of SYNC_SLICE (64): a turn between two at least
     expect(turns).toBeGreaterThanOrEqual(3);
     expect(r.revNats).toBe(100);

@@ -5,6 +5,7 @@
 import pino from 'pino';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ResolvedServicePort } from '../../src/model.ts';
+import { whileTurning } from '../fixtures/turns.ts';
 
 const batches: (string | string[])[][] = [];
 let release: (() => void)[] = [];
@@ -59,16 +60,8 @@ beforeEach(() => {
 describe('EndpointTable.rebuild', () => {
   it('makes 30,000 entries with the event loop turning meanwhile, all in one batch', async () => {
     const keys = Array.from({ length: 30_000 }, (_, i) => `10.244.${i >> 8}.${i & 255}/6/8080`);
-    let turns = 0;
-    let on = true;
-    const tick = () => {
-      turns++;
-      if (on) setImmediate(tick);
-    };
-    setImmediate(tick);
     const t = table();
-    await drive(t.rebuild(keys));
-    on = false;
+    const { turns } = await whileTurning(() => drive(t.rebuild(keys)));
     // the lines were made a step at a time: the loop turned between steps, not once at the end
     expect(turns).toBeGreaterThanOrEqual(30_000 / 1024);
     const build = batches.find((b) => b.length > 1000);
