@@ -149,7 +149,7 @@ async function startControl(
   const ok = await Promise.race([cp.firstSync.then(() => true), timeout]);
   clearTimeout(timer);
   if (!ok) log.warn({ ms: FIRST_SYNC_TIMEOUT_MS }, 'no successful sync yet; starting anyway');
-  return { cp, synced: ok };
+  return { cp };
 }
 
 /** How the loader programs this node's services (one place: the sync and the takeover sweep). */
