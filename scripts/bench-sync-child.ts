@@ -1,7 +1,7 @@
 // bench-sync's agent-like process (scripts/bench-sync.ts, "the agent's path"): the control plane
 // as `kubetun run --manifests DIR` starts it (src/node/agent.ts startControl: the manifest worker,
-// the all-or-nothing first load, the trackers, the sliced sync into a fresh datapath, this
-// node's name), timed from the start to the first full sync. Prints one JSON line.
+// the all-or-nothing first load, the trackers, the prefill and the sliced sync into a fresh
+// datapath, this node's name), timed from the start to the first full sync. Prints one JSON line.
 //
 // bench-sync runs it bundled by esbuild into build/bench/ (two levels below the repository, as
 // build/js: src/runtime.ts then starts the manifest worker from build/js, the bundle the agent
@@ -33,8 +33,9 @@ const cp = await startControlPlane({
     strictStart: true,
     parse: { serviceCidr: '10.96.0.0/12' },
   },
+  prefill: true, // as the agent's fresh start: its maps are written while the directory streams in
   program: (req) => {
-    step('checkedOut');
+    step(req.full ? 'checkedOut' : 'prefill');
     return sync.program(req);
   },
   nodeName,

@@ -14,7 +14,7 @@ import {
   type ServerHandle,
   startMetricsServer,
 } from './metrics.ts';
-import { Proxier, type ProxierOptions } from './proxier.ts';
+import { PREFILL_BATCH, Proxier, type ProxierOptions } from './proxier.ts';
 import { DEFAULT_MAX_INTERVAL_MS } from './runner.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
 import { ManifestDirSource } from './source-dir.ts';
@@ -51,6 +51,11 @@ export interface ControlPlaneOptions {
       }
     | { kubeConfig: KubeConfig };
   program: ProxierOptions['program'];
+  /**
+   * program the first load while it streams in, PREFILL_BATCH objects at least at a time
+   * (proxier.ts): only for a data plane nothing reads yet
+   */
+  prefill?: boolean;
   cleanupConntrack?: ProxierOptions['cleanupConntrack'];
   datapathStats?: DatapathStatsFn;
   nodeName?: string;
@@ -102,6 +107,7 @@ export async function startControlPlane(o: ControlPlaneOptions): Promise<Control
   });
   const proxier = new Proxier({
     program: o.program,
+    prefill: o.prefill ? PREFILL_BATCH : 0,
     cleanupConntrack: o.cleanupConntrack,
     nodeName: o.nodeName,
     clock: o.clock,
@@ -201,6 +207,7 @@ async function makeSource(
       worker: o.source.worker,
       strictStart: o.source.strictStart,
       onChange: () => proxier.queue(),
+      onSlice: () => proxier.delivered(),
       onSynced: () => {
         proxier.onServicesSynced();
         proxier.onEndpointSlicesSynced();

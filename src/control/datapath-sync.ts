@@ -10,6 +10,14 @@
 // writes, so a reader sees every service port either before or after its change. Up to `slice`
 // ports the sync stays synchronous (the fake-clock tests, and nearly every real change).
 //
+// A full sync writes every service port the maps do not already hold as it is: a port last
+// written as the very object the tracker resolves it to now (resolve() keeps one object per
+// port until the port changes) is skipped, so a full sync after a prefill (proxier.ts: the
+// agent's fresh start programs the first load while it still parses), a retry after one
+// refused port, or the hourly one costs what changed, not 10k ports. Nothing else writes the
+// maps, so nothing else can make them differ from what this wrote; a new DpLoader (a takeover's,
+// over adopted maps) has written nothing, and its first full sync writes everything.
+//
 // A write the loader refuses (one bad service port: an unknown kubetun.io/scheduler, a frontend
 // another port holds, a full map) is retried port by port, in the order one write sorts them:
 // every other port is written, the refused one keeps what the maps held before (or stays out),
@@ -52,16 +60,18 @@ export function datapathSync(
   slice = SYNC_SLICE,
 ): DatapathSync {
   const last = { full: false, written: 0, deleted: 0, refused: [] as string[] };
+  // each service port the maps hold, as the object it was written from (see the header)
+  const wrote = new Map<string, ResolvedServicePort>();
   const write = (changed: ResolvedServicePort[], deleted: string[]) => {
     last.written = changed.length;
     last.deleted = deleted.length;
     last.refused = [];
+    const w: Written = { wrote, refused: last.refused };
     if (changed.length + deleted.length <= slice) {
-      if (changed.length > 0 || deleted.length > 0)
-        writeSlice(loader, changed, deleted, opts, last.refused);
+      if (changed.length > 0 || deleted.length > 0) writeSlice(loader, changed, deleted, opts, w);
       return refusedFails(last.refused);
     }
-    return writeSliced(loader, changed, deleted, opts, slice, last.refused);
+    return writeSliced(loader, changed, deleted, opts, slice, w);
   };
   return {
     loader,
@@ -71,8 +81,9 @@ export function datapathSync(
       if (full) {
         const all = tracker.resolveAll();
         const names = new Set(all.map((p) => p.servicePortName));
+        for (const spn of wrote.keys()) if (!names.has(spn)) wrote.delete(spn);
         return write(
-          all,
+          all.filter((p) => wrote.get(p.servicePortName) !== p),
           loader.loaded().filter((spn) => !names.has(spn)),
         );
       }
@@ -101,24 +112,30 @@ export function datapathSync(
   };
 }
 
+/** What the writes record: each port written as its object, each refusal as a line. */
+interface Written {
+  wrote: Map<string, ResolvedServicePort>;
+  refused: string[];
+}
+
 async function writeSliced(
   loader: DpLoader,
   changed: ResolvedServicePort[],
   deleted: string[],
   opts: DpLoadOptions,
   slice: number,
-  refused: string[],
+  w: Written,
 ): Promise<boolean> {
   for (let i = 0; i < deleted.length; i += slice) {
-    loader.update([], deleted.slice(i, i + slice), opts);
+    writeSlice(loader, [], deleted.slice(i, i + slice), opts, w);
     await nextTurn();
   }
   const sorted = inWriteOrder(changed);
   for (let i = 0; i < sorted.length; i += slice) {
-    writeSlice(loader, sorted.slice(i, i + slice), [], opts, refused);
+    writeSlice(loader, sorted.slice(i, i + slice), [], opts, w);
     await nextTurn();
   }
-  return refusedFails(refused);
+  return refusedFails(w.refused);
 }
 
 /** One validated write; refused as a whole, it is retried port by port (see the header). */
@@ -127,20 +144,26 @@ function writeSlice(
   changed: ResolvedServicePort[],
   deleted: string[],
   opts: DpLoadOptions,
-  refused: string[],
+  w: Written,
 ): void {
   try {
     loader.update(changed, deleted, opts);
+    for (const spn of deleted) w.wrote.delete(spn);
+    for (const rsp of changed) w.wrote.set(rsp.servicePortName, rsp);
     return;
   } catch {
     // nothing of it was written (the loader plans and checks before it writes)
   }
-  if (deleted.length > 0) loader.update([], deleted, opts);
+  if (deleted.length > 0) {
+    loader.update([], deleted, opts);
+    for (const spn of deleted) w.wrote.delete(spn);
+  }
   for (const rsp of inWriteOrder(changed)) {
     try {
       loader.update([rsp], [], opts);
+      w.wrote.set(rsp.servicePortName, rsp);
     } catch (err) {
-      refused.push(`${rsp.servicePortName}: ${(err as Error).message}`);
+      w.refused.push(`${rsp.servicePortName}: ${(err as Error).message}`);
     }
   }
 }

@@ -33,6 +33,11 @@ export interface DirSourceOptions {
   sink: UpdateSink;
   /** a reload left changes pending: ask for a sync (runner.run()) */
   onChange?: () => void;
+  /**
+   * a slice of the worker's changes reached the sink before its reload finished (the strict
+   * first load streams: the Proxier's prefill programs what has arrived while the rest parses)
+   */
+  onSlice?: () => void;
   /** the first good load is in (runner.setInitialized for both sources) */
   onSynced?: () => void;
   /** an object (or file) was refused; its previous version stays. ManifestError: file, object, field */
@@ -139,7 +144,9 @@ export class ManifestDirSource {
       return this.next;
     }
     const onChunk = (svcs: Change<Service>[], slices: Change<EndpointSlice>[]) => {
-      if (!this.stopped) this.applyChanges(svcs, slices);
+      if (this.stopped) return;
+      this.applyChanges(svcs, slices);
+      if (this.pending) this.o.onSlice?.();
     };
     const run = w.reload(onChunk, this.strictNow()).then((d) => {
       this.running = undefined;

@@ -86,8 +86,14 @@ async function startControl(
   log: Logger,
   monitor: MonitorHub,
   steer: EndpointSteer,
-  afterFirstFull?: (ports: ResolvedServicePort[]) => Promise<void>,
+  first: {
+    /** new maps nothing reads yet: program the first load while it streams in (proxier.ts) */
+    prefill?: boolean;
+    /** a takeover's sweep, inside the first full sync that succeeds */
+    afterFull?: (ports: ResolvedServicePort[]) => Promise<void>;
+  },
 ) {
+  let afterFirstFull = first.afterFull;
   const [{ startControlPlane }, { datapathSync }] = await Promise.all([
     import('../control/control-plane.ts'),
     import('../control/datapath-sync.ts'),
@@ -109,6 +115,7 @@ async function startControl(
   }
   const cp = await startControlPlane({
     source,
+    prefill: first.prefill,
     // the endpoint steering follows first: a new endpoint's replies are steered before the
     // maps send it anything (steer-endpoints.ts)
     // (its recount in steps, and tc not waited on: the packet loop's thread)
@@ -455,7 +462,12 @@ export class NodeAgent {
     const loader = new DpLoader(dp); // the one writer of dp's service maps
     const monitor = new MonitorHub(dp, opts.nodeName); // monitor / tap streams (monitor.ts)
     const steer = new EndpointSteer(); // counts endpoints from the first sync on
-    const { cp } = await startControl(opts, net, dp, loader, log, monitor, steer);
+    // the maps are this run's own and nothing is steered to them before the first sync (or
+    // the start-up timeout: then a source still listing has its objects so far in the maps,
+    // and the rest follows as it comes; nothing is ever deleted before the first sync)
+    const { cp } = await startControl(opts, net, dp, loader, log, monitor, steer, {
+      prefill: true,
+    });
     let tun: TunDevice;
     let agent: NodeAgent;
     try {
@@ -554,16 +566,9 @@ export class NodeAgent {
           log.warn({ err: (err as Error).message }, 'takeover sweep failed; stale entries stay');
         }
       };
-      const { cp } = await startControl(
-        opts,
-        opts.net,
-        dp,
-        loader,
-        log,
-        agent.monitor,
-        steer,
-        sweep,
-      );
+      const { cp } = await startControl(opts, opts.net, dp, loader, log, agent.monitor, steer, {
+        afterFull: sweep,
+      });
       agent.cp = cp;
       void cp.firstSync.then(() => {
         agent.synced = true;

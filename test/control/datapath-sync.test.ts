@@ -1,5 +1,6 @@
 // datapathSync: a partial sync writes only the service ports the tracker reports, a full one
-// rewrites everything; both leave the maps as a fresh full load of the same state would.
+// every port the maps do not hold as it is now; both leave the maps as a fresh full load of the
+// same state would.
 import { loaderOf } from '../datapath/harness.ts';
 import { describe, expect, it } from 'vitest';
 import { datapathSync } from '../../src/control/datapath-sync.ts';
@@ -105,7 +106,8 @@ describe('datapathSync', () => {
       );
     t.checkout();
     expect(await sync.program({ full: true, changes: t.checkout(), tracker: t })).toBe(true);
-    expect(sync.last).toMatchObject({ full: true, written: 50, deleted: 200 });
+    // (the 50 kept are held as they are: none is written again)
+    expect(sync.last).toMatchObject({ full: true, written: 0, deleted: 200 });
     const fresh2 = createDatapath();
     loaderOf(fresh2).load(t.resolveAll());
     expect(snapshot(dp)).toEqual(snapshot(fresh2));
@@ -153,9 +155,11 @@ describe('datapathSync', () => {
     );
     expect(sync.last.refused).toHaveLength(1);
     // the runner's retry, still bad: the same state (nothing half-written, nothing lost)
-    await Promise.resolve(sync.program({ full: true, changes: t.checkout(), tracker: t })).catch(
-      () => {},
+    // (only s120 is written again: one write, synchronous, and it throws)
+    expect(() => sync.program({ full: true, changes: t.checkout(), tracker: t })).toThrow(
+      /default\/s120:dns/,
     );
+    expect(sync.last).toMatchObject({ full: true, written: 1 });
     expect(snapshot(dp)).toEqual(snapshot(expected));
     // fixed: the retry succeeds and the maps are exactly a fresh full load
     t.services.update(bad, { ...s120, annotations: { 'kubetun.io/scheduler': 'rr' } });

@@ -277,6 +277,32 @@ describe('the strict first load (the agent start-up check)', () => {
     }
   });
 
+  // Issue 18: the Proxier's prefill (proxier.ts) programs the streamed slices while the rest
+  // parses; onSlice is how it hears of them.
+  it('tells onSlice of each streamed slice that left changes, before the load is in', async () => {
+    writeFileSync(
+      join(dir, 'a.yaml'),
+      [service('a', '10.96.0.10'), slice('a-1', 'a', '10.244.1.5')].join('---\n'),
+    );
+    writeFileSync(join(dir, 'b.yaml'), service('b', '10.96.0.11'));
+    const sink = new ChangeTracker();
+    const events: string[] = [];
+    source = new ManifestDirSource({
+      dir,
+      sink,
+      parse,
+      worker: true,
+      strictStart: true,
+      watch: false,
+      pollIntervalMs: 0,
+      onSlice: () => void events.push(`slice: ${sink.pendingChanges()} pending`),
+      onSynced: () => void events.push('synced'),
+    });
+    expect(await source.start()).toBe(true);
+    // a.yaml's Service, its slice, b.yaml's Service: one slice each kind per file
+    expect(events).toEqual(['slice: 1 pending', 'slice: 2 pending', 'slice: 3 pending', 'synced']);
+  });
+
   it('DirState streams a strict load from an empty state file by file, and only that load', () => {
     writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
     writeFileSync(
