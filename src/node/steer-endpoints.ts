@@ -86,9 +86,12 @@ export function endpointKeys(rsp: ResolvedServicePort): string[] {
   if (proto === undefined) return [];
   const out: string[] = [];
   for (const ep of [...rsp.endpoints, ...(rsp.endpoints6 ?? [])]) {
-    out.push(`${ep.ip}/${proto}/${ep.port}`);
-    if (isKey6(ep.ip)) for (const t of ICMPV6_ERRORS) out.push(`${ep.ip}/${IPPROTO_ICMPV6}/${t}`);
-    else for (const t of ICMP_ERRORS) out.push(`${ep.ip}/${IPPROTO_ICMP}/${t}`);
+    // joined, not a template: a template of 13 characters or more is a rope, and the Maps
+    // that key on it keep the rope's head beside its flattened text (~32 B more per key)
+    out.push([ep.ip, proto, ep.port].join('/'));
+    if (isKey6(ep.ip))
+      for (const t of ICMPV6_ERRORS) out.push([ep.ip, IPPROTO_ICMPV6, t].join('/'));
+    else for (const t of ICMP_ERRORS) out.push([ep.ip, IPPROTO_ICMP, t].join('/'));
   }
   return out;
 }
@@ -129,7 +132,11 @@ export class EndpointTable {
   private readonly ids: readonly string[];
   private ht: string;
   private installed = false;
-  private readonly handles = new Map<string, string>();
+  /**
+   * each entry's place, bucket << 12 | item (its handle is `<ht>:<bucket>:<item>`, hex): a
+   * number, not the handle's text — at 10k Services a table holds 90k entries (issue 18's RSS)
+   */
+  private readonly handles = new Map<string, number>();
   private readonly used: Set<number>[] = Array.from({ length: BUCKETS }, () => new Set());
 
   constructor(
@@ -203,12 +210,11 @@ export class EndpointTable {
     const lines: string[] = [];
     for (const k of add) if (this.mine(k) && !this.handles.has(k)) lines.push(this.addLine(k));
     for (const k of del) {
-      const h = this.handles.get(k);
-      if (h === undefined) continue;
+      const place = this.handles.get(k);
+      if (place === undefined) continue;
       this.handles.delete(k);
-      const [, bkt, item] = h.split(':');
-      this.used[Number.parseInt(bkt, 16)].delete(Number.parseInt(item, 16));
-      lines.push(this.filter('del', ['handle', h, 'u32']));
+      this.used[place >> 12].delete(place & MAX_ITEM);
+      lines.push(this.filter('del', ['handle', this.handle(place >> 12, place & MAX_ITEM), 'u32']));
     }
     if (lines.length === 0) return;
     const failed = await shBatchAsync(['tc'], lines);
@@ -227,11 +233,15 @@ export class EndpointTable {
     let item = 1;
     while (used.has(item) && item < MAX_ITEM) item++;
     used.add(item);
-    const b = bkt.toString(16);
-    const h = `${this.ht}:${b}:${item.toString(16)}`;
-    this.handles.set(key, h);
+    this.handles.set(key, (bkt << 12) | item);
     const match = keyMatch(key).join(' ');
-    return `${this.filter('add')} handle ${h} u32 ht ${this.ht}:${b}: ${match} action mirred egress redirect dev ${this.tun}`;
+    const ht = `${this.ht}:${bkt.toString(16)}:`;
+    return `${this.filter('add')} handle ${this.handle(bkt, item)} u32 ht ${ht} ${match} action mirred egress redirect dev ${this.tun}`;
+  }
+
+  /** The u32 handle of the entry at (bucket, item) of this table. */
+  private handle(bkt: number, item: number): string {
+    return `${this.ht}:${bkt.toString(16)}:${item.toString(16)}`;
   }
 
   /** `filter <verb> <at> pref <pref> protocol ip|ipv6`, and `rest` after it. */
@@ -297,6 +307,8 @@ export class EndpointSteer {
     const add: string[] = [];
     const del: string[] = [];
     for (const [spn, keys] of next) {
+      // unchanged (a full sync's nearly every port): its counted keys stay, not a copy of them
+      if (sameKeys(this.bySpn.get(spn), keys)) continue;
       for (const k of keys) if (this.bump(k, 1) === 1) add.push(k);
       for (const k of this.bySpn.get(spn) ?? []) if (this.bump(k, -1) === 0) del.push(k);
       if (keys.length > 0) this.bySpn.set(spn, keys);
@@ -334,4 +346,12 @@ export class EndpointSteer {
     else this.count.set(k, n);
     return n;
   }
+}
+
+/** The same keys in the same order (a port whose endpoints did not change). */
+function sameKeys(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  if (a === undefined) return b.length === 0;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

@@ -73,6 +73,24 @@ describe('EndpointTable.rebuild', () => {
   });
 });
 
+describe('EndpointTable.change', () => {
+  // the table keeps each entry's place as a number (bucket << 12 | item), not its handle's text
+  it('deletes an entry by the handle it was added with (bucket and item in hex), and reuses its item', async () => {
+    const t = table();
+    await drive(t.rebuild(['10.244.1.171/6/8080', '10.244.2.171/6/8080']));
+    expect(batches.find((b) => b.length === 4)?.[3]).toContain('handle 71:ab:2 u32 ht 71:ab: match ip src 10.244.2.171/32');
+    await drive(t.change([], ['10.244.2.171/6/8080']));
+    expect(batches.at(-1)).toEqual([
+      'filter del dev up0 ingress pref 7701 protocol ip handle 71:ab:2 u32',
+    ]);
+    await drive(t.change(['10.244.3.171/6/8080'], []));
+    expect(batches.at(-1)?.[0]).toContain(
+      'handle 71:ab:2 u32 ht 71:ab: match ip src 10.244.3.171/32',
+    );
+    expect(t.size).toBe(2);
+  });
+});
+
 describe('EndpointSteer.rebuild', () => {
   it('applies what a sync changed while the tables were being built', async () => {
     const steer = new EndpointSteer();
