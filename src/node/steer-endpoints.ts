@@ -66,6 +66,8 @@ const BUCKETS = 256;
 /** Keys a rebuild turns into lines between two turns of the event loop (turns.ts). */
 const REBUILD_STEP = 1024;
 const MAX_ITEM = 0xfff;
+/** 32-bit words of one bucket's used items (0..MAX_ITEM) */
+const ITEM_WORDS = (MAX_ITEM + 1) / 32;
 /** ICMP errors about a translated flow: destination unreachable, time exceeded */
 export const ICMP_ERRORS = [3, 11];
 /** ICMPv6 errors about a translated flow: destination unreachable, packet too big, time exceeded */
@@ -137,7 +139,8 @@ export class EndpointTable {
    * number, not the handle's text — at 10k Services a table holds 90k entries (issue 18's RSS)
    */
   private readonly handles = new Map<string, number>();
-  private readonly used: Set<number>[] = Array.from({ length: BUCKETS }, () => new Set());
+  /** the items in use, a bit each, ITEM_WORDS words per bucket (a Set per bucket was ~2.5 MiB) */
+  private readonly used = new Uint32Array(BUCKETS * ITEM_WORDS);
 
   constructor(
     private readonly at: TcAt,
@@ -178,7 +181,7 @@ export class EndpointTable {
     const next = busyA && !busyB ? b : a;
     const busyOld = next === a ? busyB : busyA;
     this.handles.clear();
-    for (const u of this.used) u.clear();
+    this.used.fill(0);
     this.pref = next;
     this.ht = this.ids[next === a ? 0 : 1];
     await this.delPref(next);
@@ -213,7 +216,8 @@ export class EndpointTable {
       const place = this.handles.get(k);
       if (place === undefined) continue;
       this.handles.delete(k);
-      this.used[place >> 12].delete(place & MAX_ITEM);
+      const item = place & MAX_ITEM;
+      this.used[(place >> 12) * ITEM_WORDS + (item >> 5)] &= ~(1 << (item & 31));
       lines.push(this.filter('del', ['handle', this.handle(place >> 12, place & MAX_ITEM), 'u32']));
     }
     if (lines.length === 0) return;
@@ -229,14 +233,27 @@ export class EndpointTable {
   /** One entry's line, made as one string: a table's build makes tens of thousands. */
   private addLine(key: string): string {
     const bkt = keyBucket(key);
-    const used = this.used[bkt];
-    let item = 1;
-    while (used.has(item) && item < MAX_ITEM) item++;
-    used.add(item);
+    const item = this.takeItem(bkt);
     this.handles.set(key, (bkt << 12) | item);
     const match = keyMatch(key).join(' ');
     const ht = `${this.ht}:${bkt.toString(16)}:`;
     return `${this.filter('add')} handle ${this.handle(bkt, item)} u32 ht ${ht} ${match} action mirred egress redirect dev ${this.tun}`;
+  }
+
+  /** The bucket's lowest free item from 1 (all taken: MAX_ITEM again), marked used. */
+  private takeItem(bkt: number): number {
+    const base = bkt * ITEM_WORDS;
+    for (let w = 0; w < ITEM_WORDS; w++) {
+      // item 0 is not a u32 handle's: its bit is never free
+      const taken = this.used[base + w] | (w === 0 ? 1 : 0);
+      if (taken === -1) continue;
+      const bit = 31 - Math.clz32(~taken & (taken + 1)); // the lowest clear bit
+      const item = (w << 5) | bit;
+      if (item > MAX_ITEM) break;
+      this.used[base + w] = taken | (1 << bit);
+      return item;
+    }
+    return MAX_ITEM;
   }
 
   /** The u32 handle of the entry at (bucket, item) of this table. */

@@ -78,7 +78,9 @@ describe('EndpointTable.change', () => {
   it('deletes an entry by the handle it was added with (bucket and item in hex), and reuses its item', async () => {
     const t = table();
     await drive(t.rebuild(['10.244.1.171/6/8080', '10.244.2.171/6/8080']));
-    expect(batches.find((b) => b.length === 4)?.[3]).toContain('handle 71:ab:2 u32 ht 71:ab: match ip src 10.244.2.171/32');
+    expect(batches.find((b) => b.length === 4)?.[3]).toContain(
+      'handle 71:ab:2 u32 ht 71:ab: match ip src 10.244.2.171/32',
+    );
     await drive(t.change([], ['10.244.2.171/6/8080']));
     expect(batches.at(-1)).toEqual([
       'filter del dev up0 ingress pref 7701 protocol ip handle 71:ab:2 u32',
@@ -88,6 +90,24 @@ describe('EndpointTable.change', () => {
       'handle 71:ab:2 u32 ht 71:ab: match ip src 10.244.3.171/32',
     );
     expect(t.size).toBe(2);
+  });
+});
+
+describe('EndpointTable items', () => {
+  it('gives a bucket its items from 1 up, past a word of 32, and a freed one again first', async () => {
+    const keys = Array.from({ length: 40 }, (_, i) => `10.244.${i}.7/6/8080`); // all bucket 7
+    const t = table();
+    await drive(t.rebuild(keys));
+    const build = batches.find((b) => b.length === 2 + 40) as string[];
+    const items = build
+      .slice(2)
+      .map((l) => Number.parseInt(/handle 71:7:([0-9a-f]+) /.exec(l)![1], 16));
+    expect(items).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    await drive(t.change([], [keys[32]])); // item 33, in the second word
+    await drive(t.change(['10.244.99.7/6/8080'], []));
+    expect(batches.at(-1)?.[0]).toContain('handle 71:7:21 u32');
+    await drive(t.change(['10.244.98.7/6/8080'], []));
+    expect(batches.at(-1)?.[0]).toContain('handle 71:7:29 u32'); // 41
   });
 });
 
