@@ -8,13 +8,15 @@
 // all is like an informer that has not synced: nothing is applied. A `strict` reload (the
 // agent's start) is all or nothing instead (loadManifests): the first refusal, nothing applied.
 //
-// The state is each object's JSON, not the object (issue 18: about a quarter of the heap, and
-// the worker that computes a reload hands it back and exits): the diff compares an object's JSON
-// with its last good one, so an untouched object is no event at all; the previous objects a
-// tolerant load falls back to are parsed back from it when a reload needs them, and the
-// manifest worker hands its changes to the main thread as that JSON (JsonChange). An object's
-// JSON parses back to an equal object: the model is plain data (strings, numbers, booleans,
-// arrays, objects; no undefined, NaN or -0 — test/control/source-dir-worker.test.ts).
+// The state here is each object's JSON, not the object (issue 18: about a quarter of the heap,
+// and the worker that computes a reload exits): the diff compares an object's JSON with its last
+// good one, so an untouched object is no event at all; the previous objects a tolerant load
+// falls back to are parsed back from it when a reload needs them, and the manifest worker hands
+// its changes to the main thread as that JSON (JsonChange), whose side keeps the objects and
+// makes this state from them for the next worker (manifest-worker.ts). An object's JSON parses
+// back to an equal object that prints as the same JSON again: the model is plain data (strings,
+// numbers, booleans, arrays, objects; no undefined, NaN or -0 —
+// test/control/source-dir-worker.test.ts).
 //
 // The strict first load from an empty state can stream (reload's `stream`): each file's objects
 // go out as JSON changes once the file parsed, while the next one is read, so their owner feeds
@@ -56,7 +58,7 @@ export interface DirDelta {
   applied: boolean;
   /** objects in force after this reload */
   counts: { services: number; slices: number };
-  /** the JSON of each change above, for a state kept elsewhere (the manifest worker's owner) */
+  /** the JSON of each change above (the manifest worker hands its changes over as this) */
   json: DeltaJson;
 }
 
@@ -168,14 +170,6 @@ function asJson<T extends { namespace: string; name: string }>(
  * rebuilt field by field on both sides, about 2x the time of the JSON.parse it replaces).
  */
 export type JsonChange = [name: string, json: string | null];
-
-/** Applies one slice of a delta to a compact state kept elsewhere. */
-export function applyToState(state: Map<string, string>, changes: readonly JsonChange[]): void {
-  for (const [name, json] of changes) {
-    if (json === null) state.delete(name);
-    else state.set(name, json);
-  }
-}
 
 /** The changes as objects: each one's JSON parsed (the JSON is the object: see the header). */
 export function parseChanges<T>(changes: readonly JsonChange[]): Change<T>[] {

@@ -16,11 +16,15 @@
 // at load 8-9 a cold reload reached the maps 0.9-2.1 s after the view changed, the warm ones
 // of the same rollout 0.1-1.3 s (the runner's 1 s minimum sync period included) — the time a
 // terminating endpoint still takes new connections (the soak's churn, issue 18).
-// The last good state lives here too, as each object's JSON (CompactState, a quarter of the
-// objects' size), handed to the next worker; a worker that dies fails its reload with one error,
-// and the slices it had delivered are in that state, so the next reload starts from the truth.
-// A warm worker's own state is that same state: it computed it, and every slice of it was
-// applied here before its reload finished.
+// The last good state lives here too, as the objects every slice applied made (the same
+// objects the trackers hold), and a new worker gets it as each object's JSON (CompactState),
+// made from them in steps before it boots: ~11 MiB of JSON strings at 10k Services are not
+// kept between reloads (issue 18's RSS), for ~70 ms of CPU, in steps, at each cold reload. An
+// object's JSON parses back to an equal object and prints again as the same text (dir-state.ts),
+// so the new worker diffs against exactly what the last one handed over. A worker that dies
+// fails its reload with one error, and the slices it had delivered are in that state, so the
+// next reload starts from the truth. A warm worker's own state is that same state: it computed
+// it, and every slice of it was applied here before its reload finished.
 //
 // The worker runs the bundle's entry or, from the sources, boots through tsx's CommonJS require
 // hook (workers do not inherit tsx's ESM hooks on Node 20): src/runtime.ts.
@@ -29,13 +33,8 @@ import { workerSource } from '../runtime.ts';
 import { ManifestError, ManifestFileError } from '../manifests/errors.ts';
 import type { ParseOptions } from '../manifests/parse.ts';
 import type { EndpointSlice, Service } from '../model.ts';
-import {
-  applyToState,
-  type Change,
-  type CompactState,
-  type DirDelta,
-  parseChanges,
-} from './dir-state.ts';
+import { type Change, type CompactState, type DirDelta, parseChanges } from './dir-state.ts';
+import { CHECKOUT_STEP, inSteps } from './turns.ts';
 import type { WireError, WorkerData, WorkerReply, WorkerRequest } from './manifest-worker-main.ts';
 
 /** A reload's outcome once every slice has been applied (the changes went to onChunk). */
@@ -50,8 +49,10 @@ export class ManifestWorker {
   private worker: Worker | undefined;
   /** the kept worker's end, if no reload comes first */
   private idle: ReturnType<typeof setTimeout> | undefined;
-  /** the last good state: what every slice applied so far made of it */
-  readonly state: CompactState = { services: new Map(), slices: new Map(), loaded: false };
+  /** the last good state: what every slice applied so far made of it (see the header) */
+  readonly state: ObjectState = { services: new Map(), slices: new Map(), loaded: false };
+  /** stop() calls so far: a reload whose worker was still booting when one came gives up */
+  private stops = 0;
   /** worker threads started so far (logs, tests) */
   boots = 0;
 
@@ -70,11 +71,16 @@ export class ManifestWorker {
    * One reload; onChunk gets each slice of changes, in order, between two event-loop turns.
    * `strict`: all or nothing, the first refusal fatal (the agent's first load).
    */
-  reload(
+  async reload(
     onChunk: (services: Change<Service>[], slices: Change<EndpointSlice>[]) => void,
     strict = false,
   ): Promise<WorkerOutcome> {
-    const w = this.takeWarm() ?? this.boot();
+    const stops = this.stops;
+    const w = this.takeWarm() ?? (await this.boot());
+    if (stops !== this.stops) {
+      this.end(w);
+      return this.failure('stopped while it booted');
+    }
     return new Promise<WorkerOutcome>((resolve) => {
       // the worker's replies not applied yet, in order; one applied per turn (`pump`)
       const queue: WorkerReply[] = [];
@@ -101,9 +107,11 @@ export class ManifestWorker {
           finish({ ...m, errors: m.errors.map(fromWire) });
           return;
         }
-        applyToState(this.state.services, m.services);
-        applyToState(this.state.slices, m.slices);
-        onChunk(parseChanges<Service>(m.services), parseChanges<EndpointSlice>(m.slices));
+        const svcs = parseChanges<Service>(m.services);
+        const slices = parseChanges<EndpointSlice>(m.slices);
+        applyObjects(this.state.services, svcs);
+        applyObjects(this.state.slices, slices);
+        onChunk(svcs, slices);
         setImmediate(pump);
       };
       const onMessage = (m: WorkerReply) => {
@@ -112,11 +120,7 @@ export class ManifestWorker {
         pumping = true;
         setImmediate(pump);
       };
-      const failed = (why: string) => {
-        const e = new Error(`manifest worker ${why}; the last good state stays`);
-        const counts = { services: this.state.services.size, slices: this.state.slices.size };
-        finish({ errors: [e], fatal: true, ignored: [], applied: false, counts });
-      };
+      const failed = (why: string) => finish(this.failure(why));
       const onError = (err: Error) => failed(`failed: ${err.message}`);
       const onExit = (code: number) => failed(`exited (${code})`);
       w.on('message', onMessage);
@@ -127,6 +131,7 @@ export class ManifestWorker {
   }
 
   stop(): Promise<number> | undefined {
+    this.stops++;
     const w = this.worker;
     if (this.idle !== undefined) clearTimeout(this.idle);
     this.idle = undefined;
@@ -134,8 +139,17 @@ export class ManifestWorker {
     return w?.terminate();
   }
 
-  private boot(): Worker {
-    const workerData: WorkerData = { dir: this.dir, parse: this.parse, state: this.state };
+  /** A reload that failed as a whole: one error, nothing applied, the last good state kept. */
+  private failure(why: string): WorkerOutcome {
+    const e = new Error(`manifest worker ${why}; the last good state stays`);
+    const counts = { services: this.state.services.size, slices: this.state.slices.size };
+    return { errors: [e], fatal: true, ignored: [], applied: false, counts };
+  }
+
+  /** A new worker, handed the last good state as JSON (made in steps: see the header). */
+  private async boot(): Promise<Worker> {
+    const state = await compactState(this.state);
+    const workerData: WorkerData = { dir: this.dir, parse: this.parse, state };
     const w = new Worker(workerSource('manifest-worker'), { eval: true, workerData });
     this.boots++;
     this.worker = w;
@@ -176,6 +190,32 @@ export class ManifestWorker {
     this.idle = undefined;
     this.worker = undefined;
   };
+}
+
+/** The last good state as the objects in force, by namespaced name. */
+export interface ObjectState {
+  services: Map<string, Service>;
+  slices: Map<string, EndpointSlice>;
+  /** a complete read has been applied */
+  loaded: boolean;
+}
+
+/** One slice of changes into the objects in force. */
+function applyObjects<T>(state: Map<string, T>, changes: readonly Change<T>[]): void {
+  for (const [name, cur] of changes) {
+    if (cur === null) state.delete(name);
+    else state.set(name, cur);
+  }
+}
+
+/** The objects as each one's JSON, CHECKOUT_STEP objects between two turns of the event loop. */
+async function compactState(st: ObjectState): Promise<CompactState> {
+  const out: CompactState = { services: new Map(), slices: new Map(), loaded: st.loaded };
+  await inSteps([...st.services], CHECKOUT_STEP, ([n, o]) =>
+    out.services.set(n, JSON.stringify(o)),
+  );
+  await inSteps([...st.slices], CHECKOUT_STEP, ([n, o]) => out.slices.set(n, JSON.stringify(o)));
+  return out;
 }
 
 /** A refusal as the worker sent it, back to the class it was (file, object, field). */

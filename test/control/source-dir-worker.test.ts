@@ -383,10 +383,30 @@ describe('ManifestWorker: a warm worker for a small directory', () => {
     try {
       await w.reload(() => {});
       expect(w.warmNow).toBe(false);
-      await w.reload(() => {});
+      // the new worker diffs against the JSON made here from the objects in force: the very
+      // text the last one handed over, so nothing unchanged comes back
+      const seen: string[] = [];
+      const onChunk = (s: [string, unknown][]) => void seen.push(...s.map(([n]) => n));
+      await w.reload(onChunk);
       expect(w.boots).toBe(2);
+      expect(seen).toEqual([]);
+      writeFileSync(join(dir, 's3.yaml'), service('s3', '10.96.0.4', 81));
+      await w.reload(onChunk);
+      expect(seen).toEqual(['bench/s3']);
+      expect(w.state.services.get('bench/s3')).toMatchObject({ ports: [{ port: 81 }] });
     } finally {
       await w.stop();
     }
+  });
+
+  it('a stop while the worker boots ends that reload, and the worker', async () => {
+    writeFileSync(join(dir, 'a.yaml'), service('a', '10.96.0.10'));
+    const w = new ManifestWorker(dir, parse);
+    const reload = w.reload(() => {});
+    await w.stop();
+    const o = await reload;
+    expect(o).toMatchObject({ applied: false, fatal: true });
+    expect(o.errors[0].message).toMatch(/stopped while it booted/);
+    expect(w.warmNow).toBe(false);
   });
 });
