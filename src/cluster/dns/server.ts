@@ -11,12 +11,13 @@
 // A view that does not read (bad YAML, a bad field) is reported in one line naming file, object
 // and field, and the last good zone keeps being served. SIGTERM/SIGINT close both sockets.
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
-import { createServer, connect, isIP, type Server, type Socket } from 'node:net';
+import { connect, isIP, type Server, type Socket } from 'node:net';
 import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { UsageError, UserError } from '../../errors.ts';
+import { listenPair } from './listen.ts';
 import { type Forwarder, respond, type Reply, type Transport } from './responder.ts';
 import { buildZone, DEFAULT_TTL, type Zone } from './zone.ts';
 import { type View, watchView } from './view.ts';
@@ -59,26 +60,20 @@ export class ClusterDnsServer {
 
   /** Binds UDP and TCP on host:port (port 0: any free port, the same for both where possible). */
   async listen(host: string, port: number): Promise<HostPort> {
-    const udp = createSocket(isIP(host) === 6 ? 'udp6' : 'udp4');
-    udp.on('message', (msg, rinfo) => {
-      void this.handle(msg, 'udp', rinfo.address).then((r) => {
-        if (r) udp.send(r.bytes, rinfo.port, rinfo.address);
-      });
-    });
-    await new Promise<void>((res, rej) => {
-      udp.once('error', rej);
-      udp.bind(port, host, () => res());
-    });
-    udp.on('error', (e) => process.stderr.write(`cluster-dns: udp: ${e.message}\n`));
-    this.udp = udp;
-    const bound = udp.address().port;
-    const tcp = createServer((s) => this.serveTcp(s));
-    await new Promise<void>((res, rej) => {
-      tcp.once('error', rej);
-      tcp.listen(bound, host, () => res());
-    });
-    this.tcp = tcp;
-    return { host, port: bound };
+    const pair = await listenPair(
+      host,
+      port,
+      (udp, msg, rinfo) => {
+        void this.handle(msg, 'udp', rinfo.address).then((r) => {
+          if (r) udp.send(r.bytes, rinfo.port, rinfo.address);
+        });
+      },
+      (s) => this.serveTcp(s),
+    );
+    pair.udp.on('error', (e) => process.stderr.write(`cluster-dns: udp: ${e.message}\n`));
+    this.udp = pair.udp;
+    this.tcp = pair.tcp;
+    return { host, port: pair.port };
   }
 
   async close(): Promise<void> {

@@ -5,9 +5,10 @@
 // Run the upstream alone (the root test starts it inside a namespace):
 //   node --import tsx test/cluster/dns/dns-client.ts upstream HOST PORT NAME=IP...
 import { createSocket } from 'node:dgram';
-import { connect, createServer, type Server } from 'node:net';
+import { connect } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import dnsPacket, { type Answer, type DecodedPacket, type RecordType } from 'dns-packet';
+import { listenPair } from '../../../src/cluster/dns/listen.ts';
 
 export interface AskOptions {
   tcp?: boolean;
@@ -129,23 +130,27 @@ export async function startUpstream(
     const flags = dnsPacket.RECURSION_DESIRED | dnsPacket.RECURSION_AVAILABLE | rcode;
     return dnsPacket.encode({ type: 'response', id: q.id, flags, questions: q.questions, answers });
   };
-  const udp = createSocket('udp4');
-  udp.on('message', (m, r) => udp.send(answer(m), r.port, r.address));
-  await new Promise<void>((res) => udp.bind(port, host, () => res()));
-  const bound = udp.address().port;
-  const tcp: Server = createServer((s) => {
-    let got = Buffer.alloc(0);
-    s.on('error', () => s.destroy());
-    s.on('data', (c) => {
-      got = Buffer.concat([got, c]);
-      if (got.length < 2 || got.length < 2 + got.readUInt16BE(0)) return;
-      const out = answer(got.subarray(2, 2 + got.readUInt16BE(0)));
-      const len = Buffer.alloc(2);
-      len.writeUInt16BE(out.length);
-      s.end(Buffer.concat([len, out]));
-    });
-  });
-  await new Promise<void>((res) => tcp.listen(bound, host, () => res()));
+  const {
+    udp,
+    tcp,
+    port: bound,
+  } = await listenPair(
+    host,
+    port,
+    (sock, m, r) => sock.send(answer(m), r.port, r.address),
+    (s) => {
+      let got = Buffer.alloc(0);
+      s.on('error', () => s.destroy());
+      s.on('data', (c) => {
+        got = Buffer.concat([got, c]);
+        if (got.length < 2 || got.length < 2 + got.readUInt16BE(0)) return;
+        const out = answer(got.subarray(2, 2 + got.readUInt16BE(0)));
+        const len = Buffer.alloc(2);
+        len.writeUInt16BE(out.length);
+        s.end(Buffer.concat([len, out]));
+      });
+    },
+  );
   return {
     port: bound,
     asked,
