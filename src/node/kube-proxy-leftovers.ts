@@ -16,9 +16,13 @@ const KUBE_PROXY_CHAIN =
 const TABLES = ['nat', 'filter'] as const;
 const NFT_FAMILIES = ['ip', 'ip6'] as const;
 
+/** Where a command runs: this node's own namespace, or another's (`inNs`: the lab's nodes). */
+type Place = (argv: string[]) => string[];
+const HERE: Place = (argv) => argv;
+
 /** kube-proxy's chains present in one iptables table (by `iptables-save -t`). */
-function iptablesChains(table: string): string[] {
-  const r = shTry(['iptables-save', '-t', table]);
+function iptablesChains(table: string, at: Place = HERE): string[] {
+  const r = shTry(at(['iptables-save', '-t', table]));
   if (!r.ok) return [];
   return r.out
     .split('\n')
@@ -27,20 +31,23 @@ function iptablesChains(table: string): string[] {
     .filter((c) => KUBE_PROXY_CHAIN.test(c));
 }
 
-function nftTables(): string[] {
-  return NFT_FAMILIES.filter((f) => shTry(['nft', 'list', 'table', f, 'kube-proxy']).ok).map(
+function nftTables(at: Place = HERE): string[] {
+  return NFT_FAMILIES.filter((f) => shTry(at(['nft', 'list', 'table', f, 'kube-proxy'])).ok).map(
     (f) => `${f} kube-proxy`,
   );
 }
 
-/** What of kube-proxy is on this node, one phrase each (empty: nothing). */
-export function findKubeProxyRules(): string[] {
+/**
+ * What of kube-proxy is on this node, one phrase each (empty: nothing) — what the agent refuses
+ * to start beside. `at`: run the checks elsewhere (the lab's node namespaces).
+ */
+export function findKubeProxyRules(at: Place = HERE): string[] {
   const found: string[] = [];
   for (const t of TABLES) {
-    const chains = iptablesChains(t);
+    const chains = iptablesChains(t, at);
     if (chains.length > 0) found.push(`iptables ${t}: ${chains.length} KUBE-* chains`);
   }
-  for (const t of nftTables()) found.push(`nftables table ${t}`);
+  for (const t of nftTables(at)) found.push(`nftables table ${t}`);
   return found;
 }
 

@@ -10,8 +10,9 @@ import { type Progress, startKubetun, withLabLock } from '../lab.ts';
 import { flushKernelDataplane, installKernelDataplane, isKernelMode } from '../kube-proxy.ts';
 import { isAlive } from '../procs.ts';
 import { forgetAgentFiles, stopAgent } from '../provision.ts';
+import { findKubeProxyRules } from '../../node/kube-proxy-leftovers.ts';
 import { LabError } from '../error.ts';
-import { inNs, shTry } from '../../sh.ts';
+import { inNs } from '../../sh.ts';
 import { type LabMode, type LabState, readState, writeState } from '../state.ts';
 import { loadTopology, type Topology } from '../topology.ts';
 
@@ -53,15 +54,12 @@ async function switchUnlocked(mode: LabMode, say: Progress, reinstall: boolean):
 /**
  * A kernel-mode sync the control plane began before `switching` was written can still finish
  * after the flush, leaving kube-proxy's rules behind (a kubetun agent then refuses to start
- * beside them; CI saw it on node2). Flush again until every node stays clean for 2 s.
+ * beside them; CI saw it on node2). Flush again until every node stays clean for 2 s — clean
+ * as the agent checks it (findKubeProxyRules: IPv6's table too, which CI once saw left alone).
  */
 async function settleFlush(t: Topology): Promise<void> {
   const dirty = () =>
-    t.nodes.some(
-      (n) =>
-        shTry(inNs(n.ns, ['nft', 'list', 'table', 'ip', 'kube-proxy'])).ok ||
-        shTry(inNs(n.ns, ['iptables', '-w', '-t', 'nat', '-S', 'KUBE-SERVICES'])).ok,
-    );
+    t.nodes.some((n) => findKubeProxyRules((argv) => inNs(n.ns, argv)).length > 0);
   for (let clean = 0, waited = 0; clean < 5 && waited < 20_000; waited += 400) {
     await sleep(400);
     if (dirty()) {
